@@ -1,0 +1,35 @@
+"""minitensor: a small, readable tensor library with reverse-mode autograd.
+
+    import minitensor as mt
+    import minitensor.functional as F
+
+    x = mt.randn(3, 4, requires_grad=True, name="x")
+    loss = F.relu(x @ mt.randn(4, 2)).sum()
+    loss.backward()          # x.grad now holds d loss / d x
+"""
+from . import autograd, kernels, random
+from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
+from .creation import (arange, eye, full, full_like, ones, ones_like, rand, rand_like, randint,
+                       randn, randn_like, tensor, zeros, zeros_like)
+from .function import Context, Function, ShapeError, unbroadcast
+from .gradcheck import GradcheckError, gradcheck
+from .random import get_rng_state, manual_seed, set_rng_state
+from .scope import current_scope, scope
+from .tensor import Tensor, bool_, float32, float64, int32, int64
+from .tensor import _install_operators
+
+_install_operators()
+
+from . import functional  # noqa: E402
+from . import functional as F  # noqa: E402,F401
+from .functional import cat, chunk, concat, split, stack, where  # noqa: E402
+from .kernels import get_backend, set_backend  # noqa: E402
+from . import nn  # noqa: E402
+
+__all__ = [
+    "Tensor", "Function", "Context", "tensor", "zeros", "ones", "full", "randn", "rand",
+    "randint", "arange", "eye", "zeros_like", "ones_like", "full_like", "randn_like",
+    "rand_like", "manual_seed", "no_grad", "enable_grad", "detect_anomaly", "gradcheck",
+    "scope", "unbroadcast", "float32", "float64", "int32", "int64", "bool_", "nn", "functional",
+    "set_backend", "get_backend",
+]

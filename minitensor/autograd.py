@@ -1,0 +1,286 @@
+"""The backward engine: one iterative walk over the graph, used by `backward()` and by the
+step-through `backward_steps()` alike, so what a learner steps through is what training runs.
+
+Also here: gradient mode (`no_grad`, `enable_grad`), anomaly mode (`detect_anomaly`) and the
+forward hooks that `viz.trace` uses.
+"""
+import functools
+from contextlib import contextmanager
+
+import numpy as np
+
+_grad_enabled = [True]
+_anomaly = [False]
+_hooks_active = [False]
+_forward_hooks = []
+
+
+def is_grad_enabled():
+    return _grad_enabled[0]
+
+
+class _GradMode:
+    """Context manager and decorator that sets gradient recording on or off."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append(_grad_enabled[0])
+        _grad_enabled[0] = self.enabled
+        return self
+
+    def __exit__(self, *exc):
+        _grad_enabled[0] = self._prev.pop()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradMode(self.enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def no_grad():
+    """Ops inside record no graph (inference, optimizer updates). Context manager or decorator."""
+    return _GradMode(False)
+
+
+def enable_grad():
+    """Turn recording back on inside a `no_grad` block. Context manager or decorator."""
+    return _GradMode(True)
+
+
+# ----------------------------------------------------------------------------- anomaly mode
+
+@contextmanager
+def detect_anomaly():
+    """Check every forward output and every gradient for NaN/Inf.
+
+    The first one found raises FloatingPointError naming the op, its module scope and the
+    user's source line that created it (forward), or the node whose backward produced it.
+    """
+    prev = _anomaly[0]
+    _anomaly[0] = True
+    _update_hooks_flag()
+    try:
+        yield
+    finally:
+        _anomaly[0] = prev
+        _update_hooks_flag()
+
+
+def is_anomaly_enabled():
+    return _anomaly[0]
+
+
+def _check_forward(fn, arrays, result):
+    out = result.data
+    if out.dtype.kind == "f" and not np.isfinite(out).all():
+        from .function import _user_frame, describe_inputs
+        from .scope import current_scope
+        src = result.grad_fn.source if result.grad_fn is not None else _user_frame()
+        scope = current_scope()
+        where = f"`{fn.op_name()}`" + (f" in {scope}" if scope else "")
+        line = ""
+        if src:
+            import linecache
+            line = f" at {src[0]}:{src[1]}: {linecache.getline(src[0], src[1]).strip()}"
+        bad = "NaN" if np.isnan(out).any() else "Inf"
+        raise FloatingPointError(
+            f"anomaly: {where} produced {bad} in its output of shape {out.shape}{line} "
+            f"(inputs: {describe_inputs(arrays)})")
+
+
+def _check_backward(node, grads):
+    for i, g in enumerate(grads):
+        if g is not None and g.dtype.kind == "f" and not np.isfinite(g).all():
+            bad = "NaN" if np.isnan(g).any() else "Inf"
+            line = node.source_line()
+            raise FloatingPointError(
+                f"anomaly: the backward of {node.where()} produced {bad} in the gradient for "
+                f"input {i} (shape {g.shape})" + (f"; the node was created by: {line}" if line else ""))
+
+
+# ----------------------------------------------------------------------------- forward hooks
+
+def register_forward_hook(hook):
+    """Call ``hook(fn, ctx, input_arrays, output_tensor, recorded)`` after every op's forward.
+
+    Returns a handle with ``remove()``. `viz.trace` is built on this.
+    """
+    _forward_hooks.append(hook)
+    _update_hooks_flag()
+
+    class _Handle:
+        def remove(self_inner):
+            if hook in _forward_hooks:
+                _forward_hooks.remove(hook)
+            _update_hooks_flag()
+    return _Handle()
+
+
+def _update_hooks_flag():
+    _hooks_active[0] = bool(_forward_hooks) or _anomaly[0]
+
+
+def _run_forward_hooks(fn, ctx, arrays, result, recorded):
+    if _anomaly[0]:
+        _check_forward(fn, arrays, result)
+    for hook in list(_forward_hooks):
+        hook(fn, ctx, arrays, result, recorded)
+
+
+# ----------------------------------------------------------------------------- the engine
+
+def topological_order(root):
+    """The nodes reachable from `root` (a node), each before every node that feeds it.
+
+    This is the order backward visits them: a node runs only once all the gradients for its
+    output have arrived. Iterative depth-first search, so a chain of 10,000 ops is fine.
+    """
+    order, visited = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for t in node.inputs:
+            if t is not None and t.grad_fn is not None and id(t.grad_fn) not in visited:
+                stack.append((t.grad_fn, False))
+    order.reverse()
+    return order
+
+
+class BackwardStep:
+    """One node's turn in the backward pass, as `backward_steps` yields it.
+
+    ``node`` (the graph node: ``name``, ``scope``, ``source``), ``index`` and ``total``,
+    ``grad_output`` (dLoss/dOutput arriving at the node), ``grad_inputs`` (what it sends to each
+    input, None where nothing), ``saved`` (the arrays it saved for backward).
+    """
+
+    def __init__(self, index, total, node, grad_output, grad_inputs, saved, done):
+        self.index, self.total, self.node = index, total, node
+        self.grad_output, self.grad_inputs, self.saved = grad_output, grad_inputs, saved
+        self.done = done   # set of ids of the nodes whose backward has run, this one included
+
+    @property
+    def op(self):
+        return self.node.name
+
+    @property
+    def scope(self):
+        return self.node.scope
+
+    @property
+    def source(self):
+        return self.node.source
+
+    def __repr__(self):
+        return (f"<step {self.index + 1}/{self.total}: {self.node.where()} "
+                f"grad_output {self.grad_output.shape}>")
+
+
+def _initial_grad(tensor, grad):
+    if grad is None:
+        if tensor.data.size != 1:
+            raise RuntimeError(
+                f"backward: a gradient can be implied only for a single-element output, but this "
+                f"tensor has shape {tensor.shape}. Pass grad= with that shape (or reduce it, "
+                f"e.g. loss.sum()).")
+        return np.ones_like(tensor.data)
+    g = grad.data if hasattr(grad, "data") and not isinstance(grad, np.ndarray) else np.asarray(grad)
+    if g.shape != tensor.shape:
+        raise ValueError(f"backward: grad has shape {g.shape} but the output has shape {tensor.shape}")
+    return g.astype(tensor.dtype, copy=False)
+
+
+def _check_versions(node):
+    for counter, version, what in node._saved_versions:
+        if counter[0] != version:
+            raise RuntimeError(
+                f"backward: {what} of {node.where()} was saved for backward and then modified "
+                f"in place (version {version} -> {counter[0]}); its gradient would be silently "
+                f"wrong. Use an out-of-place op (x = x + y instead of x.add_(y)) or clone first.")
+
+
+def _normalise_grads(node, grads):
+    """backward may return one array or a tuple; check each has its input's shape."""
+    if not isinstance(grads, tuple):
+        grads = (grads,)
+    if len(grads) != len(node.inputs):
+        raise RuntimeError(
+            f"backward of {node.where()} returned {len(grads)} gradients for "
+            f"{len(node.inputs)} inputs")
+    out = []
+    for i, (t, g) in enumerate(zip(node.inputs, grads)):
+        if g is None or t is None or not t.requires_grad:
+            out.append(None)
+            continue
+        g = np.asarray(g)
+        if g.shape != t.shape:
+            raise RuntimeError(
+                f"backward of {node.where()} returned a gradient of shape {g.shape} for input {i} "
+                f"of shape {t.shape} (reduce broadcast gradients with mt.unbroadcast)")
+        if g.dtype != t.dtype:
+            g = g.astype(t.dtype)
+        out.append(g)
+    return tuple(out)
+
+
+def backward_steps(tensor, grad=None, retain_graph=False):
+    """Run backward from `tensor` one node at a time, yielding a `BackwardStep` after each.
+
+    Consuming every step leaves exactly the gradients ``tensor.backward()`` leaves: `backward`
+    is this generator run to the end. Leaves (tensors made by the user, and parameters) receive
+    their gradient in ``.grad``, accumulated across calls until zeroed.
+    """
+    if not tensor.requires_grad:
+        raise RuntimeError(
+            f"backward: this tensor (shape {tensor.shape}) does not require grad and has no "
+            f"graph; did you compute it under no_grad, or from tensors without requires_grad?")
+    g0 = _initial_grad(tensor, grad)
+    if tensor.grad_fn is None:                      # backward on a leaf itself
+        tensor._accumulate_grad(g0)
+        return
+    order = topological_order(tensor.grad_fn)
+    grads = {id(tensor.grad_fn): g0}
+    done = set()
+    anomaly = _anomaly[0]
+    for index, node in enumerate(order):
+        g_out = grads.pop(id(node), None)
+        if g_out is None:           # no gradient reached this node (e.g. an unused branch)
+            continue
+        saved = node.saved_tensors  # raises a clear error when the graph was freed
+        _check_versions(node)
+        g_in = _normalise_grads(node, node.fn.backward(node, g_out))
+        if anomaly:
+            _check_backward(node, g_in)
+        node.grad = g_out
+        for t, g in zip(node.inputs, g_in):
+            if g is None:
+                continue
+            if t.grad_fn is None:
+                t._accumulate_grad(g)
+            else:
+                key = id(t.grad_fn)
+                prev = grads.get(key)
+                grads[key] = g if prev is None else prev + g
+        done.add(id(node))
+        yield BackwardStep(index, len(order), node, g_out, g_in, saved, done)
+        if not retain_graph:
+            node.release()
+
+
+def backward(tensor, grad=None, retain_graph=False):
+    """Compute the gradient of `tensor` with respect to every leaf that requires grad."""
+    for _ in backward_steps(tensor, grad, retain_graph):
+        pass

@@ -1,0 +1,226 @@
+"""`Function`: the one pattern every op follows, built-in or yours.
+
+An op is a class with two static methods on plain numpy arrays::
+
+    class Softplus(mt.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return np.logaddexp(0, x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad / (1 + np.exp(-x))
+
+    y = Softplus.apply(x)     # x is a Tensor; y is a Tensor whose grad_fn records the node
+
+`apply` unwraps the Tensors, runs `forward`, and (when a gradient is wanted) records a graph
+node: the `Context` object itself. The node remembers what the graph viewer, the step-through
+and error messages need: the op's name, its inputs, the module scope, the user's source line,
+the output's shape and what was saved for backward.
+"""
+import os
+import sys
+
+import numpy as np
+
+from . import autograd
+from .scope import current_scope
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_frame():
+    """(filename, lineno, function) of the first caller outside the minitensor package."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+        f = f.f_back
+    if f is None:
+        return None
+    return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+def _shape_of(a):
+    return tuple(a.shape) if hasattr(a, "shape") else type(a).__name__
+
+
+def describe_inputs(arrays):
+    """'(2, 3), (3, 4)': the shapes of an op's inputs, for error messages."""
+    return ", ".join(str(_shape_of(a)) for a in arrays)
+
+
+class Context:
+    """What `forward` and `backward` share — and, once recorded, a node of the graph.
+
+    Your op may store anything on ctx except these names, which the node itself uses:
+    ``fn name needs_input_grad inputs scope source out_shape out_dtype grad``.
+
+    Attributes a node carries (read by the viewer, the step-through and error messages):
+    ``name`` (op name), ``inputs`` (the input Tensors, None for non-tensor arguments),
+    ``scope`` (module path), ``source`` ((filename, lineno, function) of the user's line),
+    ``out_shape``/``out_dtype`` (of the output), ``grad`` (the gradient that reached this node's output
+    during the last backward), ``needs_input_grad``.
+    """
+
+    def __init__(self, fn, needs_input_grad):
+        self.fn = fn
+        self.name = fn.op_name()
+        self.needs_input_grad = needs_input_grad
+        self.inputs = ()
+        self.scope = ""
+        self.source = None
+        self.out_shape = None
+        self.out_dtype = None
+        self.grad = None
+        self._saved = ()
+        self._saved_versions = ()
+        self._released = False
+
+    def save_for_backward(self, *arrays):
+        """Keep arrays (inputs, outputs or intermediates) for backward."""
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self):
+        if self._released:
+            raise RuntimeError(
+                f"backward through {self.where()} a second time: its saved tensors were freed "
+                "after the first backward. Call backward(retain_graph=True) the first time if you "
+                "need to backward twice.")
+        return self._saved
+
+    def release(self):
+        """Free what was saved for backward (done after backward unless retain_graph=True)."""
+        self._saved = ()
+        self._released = True
+
+    @property
+    def parents(self):
+        """The nodes that produced this node's inputs (None for leaves and constants)."""
+        return [t.grad_fn if t is not None else None for t in self.inputs]
+
+    def where(self):
+        """'matmul in encoder.layers.0.self_attn (created at model.py:42)' for messages."""
+        text = f"`{self.name}`"
+        if self.scope:
+            text += f" in {self.scope}"
+        if self.source:
+            text += f" (created at {os.path.basename(self.source[0])}:{self.source[1]})"
+        return text
+
+    def source_line(self):
+        """The text of the user's line that created this node, or ''."""
+        if not self.source:
+            return ""
+        import linecache
+        return linecache.getline(self.source[0], self.source[1]).strip()
+
+    def __repr__(self):
+        return f"<{self.name} node {self.out_shape} scope={self.scope!r}>"
+
+
+class Function:
+    """Base class of every op. Subclass it, write `forward` and `backward`, call `apply`.
+
+    - ``forward(ctx, *arrays, **params) -> ndarray``: compute the output from numpy arrays.
+    - ``backward(ctx, grad) -> ndarray | tuple``: given dLoss/dOutput, return dLoss/dInput for
+      each positional input (None where there is no gradient). Each gradient must have its
+      input's shape: use :func:`unbroadcast` when forward broadcast.
+    - Set ``is_view = True`` when the output shares memory with the first input (reshape,
+      transpose): in-place changes to either are then tracked by one version counter.
+    - Set ``name = "..."`` to choose the op's name in graphs and errors (default: class name
+      in lower case).
+    """
+
+    is_view = False
+    name = None
+
+    @classmethod
+    def op_name(cls):
+        return cls.name or cls.__name__.lower()
+
+    @staticmethod
+    def forward(ctx, *args, **params):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **params):
+        from .tensor import Tensor
+        arrays = [a.data if isinstance(a, Tensor) else a for a in args]
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        record = autograd.is_grad_enabled() and any(needs)
+        ctx = Context(cls, needs)
+        try:
+            out = cls.forward(ctx, *arrays, **params)
+        except (ValueError, IndexError, TypeError) as e:
+            raise _op_error(cls, e, arrays) from None
+        out = np.asarray(out)
+        result = Tensor._make(out, requires_grad=record)
+        if cls.is_view and isinstance(args[0], Tensor):
+            result._vc = args[0]._vc
+        if record:
+            ctx.inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+            ctx.scope = current_scope()
+            ctx.source = _user_frame()
+            ctx.out_shape = out.shape
+            ctx.out_dtype = out.dtype
+            ctx._saved_versions = _saved_versions(ctx, args, result)
+            result._grad_fn = ctx
+        if autograd._hooks_active[0]:
+            autograd._run_forward_hooks(cls, ctx, arrays, result, record)
+        return result
+
+
+def _saved_versions(ctx, args, result):
+    """For each saved array that is an input's or the output's data, remember the tensor's
+    version: backward checks it did not change (the in-place safety check)."""
+    from .tensor import Tensor
+    tracked = []
+    for arr in ctx._saved:
+        if arr is result.data:
+            tracked.append((result._vc, result._vc[0], "its output"))
+            continue
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor) and arr is a.data:
+                tracked.append((a._vc, a._vc[0], f"input {i}"))
+                break
+    return tuple(tracked)
+
+
+def _op_error(cls, err, arrays):
+    """Re-raise an error from forward with the op's name, scope and input shapes."""
+    scope = current_scope()
+    where = f"{cls.op_name()}" + (f" in {scope}" if scope else "")
+    msg = str(err)
+    if not getattr(err, "names_shapes", False) and "shape" not in msg:
+        msg += f" (input shapes: {describe_inputs(arrays)})"
+    return type(err)(f"{where}: {msg}")
+
+
+class ShapeError(ValueError):
+    """A ValueError whose message already names the shapes involved."""
+    names_shapes = True
+
+
+def unbroadcast(grad, shape):
+    """Sum `grad` down to `shape`: the gradient of numpy broadcasting.
+
+    When forward broadcast an input of `shape` up to grad.shape, every copy received a
+    gradient, and the input's gradient is their sum: over the leading axes that broadcasting
+    added, and over the axes where the input had size 1. Every binary op uses this one helper.
+    """
+    shape = tuple(shape)
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = grad.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad.reshape(shape)

@@ -1,0 +1,434 @@
+"""The public op API, imported as ``import minitensor.functional as F``.
+
+Each function checks and converts its arguments, then applies one `Function` from
+`minitensor.ops` (or composes a few). Tensor methods and operators call these.
+"""
+import numpy as np
+
+from . import random as _random
+from .function import ShapeError
+from .ops import elementwise as E
+from .ops import linalg as LA
+from .ops import nn as NN
+from .ops import reduce as R
+from .ops import shape as S
+from .ops._axes import normalize_axis
+from .tensor import Tensor
+
+
+def _operand(x, like=None):
+    """Lift a number or array to an operand. A Python number takes the other tensor's float
+    dtype (so x * 2.0 stays float32); an int number with a float tensor likewise."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float)) and like is not None and isinstance(like, Tensor):
+        kind = like.dtype.kind
+        if kind == "f":
+            return np.asarray(x, dtype=like.dtype)
+        if isinstance(x, float):
+            return np.asarray(x, dtype=np.float32)
+        return np.asarray(x, dtype=like.dtype if kind in "iu" else None)
+    return Tensor(x).data
+
+
+def _binary(fn, a, b):
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    return fn.apply(_operand(a, b), _operand(b, a))
+
+
+def _data(x):
+    return x.data if isinstance(x, Tensor) else np.asarray(x)
+
+
+# --------------------------------------------------------------------------- elementwise
+def add(a, b):
+    return _binary(E.Add, a, b)
+
+
+def sub(a, b):
+    return _binary(E.Sub, a, b)
+
+
+def mul(a, b):
+    return _binary(E.Mul, a, b)
+
+
+def div(a, b):
+    return _binary(E.Div, a, b)
+
+
+def pow(a, b):
+    return _binary(E.Pow, a, b)
+
+
+def maximum(a, b):
+    return _binary(E.Maximum, a, b)
+
+
+def minimum(a, b):
+    return _binary(E.Minimum, a, b)
+
+
+def neg(x):
+    return E.Neg.apply(x)
+
+
+def exp(x):
+    return E.Exp.apply(x)
+
+
+def log(x):
+    return E.Log.apply(x)
+
+
+def sqrt(x):
+    return E.Sqrt.apply(x)
+
+
+def abs(x):
+    return E.Abs.apply(x)
+
+
+def tanh(x):
+    return E.Tanh.apply(x)
+
+
+def sigmoid(x):
+    return E.Sigmoid.apply(x)
+
+
+def relu(x):
+    return E.Relu.apply(x)
+
+
+def gelu(x, approximate="none"):
+    """GELU; approximate="none" (exact, erf) or "tanh"."""
+    return E.Gelu.apply(x, approximate=approximate)
+
+
+def silu(x):
+    return E.Silu.apply(x)
+
+
+def clip(x, low=None, high=None):
+    """Clamp into [low, high]; either bound may be None."""
+    return E.Clip.apply(x, low=low, high=high)
+
+
+def cast(x, dtype):
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if dtype.kind != "f" and x.requires_grad:
+        return Tensor._make(x.data.astype(dtype))    # integer results carry no gradient
+    return E.Cast.apply(x, dtype=dtype)
+
+
+def clone(x):
+    return E.Clone.apply(x)
+
+
+# comparisons and logic: bool results, no gradient
+def _compare(np_fn, a, b):
+    return Tensor._make(np.asarray(np_fn(_data(a), _data(b))))
+
+
+def lt(a, b): return _compare(np.less, a, b)
+def le(a, b): return _compare(np.less_equal, a, b)
+def gt(a, b): return _compare(np.greater, a, b)
+def ge(a, b): return _compare(np.greater_equal, a, b)
+def eq(a, b): return _compare(np.equal, a, b)
+def ne(a, b): return _compare(np.not_equal, a, b)
+def logical_and(a, b): return _compare(np.logical_and, a, b)
+def logical_or(a, b): return _compare(np.logical_or, a, b)
+def logical_xor(a, b): return _compare(np.logical_xor, a, b)
+def logical_not(x): return Tensor._make(np.logical_not(_data(x)))
+def isnan(x): return Tensor._make(np.isnan(_data(x)))
+def isfinite(x): return Tensor._make(np.isfinite(_data(x)))
+
+
+def any(x, axis=None, keepdims=False):
+    return Tensor._make(np.asarray(np.any(_data(x), axis=axis, keepdims=keepdims)))
+
+
+def all(x, axis=None, keepdims=False):
+    return Tensor._make(np.asarray(np.all(_data(x), axis=axis, keepdims=keepdims)))
+
+
+# --------------------------------------------------------------------------- reductions
+def sum(x, axis=None, keepdims=False):
+    return R.Sum.apply(x, axis=axis, keepdims=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    return R.Mean.apply(x, axis=axis, keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    """Maximum; where several elements tie, the gradient is split evenly between them."""
+    return R.Max.apply(x, axis=axis, keepdims=keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    """Minimum; where several elements tie, the gradient is split evenly between them."""
+    return R.Min.apply(x, axis=axis, keepdims=keepdims)
+
+
+def var(x, axis=None, unbiased=True, keepdims=False):
+    return R.Var.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
+
+
+def std(x, axis=None, unbiased=True, keepdims=False):
+    return sqrt(var(x, axis=axis, unbiased=unbiased, keepdims=keepdims))
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    return R.LogSumExp.apply(x, axis=axis, keepdims=keepdims)
+
+
+def argmax(x, axis=None, keepdims=False):
+    d = _data(x)
+    if axis is not None:
+        normalize_axis(axis, d.ndim, "argmax", d.shape)
+    return Tensor._make(np.asarray(np.argmax(d, axis=axis, keepdims=keepdims)))
+
+
+def argmin(x, axis=None, keepdims=False):
+    d = _data(x)
+    if axis is not None:
+        normalize_axis(axis, d.ndim, "argmin", d.shape)
+    return Tensor._make(np.asarray(np.argmin(d, axis=axis, keepdims=keepdims)))
+
+
+# --------------------------------------------------------------------------- shape
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def reshape(x, *shape):
+    return S.Reshape.apply(x, shape=_shape_arg(shape))
+
+
+view = reshape
+
+
+def permute(x, *axes):
+    return S.Permute.apply(x, axes=_shape_arg(axes))
+
+
+def transpose(x, axis0=None, axis1=None):
+    """transpose(x) reverses all axes (like .T); transpose(x, a, b) swaps axes a and b."""
+    if axis0 is None and axis1 is None:
+        return S.Permute.apply(x, axes=tuple(reversed(range(x.ndim))))
+    return swapaxes(x, axis0, axis1)
+
+
+def swapaxes(x, axis0, axis1):
+    a = normalize_axis(axis0, x.ndim, "swapaxes", x.shape)
+    b = normalize_axis(axis1, x.ndim, "swapaxes", x.shape)
+    axes = list(range(x.ndim))
+    axes[a], axes[b] = axes[b], axes[a]
+    return S.Permute.apply(x, axes=tuple(axes))
+
+
+def expand(x, *shape):
+    """Broadcast to `shape` without copying (-1 keeps a size)."""
+    shape = _shape_arg(shape)
+    lead = len(shape) - x.ndim
+    full = tuple(x.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
+    return S.Expand.apply(x, shape=full)
+
+
+def broadcast_to(x, shape):
+    return S.Expand.apply(x, shape=tuple(shape))
+
+
+def squeeze(x, axis=None):
+    if axis is None:
+        return reshape(x, tuple(n for n in x.shape if n != 1))
+    axes = (axis,) if isinstance(axis, int) else axis
+    axes = [normalize_axis(a, x.ndim, "squeeze", x.shape) for a in axes]
+    for a in axes:
+        if x.shape[a] != 1:
+            raise ShapeError(f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
+    return reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+
+def unsqueeze(x, axis):
+    axis = normalize_axis(axis, x.ndim + 1, "unsqueeze", x.shape)
+    shape = list(x.shape)
+    shape.insert(axis, 1)
+    return reshape(x, tuple(shape))
+
+
+def flatten(x, start_axis=0, end_axis=-1):
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = normalize_axis(start_axis, x.ndim, "flatten", x.shape)
+    e = normalize_axis(end_axis, x.ndim, "flatten", x.shape)
+    shape = x.shape[:s] + (int(np.prod(x.shape[s:e + 1])),) + x.shape[e + 1:]
+    return reshape(x, shape)
+
+
+def concat(tensors, axis=0):
+    return S.Concat.apply(*tensors, axis=axis)
+
+
+cat = concat
+
+
+def stack(tensors, axis=0):
+    return S.Stack.apply(*tensors, axis=axis)
+
+
+def split(x, split_size_or_sections, axis=0):
+    """Split along `axis` into pieces of `split_size` (an int; the last may be smaller) or of
+    the given list of sizes. Returns a list of tensors (views of x)."""
+    axis = normalize_axis(axis, x.ndim, "split", x.shape)
+    n = x.shape[axis]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0:
+            raise ValueError(f"split: size must be positive, got {size}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins_sum(sizes) != n:
+            raise ShapeError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
+    out, start = [], 0
+    for size in sizes:
+        index = (slice(None),) * axis + (slice(start, start + size),)
+        out.append(getitem(x, index))
+        start += size
+    return out
+
+
+def chunk(x, chunks, axis=0):
+    """Split into `chunks` pieces of equal size (the last may be smaller)."""
+    n = x.shape[normalize_axis(axis, x.ndim, "chunk", x.shape)]
+    return split(x, -(-n // chunks), axis=axis)
+
+
+def _index_arg(index):
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+def getitem(x, index):
+    return S.GetItem.apply(x, index=_index_arg(index))
+
+
+def where(cond, a, b):
+    """Elementwise `cond ? a : b`; cond is a bool tensor or array."""
+    c = _data(cond)
+    like = a if isinstance(a, Tensor) else b
+    return S.Where.apply(c, _operand(a, like), _operand(b, like))
+
+
+def masked_fill(x, mask, value):
+    """x with the positions where mask is True (bool, broadcastable) set to value."""
+    return S.MaskedFill.apply(x, _data(mask), value=value)
+
+
+def tril(x, k=0):
+    return S.Tril.apply(x, k=k)
+
+
+def triu(x, k=0):
+    return S.Triu.apply(x, k=k)
+
+
+# --------------------------------------------------------------------------- linear algebra
+def matmul(a, b):
+    """a @ b for 1-D to N-D operands, numpy's rules (batch axes broadcast)."""
+    return _binary(LA.MatMul, a, b)
+
+
+# --------------------------------------------------------------------------- neural nets
+def softmax(x, axis=-1, scale=1.0, mask=None):
+    """softmax(scale·x + mask) along `axis`.
+
+    mask (optional, broadcastable to x): bool with **True = blocked**, or an additive float
+    mask (0 where allowed, −inf where blocked). Fully blocked rows give zeros, not NaN.
+    """
+    m = None if mask is None else _data(mask)
+    if axis in (-1, x.ndim - 1):
+        return NN.Softmax.apply(x, scale=scale, mask=m)
+    moved = swapaxes(x, axis, -1)
+    if m is not None:
+        m = np.swapaxes(np.broadcast_to(m, x.shape), axis, -1)
+    return swapaxes(NN.Softmax.apply(moved, scale=scale, mask=m), axis, -1)
+
+
+def log_softmax(x, axis=-1):
+    if axis in (-1, x.ndim - 1):
+        return NN.LogSoftmax.apply(x)
+    return swapaxes(NN.LogSoftmax.apply(swapaxes(x, axis, -1)), axis, -1)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """LayerNorm over the last len(normalized_shape) axes (the feature axes of each token)."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if x.shape[x.ndim - k:] != normalized_shape:
+        raise ShapeError(f"layer_norm: input of shape {x.shape} does not end in "
+                         f"normalized_shape {normalized_shape}")
+    return NN.LayerNorm.apply(x, weight, bias, n_axes=k, eps=eps)
+
+
+def dropout(x, p=0.5, training=True):
+    """Zero each element with probability p and scale the rest by 1/(1 − p) (inverted
+    dropout). Identity when not training or p == 0. Seeded by mt.manual_seed."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = _random.generator().random(x.shape) >= p
+    return NN.Dropout.apply(x, keep=keep, p=p)
+
+
+def embedding(ids, weight, padding_idx=None):
+    """Rows of `weight` (num_embeddings, dim) picked by integer `ids` (any shape) →
+    (*ids.shape, dim). The `padding_idx` row receives no gradient."""
+    return NN.Embedding.apply(_data(ids), weight, padding_idx=padding_idx)
+
+
+def cross_entropy(logits, targets, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    """Cross-entropy with integer targets; logits (N, C) or (B, L, C) — classes last.
+
+    ignore_index: targets equal to it (e.g. <pad>) add nothing, and 'mean' averages over the
+    rest. label_smoothing: ε in [0, 1). reduction: 'mean' | 'sum' | 'none'.
+    """
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1), got {label_smoothing}")
+    return NN.CrossEntropy.apply(logits, _data(targets), ignore_index=ignore_index,
+                                 label_smoothing=label_smoothing, reduction=reduction)
+
+
+def mse_loss(input, target, reduction="mean"):
+    diff = sub(input, target)
+    sq = diff * diff
+    if reduction == "mean":
+        return mean(sq)
+    if reduction == "sum":
+        return sum(sq)
+    if reduction == "none":
+        return sq
+    raise ValueError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+import builtins as _builtins  # noqa: E402  (sum is shadowed above by the op)
+
+builtins_sum = _builtins.sum

@@ -1,0 +1,89 @@
+"""gradcheck: compare an op's backward with finite differences — the test for a new op.
+
+For each input x that requires grad, and each element x[i], the numeric derivative is the
+central difference (f(x + eps·e_i) − f(x − eps·e_i)) / (2·eps). Rather than the whole Jacobian
+of a vector-valued f, we check the gradient of a scalar: the outputs dotted with fixed random
+weights w. If backward is right for a random w it is right for all (a wrong Jacobian entry
+would need an accident of measure zero to hide).
+"""
+import numpy as np
+
+from .autograd import enable_grad
+from .tensor import Tensor
+
+
+class GradcheckError(AssertionError):
+    """Analytic and numeric gradients disagree."""
+
+
+def _outputs(result):
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
+
+
+def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
+    """Check fn's analytic gradients against finite differences, in float64.
+
+    fn: called as fn(*inputs), returns a Tensor or a tuple of Tensors.
+    inputs: Tensors (and other arguments); every Tensor with requires_grad must be float64 —
+    finite differences in float32 are too coarse to tell a bug from rounding. Inputs are
+    perturbed in place and restored.
+    Returns True, or raises GradcheckError naming the input, the worst index and both values.
+    """
+    checked = [(i, t) for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input requires grad; pass tensors with requires_grad=True")
+    for i, t in checked:
+        if t.dtype != np.float64:
+            raise TypeError(f"gradcheck: input {i} is {t.dtype}; use float64 inputs "
+                            f"(mt.tensor(..., dtype=mt.float64) or t.double())")
+    rng = np.random.default_rng(seed)
+    with enable_grad():
+        outs = _outputs(fn(*inputs))
+    if not outs:
+        raise ValueError("gradcheck: fn returned no floating-point Tensor")
+    weights = [rng.standard_normal(o.shape) for o in outs]
+
+    def objective():
+        with enable_grad():
+            os_ = _outputs(fn(*inputs))
+        return sum(float(np.sum(o.data * w)) for o, w in zip(os_, weights))
+
+    # analytic: backward of Σ w·out
+    for _, t in checked:
+        t.grad = None
+    with enable_grad():
+        os_ = _outputs(fn(*inputs))
+        total = None
+        for o, w in zip(os_, weights):
+            if not o.requires_grad:
+                continue
+            term = (o * Tensor(w, dtype=np.float64)).sum()
+            total = term if total is None else total + term
+    if total is not None:
+        total.backward()
+
+    for i, t in checked:
+        analytic = t.grad.data if t.grad is not None else np.zeros(t.shape)
+        numeric = np.zeros(t.shape)
+        flat = t.data.reshape(-1) if t.data.flags.c_contiguous else None
+        if flat is None:
+            raise ValueError(f"gradcheck: input {i} is not contiguous; pass a contiguous copy")
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            plus = objective()
+            flat[j] = orig - eps
+            minus = objective()
+            flat[j] = orig
+            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
+        err = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
+        if (err > 0).any():
+            k = np.unravel_index(np.argmax(err), t.shape)
+            name = f" ({t.name})" if t.name else ""
+            raise GradcheckError(
+                f"gradcheck: input {i}{name} of shape {t.shape}: gradient mismatch at index "
+                f"{tuple(int(v) for v in k)}: analytic {analytic[k]:.8g}, numeric {numeric[k]:.8g} "
+                f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {t.size} elements differ)")
+        t.grad = None
+    return True

@@ -1,0 +1,310 @@
+"""Elementwise ops. Binary ops broadcast with numpy's rules; `unbroadcast` sums each input's
+gradient back to its own shape."""
+import math
+
+import numpy as np
+
+from ..function import Function, unbroadcast
+
+
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (np.shape(a), np.shape(b))
+        return a + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        sa, sb = ctx.shapes
+        return unbroadcast(grad, sa), unbroadcast(grad, sb)
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (np.shape(a), np.shape(b))
+        return a - b
+
+    @staticmethod
+    def backward(ctx, grad):
+        sa, sb = ctx.shapes
+        return unbroadcast(grad, sa), unbroadcast(-grad, sb)
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        ga = unbroadcast(grad * b, a.shape) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(grad * a, b.shape) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        ga = unbroadcast(grad / b, a.shape) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(-grad * a / (b * b), b.shape) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Pow(Function):
+    """a ** b. d/da = b·a^(b−1); d/db = a^b·ln a (taken as 0 where a ≤ 0)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = a ** b
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, out = ctx.saved_tensors
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = unbroadcast(grad * b * a ** (b - 1), a.shape)
+        if ctx.needs_input_grad[1]:
+            log_a = np.log(np.where(a > 0, a, 1))
+            gb = unbroadcast(grad * out * log_a, b.shape)
+        return ga, gb
+
+
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return -x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = np.exp(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * out
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / x
+
+
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        with np.errstate(invalid="ignore"):
+            out = np.sqrt(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad / (2 * out)
+
+
+class Abs(Function):
+    """|x|; the gradient at 0 is taken as 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.abs(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * np.sign(x)
+
+
+class Maximum(Function):
+    """Elementwise max. Where a == b the gradient is split evenly (half to each)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return np.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        wa = (a > b) + 0.5 * (a == b)
+        return unbroadcast(grad * wa, np.shape(a)), unbroadcast(grad * (1 - wa), np.shape(b))
+
+
+class Minimum(Function):
+    """Elementwise min. Where a == b the gradient is split evenly (half to each)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return np.minimum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        wa = (a < b) + 0.5 * (a == b)
+        return unbroadcast(grad * wa, np.shape(a)), unbroadcast(grad * (1 - wa), np.shape(b))
+
+
+class Clip(Function):
+    """Clamp to [low, high] (either may be None); gradient 1 inside the range (ends included)."""
+
+    @staticmethod
+    def forward(ctx, x, low=None, high=None):
+        ctx.save_for_backward(x)
+        ctx.low, ctx.high = low, high
+        return np.clip(x, low, high)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        inside = np.ones(x.shape, dtype=bool)
+        if ctx.low is not None:
+            inside &= x >= ctx.low
+        if ctx.high is not None:
+            inside &= x <= ctx.high
+        return grad * inside
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = np.tanh(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * (1 - out * out)
+
+
+def _sigmoid(x):
+    # exp of a non-positive number never overflows: use the form that is stable for each sign
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = _sigmoid(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * out * (1 - out)
+
+
+class Relu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = np.maximum(x, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * (out > 0)
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+class Gelu(Function):
+    """GELU(x) = x·Φ(x). approximate="none" uses erf exactly; "tanh" is the fast
+    approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+
+    @staticmethod
+    def forward(ctx, x, approximate="none"):
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        if approximate == "tanh":
+            inner = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
+            return 0.5 * x * (1 + np.tanh(inner))
+        if approximate != "none":
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        cdf = 0.5 * (1 + _erf(x / math.sqrt(2)).astype(x.dtype))
+        return x * cdf
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if ctx.approximate == "tanh":
+            inner = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
+            t = np.tanh(inner)
+            d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+            return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
+        cdf = 0.5 * (1 + _erf(x / math.sqrt(2)).astype(x.dtype))
+        pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        return grad * (cdf + x * pdf)
+
+
+class Silu(Function):
+    """SiLU(x) = x·σ(x) (also called swish)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        s = _sigmoid(x)
+        ctx.save_for_backward(x, s)
+        return x * s
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, s = ctx.saved_tensors
+        return grad * (s * (1 + x * (1 - s)))
+
+
+class Cast(Function):
+    """Change dtype; the gradient is cast back to the input's dtype."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.in_dtype = x.dtype
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.astype(ctx.in_dtype)
+
+
+class Clone(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad

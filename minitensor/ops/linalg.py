@@ -1,0 +1,62 @@
+"""Matrix multiplication, 1-D to N-D, with numpy's rules and batch broadcasting.
+
+The products themselves run in `minitensor.kernels` (numba or numpy, one switch), so this op
+only handles shapes: 1-D operands become matrices, batch axes broadcast, and each gradient is
+summed back to its operand's shape.
+"""
+import numpy as np
+
+from .. import kernels as K
+from ..function import Function, ShapeError, unbroadcast
+
+
+def _check_matmul_shapes(a, b):
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"{a.shape} @ {b.shape} — matmul needs at least 1-D operands; "
+                         f"use * to multiply by a scalar")
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if k_a != k_b:
+        raise ShapeError(f"{a.shape} @ {b.shape} — inner sizes {k_a} and {k_b} differ")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ShapeError(f"{a.shape} @ {b.shape} — batch shapes {a.shape[:-2]} and "
+                         f"{b.shape[:-2]} do not broadcast") from None
+
+
+class MatMul(Function):
+    """out = a @ b. For 2-D: dL/da = grad @ bᵀ and dL/db = aᵀ @ grad."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_matmul_shapes(a, b)
+        # A 1-D a is a row vector (1, k); a 1-D b is a column vector (k, 1); the added axis is
+        # removed from the result, as numpy does.
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        ctx.save_for_backward(a2, b2)
+        ctx.shapes = (a.shape, b.shape)
+        out = K.matmul(a2, b2)
+        if b.ndim == 1:
+            out = out[..., 0]
+        if a.ndim == 1:
+            out = out[..., 0, :] if b.ndim > 1 else out[..., 0]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a2, b2 = ctx.saved_tensors
+        a_shape, b_shape = ctx.shapes
+        # put back the axes forward removed, so grad is (..., n, m)
+        g = grad
+        if b2.shape[-1] == 1 and len(b_shape) == 1:
+            g = g[..., None]
+        if a2.shape[-2] == 1 and len(a_shape) == 1:
+            g = g[..., None, :]
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = unbroadcast(K.matmul_grad_a(g, b2), a2.shape).reshape(a_shape)
+        if ctx.needs_input_grad[1]:
+            gb = unbroadcast(K.matmul_grad_b(a2, g), b2.shape).reshape(b_shape)
+        return ga, gb

@@ -1,0 +1,176 @@
+"""Neural-net ops: softmax, log_softmax, layer_norm, dropout, embedding, cross_entropy.
+
+Each is one fused op (one node in the graph) whose loops run in `minitensor.kernels`.
+"""
+import numpy as np
+
+from .. import kernels as K
+from ..function import Function, ShapeError
+
+
+class Softmax(Function):
+    """softmax(scale·x + mask) over the last axis.
+
+    mask: optional, broadcastable to x; bool with True = blocked, or additive float (0 / −inf).
+    A row whose every position is blocked gives all-zero weights (never NaN) and zero gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, x, scale=1.0, mask=None):
+        if mask is not None:
+            try:
+                shape = np.broadcast_shapes(mask.shape, x.shape)
+            except ValueError:
+                shape = None
+            if shape != x.shape:
+                raise ShapeError(f"mask of shape {mask.shape} does not broadcast to the "
+                                 f"scores' shape {x.shape}")
+        y = K.softmax_forward(x, scale, mask)
+        ctx.save_for_backward(y)
+        ctx.scale = scale
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return K.softmax_backward(y, grad, ctx.scale)
+
+
+class LogSoftmax(Function):
+    name = "log_softmax"
+
+    @staticmethod
+    def forward(ctx, x):
+        y = K.log_softmax_forward(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return K.log_softmax_backward(y, grad)
+
+
+class LayerNorm(Function):
+    """LayerNorm over the last `n_axes` axes: (x − μ)/√(σ² + eps)·weight + bias.
+
+    weight and bias (shape = x.shape[-n_axes:]) may be None.
+    """
+    name = "layer_norm"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, n_axes=1, eps=1e-5):
+        norm_shape = x.shape[x.ndim - n_axes:]
+        for label, p in (("weight", weight), ("bias", bias)):
+            if p is not None and p.shape != norm_shape:
+                raise ShapeError(f"{label} has shape {p.shape} but x of shape {x.shape} is "
+                                 f"normalised over its last {n_axes} axes {norm_shape}")
+        d = int(np.prod(norm_shape))
+        x2 = x.reshape(-1, d)
+        w = weight.reshape(d) if weight is not None else None
+        b = bias.reshape(d) if bias is not None else None
+        y, mean, rstd = K.layer_norm_forward(x2, w, b, eps)
+        ctx.save_for_backward(x2, mean, rstd, w)
+        ctx.shapes = (x.shape, norm_shape)
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x2, mean, rstd, w = ctx.saved_tensors
+        x_shape, norm_shape = ctx.shapes
+        dx, dw, db = K.layer_norm_backward(grad.reshape(x2.shape), x2, mean, rstd, w)
+        dw = dw.reshape(norm_shape) if dw is not None and ctx.needs_input_grad[1] else None
+        db = db.reshape(norm_shape) if ctx.needs_input_grad[2] else None
+        return dx.reshape(x_shape), dw, db
+
+
+class Dropout(Function):
+    """x · keep / (1 − p), with `keep` a fixed 0/1 mask drawn by the caller (inverted dropout:
+    expected values are unchanged, so evaluation needs no rescaling)."""
+
+    @staticmethod
+    def forward(ctx, x, keep, p):
+        ctx.scaled_keep = keep.astype(x.dtype) / (1.0 - p)
+        return x * ctx.scaled_keep
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scaled_keep
+
+
+class Embedding(Function):
+    """weight[ids]: ids (any shape, integers) → (*ids.shape, d). Backward adds each row's
+    gradient into the table with np.add.at, so a repeated id sums its gradients; the row of
+    `padding_idx` (if given) gets none."""
+
+    @staticmethod
+    def forward(ctx, ids, weight, padding_idx=None):
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"ids must be integers, got {ids.dtype} of shape {ids.shape}")
+        if weight.ndim != 2:
+            raise ShapeError(f"the table must be 2-D (num_embeddings, dim), got {weight.shape}")
+        n = weight.shape[0]
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            bad = ids.max() if ids.max() >= n else ids.min()
+            raise IndexError(f"id {bad} is out of range for a table of {n} rows "
+                             f"(ids shape {ids.shape}, table shape {weight.shape})")
+        ctx.save_for_backward(ids)
+        ctx.table_shape, ctx.padding_idx = weight.shape, padding_idx
+        return weight[ids]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        g = np.zeros(ctx.table_shape, dtype=grad.dtype)
+        np.add.at(g, ids.reshape(-1), grad.reshape(-1, ctx.table_shape[1]))
+        if ctx.padding_idx is not None:
+            g[ctx.padding_idx] = 0
+        return None, g
+
+
+class CrossEntropy(Function):
+    """Cross-entropy of logits (N, C) or (B, L, C) (classes last) against integer targets
+    (N,) or (B, L). Targets equal to ignore_index contribute nothing; 'mean' averages over the
+    others (0 when all are ignored, rather than NaN). label_smoothing ε mixes the one-hot
+    target with the uniform distribution: (1 − ε)·onehot + ε/C."""
+    name = "cross_entropy"
+
+    @staticmethod
+    def forward(ctx, logits, targets, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        if targets.dtype.kind not in "iu":
+            raise TypeError(f"targets must be integer class ids, got {targets.dtype}")
+        if logits.shape[:-1] != targets.shape:
+            raise ShapeError(f"logits {logits.shape} and targets {targets.shape} do not match: "
+                             f"expected targets of shape {logits.shape[:-1]} (classes are the "
+                             f"last axis of logits)")
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        c = logits.shape[-1]
+        x2, t = logits.reshape(-1, c), targets.reshape(-1)
+        valid = t != ignore_index
+        if valid.any() and (t[valid].min() < 0 or t[valid].max() >= c):
+            bad = t[valid].max() if t[valid].max() >= c else t[valid].min()
+            raise IndexError(f"target {bad} is out of range for {c} classes "
+                             f"(targets shape {targets.shape})")
+        rows, lse = K.cross_entropy_forward(x2, t, ignore_index, label_smoothing)
+        ctx.save_for_backward(x2, t, lse)
+        ctx.params = (ignore_index, label_smoothing, reduction, logits.shape, targets.shape)
+        ctx.count = int(valid.sum())
+        if reduction == "none":
+            return rows.reshape(targets.shape)
+        total = rows.sum(dtype=logits.dtype)
+        if reduction == "sum":
+            return total
+        return total / max(ctx.count, 1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x2, t, lse = ctx.saved_tensors
+        ignore_index, smoothing, reduction, logits_shape, targets_shape = ctx.params
+        if reduction == "none":
+            g_rows = grad.reshape(-1)
+        else:
+            scale = grad if reduction == "sum" else grad / max(ctx.count, 1)
+            g_rows = np.full(t.shape, scale, dtype=x2.dtype)
+        g = K.cross_entropy_backward(x2, t, lse, g_rows, ignore_index, smoothing)
+        return g.reshape(logits_shape), None

@@ -1,0 +1,102 @@
+"""Reductions over one axis, several, or all (axis=None), with or without keepdims."""
+import numpy as np
+
+from ..function import Function
+from ._axes import expand_reduced, normalize_axes
+
+
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        ctx.axes = normalize_axes(axis, x.ndim, "sum", x.shape)
+        ctx.shape, ctx.keepdims = x.shape, keepdims
+        return np.sum(x, axis=ctx.axes, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return expand_reduced(grad, ctx.shape, ctx.axes, ctx.keepdims)
+
+
+class Mean(Function):
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        ctx.axes = normalize_axes(axis, x.ndim, "mean", x.shape)
+        ctx.shape, ctx.keepdims = x.shape, keepdims
+        ctx.count = int(np.prod([x.shape[a] for a in ctx.axes]))
+        return np.mean(x, axis=ctx.axes, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return expand_reduced(grad / ctx.count, ctx.shape, ctx.axes, ctx.keepdims)
+
+
+class _Extremum(Function):
+    """max/min. When several elements tie for the extremum, the gradient is split evenly
+    between them (so the gradient still sums to the incoming one)."""
+    reduce = None
+
+    @classmethod
+    def forward(cls, ctx, x, axis=None, keepdims=False):
+        ctx.axes = normalize_axes(axis, x.ndim, cls.op_name(), x.shape)
+        if x.size == 0:
+            raise ValueError(f"{cls.op_name()} of an empty tensor of shape {x.shape}")
+        ctx.keepdims = keepdims
+        out = cls.reduce(x, axis=ctx.axes, keepdims=True)
+        ctx.save_for_backward(x, out)
+        return out if keepdims else np.squeeze(out, axis=ctx.axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        hit = x == out
+        count = hit.sum(axis=ctx.axes, keepdims=True)
+        g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
+        return hit * (g / count)
+
+
+class Max(_Extremum):
+    reduce = staticmethod(np.max)
+
+
+class Min(_Extremum):
+    reduce = staticmethod(np.min)
+
+
+class Var(Function):
+    """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
+
+    @staticmethod
+    def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
+        ctx.axes = normalize_axes(axis, x.ndim, "var", x.shape)
+        n = int(np.prod([x.shape[a] for a in ctx.axes]))
+        ctx.denom = max(n - (1 if unbiased else 0), 1)
+        ctx.keepdims = keepdims
+        xc = x - x.mean(axis=ctx.axes, keepdims=True)
+        ctx.save_for_backward(xc)
+        return np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom
+
+    @staticmethod
+    def backward(ctx, grad):
+        (xc,) = ctx.saved_tensors
+        g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
+        return g * (2.0 / ctx.denom) * xc
+
+
+class LogSumExp(Function):
+    """log Σ exp(x), computed stably as m + log Σ exp(x − m) with m the max."""
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        ctx.axes = normalize_axes(axis, x.ndim, "logsumexp", x.shape)
+        ctx.keepdims = keepdims
+        m = np.max(x, axis=ctx.axes, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        out = np.log(np.sum(np.exp(x - m), axis=ctx.axes, keepdims=True)) + m
+        ctx.save_for_backward(x, out)
+        return out if keepdims else np.squeeze(out, axis=ctx.axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
+        return g * np.exp(x - out)

@@ -1,0 +1,193 @@
+"""Shape ops: they move or select elements; their backward puts the gradient back in place."""
+import numpy as np
+
+from ..function import Function, ShapeError, unbroadcast
+from ._axes import normalize_axis
+
+
+class Reshape(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ShapeError(f"cannot reshape {x.shape} ({x.size} elements) into "
+                             f"{tuple(shape)}") from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.reshape(ctx.in_shape)
+
+
+class Permute(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, axes):
+        if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
+            raise ShapeError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
+                             f"of a tensor of shape {x.shape}")
+        ctx.axes = tuple(a % x.ndim for a in axes)
+        return np.transpose(x, ctx.axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return np.transpose(grad, np.argsort(ctx.axes))
+
+
+class Expand(Function):
+    """Broadcast to a larger shape without copying (numpy's broadcast_to)."""
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        try:
+            return np.broadcast_to(x, shape)
+        except ValueError:
+            raise ShapeError(f"cannot broadcast shape {x.shape} to {tuple(shape)}") from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        return unbroadcast(grad, ctx.in_shape)
+
+
+class Concat(Function):
+    @staticmethod
+    def forward(ctx, *xs, axis=0):
+        if not xs:
+            raise ValueError("needs at least one tensor")
+        axis = normalize_axis(axis, xs[0].ndim, "concat", xs[0].shape)
+        try:
+            out = np.concatenate(xs, axis=axis)
+        except ValueError:
+            shapes = ", ".join(str(x.shape) for x in xs)
+            raise ShapeError(f"shapes {shapes} differ outside axis {axis}") from None
+        ctx.axis, ctx.bounds = axis, np.cumsum([x.shape[axis] for x in xs])[:-1]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(np.split(grad, ctx.bounds, axis=ctx.axis))
+
+
+class Stack(Function):
+    @staticmethod
+    def forward(ctx, *xs, axis=0):
+        if not xs:
+            raise ValueError("needs at least one tensor")
+        if any(x.shape != xs[0].shape for x in xs):
+            shapes = ", ".join(str(x.shape) for x in xs)
+            raise ShapeError(f"all tensors must have the same shape, got {shapes}")
+        ctx.axis = normalize_axis(axis, xs[0].ndim + 1, "stack", xs[0].shape)
+        return np.stack(xs, axis=ctx.axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(np.moveaxis(grad, ctx.axis, 0))
+
+
+def _is_basic_index(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))
+               for i in items)
+
+
+class GetItem(Function):
+    """x[index] for ints, slices, None, Ellipsis, integer arrays and boolean masks.
+
+    Backward scatters the gradient back. Advanced indices may repeat an element
+    (x[[0, 0, 1]]): `np.add.at` then adds each copy's gradient, where plain assignment
+    would keep only the last one.
+    """
+    name = "getitem"
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.in_shape, ctx.in_dtype, ctx.index = x.shape, x.dtype, index
+        ctx.basic = _is_basic_index(index)
+        try:
+            return x[index]
+        except IndexError as e:
+            raise IndexError(f"{e} (indexing a tensor of shape {x.shape})") from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = np.zeros(ctx.in_shape, dtype=grad.dtype)
+        if ctx.basic:
+            g[ctx.index] = grad
+        else:
+            np.add.at(g, ctx.index, grad)
+        return g
+
+
+class Where(Function):
+    """cond ? a : b elementwise (cond is a bool array, not differentiable)."""
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        if cond.dtype != np.bool_:
+            raise TypeError(f"condition must be bool, got {cond.dtype}")
+        ctx.save_for_backward(cond)
+        ctx.shapes = (np.shape(a), np.shape(b))
+        return np.where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (cond,) = ctx.saved_tensors
+        zero = np.zeros((), dtype=grad.dtype)
+        ga = unbroadcast(np.where(cond, grad, zero), ctx.shapes[0])
+        gb = unbroadcast(np.where(cond, zero, grad), ctx.shapes[1])
+        return None, ga, gb
+
+
+class MaskedFill(Function):
+    """Positions where `mask` is True (bool, broadcastable to x) take `value`."""
+    name = "masked_fill"
+
+    @staticmethod
+    def forward(ctx, x, mask, value=0.0):
+        if mask.dtype != np.bool_:
+            raise TypeError(f"mask must be bool (True = fill), got {mask.dtype} of shape {mask.shape}")
+        try:
+            out = np.where(mask, np.asarray(value, dtype=x.dtype), x)
+        except ValueError:
+            raise ShapeError(f"mask of shape {mask.shape} does not broadcast to {x.shape}") from None
+        if out.shape != x.shape:
+            raise ShapeError(f"mask of shape {mask.shape} would grow x of shape {x.shape}")
+        ctx.save_for_backward(mask)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return np.where(mask, np.zeros((), grad.dtype), grad), None
+
+
+class Tril(Function):
+    """Lower triangle of the last two axes (elements above diagonal k become 0)."""
+
+    @staticmethod
+    def forward(ctx, x, k=0):
+        ctx.k = k
+        return np.tril(x, k)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return np.tril(grad, ctx.k)
+
+
+class Triu(Function):
+    """Upper triangle of the last two axes (elements below diagonal k become 0)."""
+
+    @staticmethod
+    def forward(ctx, x, k=0):
+        ctx.k = k
+        return np.triu(x, k)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return np.triu(grad, ctx.k)

@@ -1,0 +1,324 @@
+"""`Tensor`: a numpy array plus what reverse-mode autograd needs.
+
+``.data`` is the numpy array; ``.grad`` the accumulated gradient (a Tensor, or None);
+``.requires_grad`` whether gradients flow to it; ``.grad_fn`` the graph node that made it (None
+for leaves); ``.name`` an optional label that the graph viewer shows.
+
+Every operator here is a thin call into `minitensor.functional`, where each op is a `Function`.
+"""
+import numpy as np
+
+from . import autograd
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+
+_DEFAULT_FLOAT = float32
+
+
+def _as_array(data, dtype=None):
+    """Convert user data to a numpy array with minitensor's dtype rules.
+
+    Floats become float32 unless `dtype` says otherwise (float64 arrays included); ints stay
+    int64; bools stay bool.
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is not None:
+        return np.array(data, dtype=np.dtype(dtype))
+    arr = np.array(data)
+    if arr.dtype.kind == "f" and arr.dtype != _DEFAULT_FLOAT:
+        arr = arr.astype(_DEFAULT_FLOAT)
+    elif arr.dtype.kind in "iu" and arr.dtype != int64 and not isinstance(data, np.ndarray):
+        arr = arr.astype(int64)
+    elif arr.dtype.kind not in "fiub":
+        raise TypeError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
+    return arr
+
+
+def _check_grad_dtype(dtype, shape, op="requires_grad"):
+    if np.dtype(dtype).kind != "f":
+        raise TypeError(
+            f"{op}: only floating-point tensors can require gradients; this tensor is "
+            f"{np.dtype(dtype)} of shape {tuple(shape)} (ids and masks are integer/bool on purpose)")
+
+
+class Tensor:
+    """A multi-dimensional array that records the ops applied to it for autograd.
+
+    >>> x = mt.tensor([[1., 2.], [3., 4.]], requires_grad=True, name="x")
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([[2., 4.], [6., 8.]])
+    """
+
+    __array_priority__ = 1000   # numpy defers to Tensor's reflected operators
+
+    def __init__(self, data, requires_grad=False, dtype=None, name=None):
+        self._data = _as_array(data, dtype)
+        self._init(requires_grad, name)
+
+    def _init(self, requires_grad, name):
+        if requires_grad:
+            _check_grad_dtype(self._data.dtype, self._data.shape)
+        self.requires_grad = bool(requires_grad)
+        self.grad = None
+        self._grad_fn = None
+        self.name = name
+        self._vc = [0]          # version counter, shared with views; bumped by in-place ops
+
+    @classmethod
+    def _make(cls, array, requires_grad=False):
+        """Wrap an op's output array without copying or changing its dtype."""
+        t = cls.__new__(cls)
+        t._data = array
+        t.requires_grad = requires_grad
+        t.grad = None
+        t._grad_fn = None
+        t.name = None
+        t._vc = [0]
+        return t
+
+    # ------------------------------------------------------------------ basic attributes
+    @property
+    def data(self):
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        # Replacing .data counts as an in-place change: saved copies become stale.
+        self._data = value.data if isinstance(value, Tensor) else np.asarray(value)
+        self._vc[0] += 1
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def is_leaf(self):
+        return self._grad_fn is None
+
+    @property
+    def shape(self):
+        return self._data.shape
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def size(self):
+        """Number of elements (as numpy's ``size``)."""
+        return self._data.size
+
+    def numel(self):
+        return self._data.size
+
+    @property
+    def _version(self):
+        return self._vc[0]
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def numpy(self):
+        """The underlying numpy array (shares memory; use .copy() to keep a snapshot)."""
+        return self._data
+
+    def item(self):
+        if self._data.size != 1:
+            raise ValueError(f"item: only a one-element tensor converts to a Python number, "
+                             f"this one has shape {self.shape}")
+        return self._data.item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def detach(self):
+        """A new leaf sharing this tensor's data (and version counter), outside the graph."""
+        t = Tensor._make(self._data)
+        t._vc = self._vc
+        return t
+
+    def clone(self):
+        from . import functional as F
+        return F.clone(self)
+
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad:
+            _check_grad_dtype(self.dtype, self.shape)
+        if not self.is_leaf and not requires_grad:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use .detach()")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def astype(self, dtype):
+        """Convert to `dtype` (differentiable between float types)."""
+        from . import functional as F
+        return F.cast(self, dtype)
+
+    to = astype
+
+    def float(self):
+        return self.astype(float32)
+
+    def double(self):
+        return self.astype(float64)
+
+    def long(self):
+        return self.astype(int64)
+
+    # ------------------------------------------------------------------ autograd
+    def backward(self, grad=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
+
+        `grad` may be omitted only for a single-element tensor (the usual loss).
+        With ``retain_graph=False`` the graph's saved tensors are freed afterwards.
+        """
+        autograd.backward(self, grad, retain_graph)
+
+    def backward_steps(self, grad=None, retain_graph=False):
+        """Walk backward one node at a time: see `mt.autograd.backward_steps`."""
+        return autograd.backward_steps(self, grad, retain_graph)
+
+    def _accumulate_grad(self, g):
+        if self.grad is None:
+            self.grad = Tensor._make(np.array(g, dtype=self.dtype, copy=True))
+        else:
+            self.grad = Tensor._make(self.grad.data + g)
+
+    def zero_grad(self):
+        self.grad = None
+
+    # ------------------------------------------------------------------ in-place ops
+    def _check_inplace(self, op):
+        if autograd.is_grad_enabled() and self.requires_grad:
+            raise RuntimeError(
+                f"{op}: in-place change of a tensor that requires grad (shape {self.shape}); "
+                f"autograd cannot track it. Use the out-of-place op, or wrap the update in "
+                f"mt.no_grad() (as optimizers do).")
+
+    def _inplace(self, op, new_values):
+        self._check_inplace(op)
+        vals = new_values.data if isinstance(new_values, Tensor) else new_values
+        np.copyto(self._data, vals, casting="same_kind")
+        self._vc[0] += 1
+        return self
+
+    def add_(self, other, alpha=1.0):
+        o = other.data if isinstance(other, Tensor) else other
+        return self._inplace("add_", self._data + alpha * o if alpha != 1.0 else self._data + o)
+
+    def sub_(self, other):
+        o = other.data if isinstance(other, Tensor) else other
+        return self._inplace("sub_", self._data - o)
+
+    def mul_(self, other):
+        o = other.data if isinstance(other, Tensor) else other
+        return self._inplace("mul_", self._data * o)
+
+    def div_(self, other):
+        o = other.data if isinstance(other, Tensor) else other
+        return self._inplace("div_", self._data / o)
+
+    def copy_(self, other):
+        o = other.data if isinstance(other, Tensor) else np.asarray(other)
+        if np.broadcast_shapes(o.shape, self.shape) != self.shape:
+            raise ValueError(f"copy_: cannot copy shape {o.shape} into shape {self.shape}")
+        return self._inplace("copy_", o)
+
+    def fill_(self, value):
+        return self._inplace("fill_", value)
+
+    def zero_(self):
+        return self._inplace("zero_", 0)
+
+    def __setitem__(self, index, value):
+        self._check_inplace("__setitem__")
+        if isinstance(index, Tensor):
+            index = index.data
+        v = value.data if isinstance(value, Tensor) else value
+        self._data[index] = v
+        self._vc[0] += 1
+
+    # ------------------------------------------------------------------ repr
+    def __repr__(self):
+        body = np.array2string(self._data, separator=", ", precision=4, threshold=200,
+                               edgeitems=3, prefix="tensor(")
+        extras = []
+        if self.dtype not in (float32, int64, bool_):
+            extras.append(f"dtype={self.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        if self.name:
+            extras.append(f"name={self.name!r}")
+        tail = "".join(", " + e for e in extras)
+        return f"tensor({body}{tail})"
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; "
+                             "use .any() or .all()")
+        return bool(self._data)
+
+    def __hash__(self):
+        return id(self)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __array__(self, dtype=None, copy=None):
+        return self._data if dtype is None else self._data.astype(dtype)
+
+
+def _install_operators():
+    """Attach operators and op methods, all delegating to minitensor.functional."""
+    from . import functional as F
+
+    def binary(fn, reflected=False):
+        if reflected:
+            return lambda self, other: fn(other, self)
+        return lambda self, other: fn(self, other)
+
+    ops = {
+        "__add__": binary(F.add), "__radd__": binary(F.add, True),
+        "__sub__": binary(F.sub), "__rsub__": binary(F.sub, True),
+        "__mul__": binary(F.mul), "__rmul__": binary(F.mul, True),
+        "__truediv__": binary(F.div), "__rtruediv__": binary(F.div, True),
+        "__pow__": binary(F.pow), "__rpow__": binary(F.pow, True),
+        "__matmul__": binary(F.matmul), "__rmatmul__": binary(F.matmul, True),
+        "__lt__": binary(F.lt), "__le__": binary(F.le), "__gt__": binary(F.gt),
+        "__ge__": binary(F.ge), "__eq__": binary(F.eq), "__ne__": binary(F.ne),
+        "__and__": binary(F.logical_and), "__or__": binary(F.logical_or),
+        "__xor__": binary(F.logical_xor),
+        "__neg__": lambda self: F.neg(self), "__abs__": lambda self: F.abs(self),
+        "__invert__": lambda self: F.logical_not(self),
+        "__getitem__": lambda self, index: F.getitem(self, index),
+    }
+    for name, fn in ops.items():
+        setattr(Tensor, name, fn)
+
+    methods = [
+        "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "silu", "clip",
+        "maximum", "minimum", "sum", "mean", "max", "min", "var", "std", "logsumexp",
+        "argmax", "argmin", "reshape", "view", "transpose", "permute", "swapaxes", "expand",
+        "broadcast_to", "squeeze", "unsqueeze", "flatten", "split", "chunk", "masked_fill",
+        "tril", "triu", "matmul", "softmax", "log_softmax", "any", "all", "neg", "pow",
+    ]
+    for name in methods:
+        setattr(Tensor, name, getattr(F, name))
+    Tensor.clamp = F.clip
+    Tensor.T = property(lambda self: F.transpose(self))
+    Tensor.mT = property(lambda self: F.swapaxes(self, -1, -2))
