@@ -1,0 +1,17 @@
+"""The README's code must run: each ```python block is executed in order."""
+import pathlib
+import re
+
+README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks(text):
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_python_blocks_run():
+    blocks = python_blocks(README.read_text())
+    assert blocks, "README has no ```python blocks"
+    namespace = {"__name__": "readme"}
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), namespace)
