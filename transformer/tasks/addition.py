@@ -24,11 +24,11 @@ from ..tokenizer import CharTokenizer
 class AdditionTask:
     """Random `digits`-digit addition problems, encoded for an encoder-decoder model.
 
-    `heldout_size` problems (drawn with `heldout_seed`, independent of the training seed) form
+    `heldout_size` problems (default 1,000, or a tenth of all problems if that is less; drawn with `heldout_seed`, independent of the training seed) form
     a fixed evaluation set; `sample` never returns them.
     """
 
-    def __init__(self, digits=3, reverse_answer=True, heldout_size=1000, heldout_seed=1234):
+    def __init__(self, digits=3, reverse_answer=True, heldout_size=None, heldout_seed=1234):
         if not 1 <= digits <= 9:
             raise ValueError(f"AdditionTask: digits must be in 1..9, got {digits}")
         self.digits = digits
@@ -39,6 +39,8 @@ class AdditionTask:
         self.answer_len = digits + 1              # "0579": the sum has at most digits + 1 digits
         self.tgt_len = self.answer_len + 1        # ... plus <eos>
         n_pairs = self.high * self.high
+        if heldout_size is None:                  # 1,000 problems, or a tenth of them all if fewer
+            heldout_size = min(1000, n_pairs // 10)
         if heldout_size > n_pairs // 2:
             raise ValueError(f"AdditionTask: heldout_size {heldout_size} leaves too few of the "
                              f"{n_pairs} {digits}-digit problems to train on")
