@@ -1,0 +1,422 @@
+"""Training: teacher forcing, the loss over non-pad tokens, and a train/evaluate loop with diagnostics.
+
+Section 9.1 of the source text, as code:
+
+1. the encoder reads the whole source at once;
+2. the decoder reads the whole target *shifted right* (`shift_right`): for the target
+   ``I am a dog <eos>`` it reads ``<bos> I am a dog``, so position t sees only tokens < t
+   (the causal mask does the rest);
+3. every position predicts its next token in parallel;
+4. cross-entropy is averaged over the non-``<pad>`` positions (`sequence_loss`), then backward
+   and an optimizer step.
+
+`train` runs that loop for any of the three model shapes; what a batch holds says which:
+
+- encoder-decoder (`Transformer`): `seq2seq_batch(src, tgt)` → ``model(src, tgt_in, masks…)``;
+- decoder-only (`DecoderOnlyLM`): `lm_batch(ids)` → ``model(ids[:, :-1])`` predicts ``ids[:, 1:]``;
+- encoder-only (`EncoderOnly`): `labeled_batch(ids, labels)` → ``model(ids)`` against labels
+  (per token for masked-token training, −100 where nothing is predicted; or one per sequence).
+
+With ``diagnostics=True`` it prints, every N steps, the debugging checklist of the second source
+text as one table: gradient norm per module, the range of the attention scores QKᵀ per layer
+(huge values mean softmax saturates: the reason for 1/√d_k), and train vs validation loss.
+"""
+import math
+import time
+
+import numpy as np
+
+import minitensor as mt
+import minitensor.functional as F
+
+PAD_ID, BOS_ID = 0, 1        # transformer.tokenizer.Vocab puts <pad> at 0 and <bos> at 1
+IGNORE_INDEX = -100          # label value that adds nothing to an encoder-only loss
+
+
+# --------------------------------------------------------------------------- teacher forcing
+def shift_right(tgt, bos_id=BOS_ID):
+    """Decoder input for teacher forcing: ``<bos>`` followed by the target without its last token.
+
+    tgt (B, L) int ids, e.g. ``I am a dog <eos>`` → (B, L) ``<bos> I am a dog``. Position t of
+    the result holds the token *before* target position t, so predicting tgt[:, t] from it is
+    predicting the next token. (Where tgt is padded, the input gets the shifted ``<eos>`` or
+    ``<pad>``; those positions predict ``<pad>`` and the loss ignores them.)
+    """
+    tgt = _ids(tgt, "shift_right")
+    if tgt.ndim != 2:
+        raise ValueError(f"shift_right: expected target ids of shape (B, L), got {tgt.shape}")
+    out = np.empty_like(tgt)
+    out[:, 0] = bos_id
+    out[:, 1:] = tgt[:, :-1]
+    return out
+
+
+def _ids(x, where):
+    a = np.asarray(x.data if isinstance(x, mt.Tensor) else x)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{where}: token ids must be integers, got dtype {a.dtype} of shape {a.shape}")
+    return a
+
+
+def _padding_mask(ids, pad_id):
+    """(B, L) bool, True where ids == pad_id (blocked); None when nothing is padded (saves work)."""
+    mask = ids == pad_id
+    return mask if mask.any() else None
+
+
+def seq2seq_batch(src, tgt, bos_id=BOS_ID, pad_id=PAD_ID):
+    """An encoder-decoder batch: src (B, L_src), tgt (B, L_tgt) ending in ``<eos>`` (then pads).
+
+    Returns a dict with ``src``, ``tgt_in`` (= shift_right(tgt)), ``tgt_out`` (= tgt, the labels)
+    and the padding masks (True = pad, or None when there is no padding).
+    """
+    src, tgt = _ids(src, "seq2seq_batch"), _ids(tgt, "seq2seq_batch")
+    if src.ndim != 2 or tgt.ndim != 2 or src.shape[0] != tgt.shape[0]:
+        raise ValueError(f"seq2seq_batch: expected src (B, L_src) and tgt (B, L_tgt), got "
+                         f"{src.shape} and {tgt.shape}")
+    tgt_in = shift_right(tgt, bos_id)
+    return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt,
+            "src_padding_mask": _padding_mask(src, pad_id),
+            "tgt_padding_mask": _padding_mask(tgt_in, pad_id), "pad_id": pad_id}
+
+
+def lm_batch(ids, pad_id=PAD_ID):
+    """A decoder-only (GPT-style) batch: ids (B, L) → inputs ids[:, :-1], labels ids[:, 1:]."""
+    ids = _ids(ids, "lm_batch")
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        raise ValueError(f"lm_batch: expected ids of shape (B, L) with L >= 2, got {ids.shape}")
+    inputs = ids[:, :-1]
+    return {"ids": inputs, "labels": ids[:, 1:], "padding_mask": _padding_mask(inputs, pad_id),
+            "pad_id": pad_id}
+
+
+def labeled_batch(ids, labels, pad_id=PAD_ID):
+    """An encoder-only (BERT-style) batch: ids (B, L) and labels (B, L) per token (−100 = not
+    predicted) or (B,) one class per sequence."""
+    ids, labels = _ids(ids, "labeled_batch"), _ids(labels, "labeled_batch")
+    if ids.ndim != 2 or labels.shape[0] != ids.shape[0]:
+        raise ValueError(f"labeled_batch: expected ids (B, L) and labels (B,) or (B, L), got "
+                         f"{ids.shape} and {labels.shape}")
+    return {"ids": ids, "labels": labels, "padding_mask": _padding_mask(ids, pad_id),
+            "pad_id": IGNORE_INDEX}
+
+
+# --------------------------------------------------------------------------- loss
+def sequence_loss(logits, targets, pad_id=PAD_ID, label_smoothing=0.0):
+    """Mean cross-entropy over the positions whose target is not ``<pad>``.
+
+    logits (B, L, V) or (N, V); targets (B, L) or (N,) int ids. Label smoothing ε spreads ε of
+    each target's probability mass over the whole vocabulary (the paper used ε = 0.1).
+    """
+    targets = _ids(targets, "sequence_loss")
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"sequence_loss: logits {logits.shape} and targets {targets.shape} "
+                         f"differ before the class axis")
+    return F.cross_entropy(logits, targets, ignore_index=pad_id, label_smoothing=label_smoothing)
+
+
+def token_accuracy(logits, targets, pad_id=PAD_ID):
+    """(correct, counted): argmax predictions equal to the target at non-pad positions."""
+    pred = np.argmax(logits.data if isinstance(logits, mt.Tensor) else logits, axis=-1)
+    keep = targets != pad_id
+    return int(((pred == targets) & keep).sum()), int(keep.sum())
+
+
+def forward_batch(model, batch):
+    """Run the model on a batch made by seq2seq_batch / lm_batch / labeled_batch → (logits, labels)."""
+    if "src" in batch:
+        logits = model(batch["src"], batch["tgt_in"], src_padding_mask=batch["src_padding_mask"],
+                       tgt_padding_mask=batch["tgt_padding_mask"])
+        return logits, batch["tgt_out"]
+    if "ids" in batch:
+        if batch["padding_mask"] is None:
+            logits = model(batch["ids"])
+        else:
+            logits = model(batch["ids"], padding_mask=batch["padding_mask"])
+        return logits, batch["labels"]
+    raise ValueError(f"forward_batch: a batch needs 'src' (encoder-decoder) or 'ids' (decoder- or "
+                     f"encoder-only); got keys {sorted(batch)} — build it with seq2seq_batch, "
+                     f"lm_batch or labeled_batch")
+
+
+# --------------------------------------------------------------------------- evaluation
+def evaluate(model, batches, label_smoothing=0.0):
+    """Loss and token accuracy over `batches` (an iterable of batch dicts), without gradients.
+
+    Returns {"loss": mean over all counted tokens, "token_accuracy": fraction, "tokens": count}.
+    The model is put in eval mode (no dropout) and back into its previous mode afterwards.
+    """
+    was_training = model.training
+    model.eval()
+    total_loss, correct, counted = 0.0, 0, 0
+    try:
+        with mt.no_grad():
+            for batch in batches:
+                logits, labels = forward_batch(model, batch)
+                pad = batch["pad_id"]
+                loss = sequence_loss(logits, labels, pad, label_smoothing)
+                c, n = token_accuracy(logits, labels, pad)
+                total_loss += loss.item() * n
+                correct += c
+                counted += n
+    finally:
+        model.train(was_training)
+    if counted == 0:
+        raise ValueError("evaluate: the batches hold no non-pad target tokens")
+    return {"loss": total_loss / counted, "token_accuracy": correct / counted, "tokens": counted}
+
+
+# --------------------------------------------------------------------------- diagnostics
+def module_of(param_name):
+    """The module a parameter is reported under in the diagnostics table.
+
+    ``encoder.layers.0.self_attn.w_q.weight`` → ``encoder.layers.0.self_attn`` (a layer's
+    sublayer); ``src_embed.weight`` → ``src_embed``; ``decoder.norm.weight`` → ``decoder.norm``.
+    """
+    parts = param_name.split(".")[:-1] or [param_name]
+    for i, p in enumerate(parts):
+        if p.isdigit():
+            return ".".join(parts[:i + 2])
+    return ".".join(parts[:2])
+
+
+def grad_norms_by_module(model):
+    """{module: L2 norm of the gradients of all its parameters} (parameters without .grad skip)."""
+    squares = {}
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            continue
+        g = p.grad.data if isinstance(p.grad, mt.Tensor) else np.asarray(p.grad)
+        key = module_of(name)
+        squares[key] = squares.get(key, 0.0) + float(np.sum(np.square(g, dtype=np.float64)))
+    return {k: math.sqrt(v) for k, v in squares.items()}
+
+
+def score_ranges(model):
+    """{attention module: max |QKᵀ/scale| of the last forward}, if the model records them."""
+    stats = getattr(model, "score_stats", None)
+    if stats is None:
+        return {}
+    out = {}
+    for path, s in (stats() or {}).items():
+        if isinstance(s, dict) and "max_abs_score" in s:
+            out[path] = float(s["max_abs_score"])
+    return out
+
+
+def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None):
+    """The compact table `train` prints: one row per module, then the losses."""
+    rows = sorted(set(grad_norms) | set(scores), key=_module_order)
+    width = max([len(r) for r in rows] + [len("module")])
+    lines = [f"── diagnostics at step {step} " + "─" * max(0, width + 10 - len(str(step))),
+             f"{'module':<{width}}  {'grad norm':>10}  {'max|score|':>10}"]
+    for r in rows:
+        g = f"{grad_norms[r]:10.3g}" if r in grad_norms else f"{'':>10}"
+        s = f"{scores[r]:10.3g}" if r in scores else f"{'':>10}"
+        lines.append(f"{r:<{width}}  {g}  {s}")
+    summary = f"train loss {train_loss:.4f}"
+    if val is not None:
+        summary += f" | val loss {val['loss']:.4f} | val token acc {100 * val['token_accuracy']:.1f}%"
+        gap = val["loss"] - train_loss
+        if gap > 0.5 * max(train_loss, 1e-3) and gap > 0.05:
+            summary += "  (val ≫ train: over-fitting?)"
+    for k, v in (extra or {}).items():
+        summary += f" | {k} {v:.4g}" if isinstance(v, float) else f" | {k} {v}"
+    lines.append(summary)
+    return "\n".join(lines)
+
+
+def _module_order(name):
+    # embeddings, then encoder layers, decoder layers, then the rest — the order data flows
+    rank = 0 if "embed" in name else 1 if name.startswith("encoder") else \
+        2 if name.startswith("decoder") else 3
+    return (rank, [int(p) if p.isdigit() else p for p in name.split(".")].__repr__())
+
+
+# --------------------------------------------------------------------------- the loop
+def current_lr(optimizer):
+    """The learning rate of the optimizer's first parameter group (or its .lr)."""
+    groups = getattr(optimizer, "param_groups", None)
+    if groups:
+        return float(groups[0]["lr"])
+    return float(getattr(optimizer, "lr", float("nan")))
+
+
+class History:
+    """What `train` records: per step ``steps``, ``losses``, ``lrs``; every evaluation a dict in
+    ``evals`` (``step`` plus whatever eval_fn returned, and ``val_loss`` with val_batches);
+    ``seconds`` of wall-clock time, ``stopped_early``, and ``trace`` if one step was traced."""
+
+    def __init__(self):
+        self.steps, self.losses, self.lrs, self.evals = [], [], [], []
+        self.seconds = 0.0
+        self.stopped_early = False
+        self.trace = None
+
+    @property
+    def last_step(self):
+        return self.steps[-1] if self.steps else 0
+
+    def as_arrays(self):
+        """For saving in a checkpoint (.npz): numbers only."""
+        out = {"steps": np.array(self.steps), "losses": np.array(self.losses),
+               "lrs": np.array(self.lrs)}
+        keys = sorted({k for e in self.evals for k, v in e.items() if isinstance(v, (int, float))})
+        for k in keys:
+            out[f"eval_{k}"] = np.array([e.get(k, np.nan) for e in self.evals], dtype=np.float64)
+        return out
+
+
+def train_step(model, optimizer, batch, label_smoothing=0.0, max_grad_norm=None):
+    """One step of teacher-forced training: forward, loss, backward, (clip), optimizer step.
+
+    Returns (loss value, number of target tokens counted, the loss tensor).
+    """
+    logits, labels = forward_batch(model, batch)
+    loss = sequence_loss(logits, labels, batch["pad_id"], label_smoothing)
+    optimizer.zero_grad()
+    loss.backward()
+    if max_grad_norm is not None:
+        clip_grad_norm(model.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item(), int((labels != batch["pad_id"]).sum()), loss
+
+
+def clip_grad_norm(parameters, max_norm):
+    """Scale all gradients so their joint L2 norm is at most max_norm; returns the norm before."""
+    utils = getattr(mt.nn, "utils", None)
+    if utils is not None and hasattr(utils, "clip_grad_norm_"):
+        return utils.clip_grad_norm_(parameters, max_norm)
+    params = [p for p in parameters if p.grad is not None]
+    total = math.sqrt(sum(float(np.sum(np.square(p.grad.data, dtype=np.float64))) for p in params))
+    if total > max_norm:
+        for p in params:
+            p.grad = mt.Tensor(p.grad.data * (max_norm / (total + 1e-6)), dtype=p.grad.dtype)
+    return total
+
+
+def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0.0,
+          max_grad_norm=None, eval_fn=None, eval_every=0, stop_when=None, val_batches=None,
+          diagnostics=False, diagnostics_every=100, trace=False, quiet=False, start_step=0,
+          history=None, desc="train", print_fn=None):
+    """Train `model` for up to `steps` optimizer steps (counting from `start_step`).
+
+    batches: a function ``step → batch`` (fresh data each step, as the addition demo does) or
+        an iterable of batches (cycled when exhausted); batches come from seq2seq_batch,
+        lm_batch or labeled_batch.
+    scheduler: stepped once after every optimizer step.
+    eval_fn: ``model → dict of metrics``, run every `eval_every` steps and at the end (e.g.
+        held-out exact match from greedy decoding); `stop_when(metrics)` → True stops early.
+    val_batches: a fixed list of batches; their loss is the "val loss" in evals and diagnostics.
+    diagnostics: every `diagnostics_every` steps print per-module gradient norms, attention
+        score ranges per layer (model.score_stats()) and train vs validation loss.
+    trace: record the first step with ``mt.viz.trace()``; the trace is in ``history.trace``.
+    quiet: no progress bar and no printing.
+
+    Returns a `History`. The progress bar shows the loss (smoothed), lr, examples/s and tokens/s.
+    """
+    from tqdm.auto import tqdm
+
+    history = history if history is not None else History()
+    get_batch = _batch_source(batches)
+    say = print_fn or (tqdm.write if not quiet else (lambda *a, **k: None))
+    bar = tqdm(total=start_step + steps, initial=start_step, desc=desc, disable=quiet,
+               dynamic_ncols=True, mininterval=0.5, leave=True)
+    model.train()
+    smoothed, t_start = None, time.perf_counter()
+    seconds_before = history.seconds
+    step = start_step
+    try:
+        for step in range(start_step + 1, start_step + steps + 1):
+            batch = get_batch(step)
+            t0 = time.perf_counter()
+            if trace and history.trace is None:
+                tracer = _viz_trace()
+                with tracer as tr:
+                    loss, n_tokens, loss_tensor = train_step(model, optimizer, batch,
+                                                             label_smoothing, max_grad_norm)
+                history.trace = tr if tr is not None else tracer
+                history.trace_loss = loss_tensor
+            else:
+                loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing,
+                                               max_grad_norm)
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"train: the loss became {loss} at step {step}; lower the "
+                                         f"learning rate or run under mt.detect_anomaly() to find "
+                                         f"the op")
+            lr = current_lr(optimizer)
+            if scheduler is not None:
+                scheduler.step()
+            dt = max(time.perf_counter() - t0, 1e-9)
+            n_examples = len(batch["src"] if "src" in batch else batch["ids"])
+            history.steps.append(step)
+            history.losses.append(loss)
+            history.lrs.append(lr)
+            smoothed = loss if smoothed is None else 0.9 * smoothed + 0.1 * loss
+            bar.update(1)
+            bar.set_postfix_str(f"loss {smoothed:.4f} lr {lr:.2e} {n_examples / dt:,.0f} ex/s "
+                                f"{n_tokens / dt:,.0f} tok/s", refresh=False)
+
+            want_eval = eval_every and (step % eval_every == 0 or step == start_step + steps)
+            want_diag = diagnostics and step % diagnostics_every == 0
+            if want_diag:
+                # read these now: evaluation below runs forwards of its own (grads survive step())
+                grads, scores = grad_norms_by_module(model), score_ranges(model)
+            metrics, val = None, None
+            if want_eval or want_diag:
+                metrics = {"step": step, "train_loss": smoothed}
+                if val_batches is not None:
+                    val = evaluate(model, val_batches, label_smoothing)
+                    metrics["val_loss"] = val["loss"]
+                if want_eval and eval_fn is not None:
+                    metrics.update(eval_fn(model))
+            if want_eval:
+                history.evals.append(metrics)
+                shown = {k: v for k, v in metrics.items() if k not in ("step", "train_loss")}
+                if shown and not want_diag:
+                    say(f"step {step}: " + ", ".join(_fmt(k, v) for k, v in shown.items()))
+            if want_diag:
+                extra = {k: v for k, v in metrics.items()
+                         if k not in ("step", "train_loss", "val_loss")}
+                say(diagnostics_table(step, grads, scores, smoothed, val, extra))
+            if want_eval and stop_when is not None and metrics is not None and stop_when(metrics):
+                history.stopped_early = True
+                break
+    finally:
+        bar.close()
+        history.seconds = seconds_before + (time.perf_counter() - t_start)
+    return history
+
+
+def _fmt(k, v):
+    if isinstance(v, float):
+        return f"{k} {100 * v:.1f}%" if ("acc" in k or "match" in k) else f"{k} {v:.4f}"
+    return f"{k} {v}"
+
+
+def _batch_source(batches):
+    if callable(batches):
+        return batches
+    stored = list(batches) if not hasattr(batches, "__next__") else None
+    it = iter(batches)
+
+    def get(step):
+        nonlocal it
+        if stored is not None:
+            return stored[(step - 1) % len(stored)]
+        return next(it)
+    return get
+
+
+def _viz_trace():
+    """mt.viz.trace() when the graph viewer is installed, else a stand-in that records nothing."""
+    viz = getattr(mt, "viz", None)
+    if viz is None:
+        try:
+            from minitensor import viz
+        except ImportError:
+            viz = None
+    if viz is not None and hasattr(viz, "trace"):
+        return viz.trace()
+    import contextlib
+    return contextlib.nullcontext()
