@@ -25,6 +25,8 @@ from . import functional as F  # noqa: E402,F401
 from .functional import cat, chunk, concat, split, stack, where  # noqa: E402
 from .kernels import get_backend, set_backend  # noqa: E402
 from . import nn  # noqa: E402
+from . import optim  # noqa: E402
+from .io import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
     "Tensor", "Function", "Context", "tensor", "zeros", "ones", "full", "randn", "rand",
@@ -32,4 +34,5 @@ __all__ = [
     "rand_like", "manual_seed", "no_grad", "enable_grad", "detect_anomaly", "gradcheck",
     "scope", "unbroadcast", "float32", "float64", "int32", "int64", "bool_", "nn", "functional",
     "set_backend", "get_backend",
+    "optim", "save", "load", "CheckpointError",
 ]

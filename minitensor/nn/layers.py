@@ -5,13 +5,15 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import functional as F
+from ..autograd import no_grad
 from ..creation import empty_like_shape
+from ..function import ShapeError
 from . import init
-from .module import Module, Parameter
+from .module import Module, Parameter, _indent
 
 
 class Linear(Module):
-    """y = x Wᵀ + b. x (..., in_features) → (..., out_features); weight (out, in).
+    """y = x Wᵀ + b. x (..., in_features) → (..., out_features); weight (out, in), bias (out,).
 
     Initialised as PyTorch does: weight kaiming_uniform_(a=√5), i.e. U(±1/√in), bias U(±1/√in).
     """
@@ -20,19 +22,23 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(empty_like_shape((out_features, in_features), dtype))
-        self.bias = Parameter(empty_like_shape((out_features,), dtype)) if bias else None
+        if bias:
+            self.bias = Parameter(empty_like_shape((out_features,), dtype))
+        else:
+            self.register_parameter("bias", None)
         self.reset_parameters()
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            bound = 1 / math.sqrt(self.in_features)
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
-        if x.shape[-1] != self.in_features:
-            raise ValueError(f"Linear in {self.path or 'model'}: input of shape {x.shape} has "
-                             f"{x.shape[-1]} features, expected {self.in_features}")
+        if x.ndim == 0 or x.shape[-1] != self.in_features:
+            raise ShapeError(f"Linear in {self.path or 'the model'}: input of shape {x.shape} "
+                             f"has {x.shape[-1] if x.ndim else 'no'} features on its last axis, "
+                             f"expected {self.in_features} (weight {self.weight.shape})")
         y = x @ self.weight.T
         return y + self.bias if self.bias is not None else y
 
@@ -45,12 +51,18 @@ class Embedding(Module):
     """A table of num_embeddings vectors of size embedding_dim, indexed by integer ids.
 
     ids (...) → (..., embedding_dim). Initialised N(0, 1) as in PyTorch; the row of
-    padding_idx starts at zero and never receives a gradient.
+    padding_idx starts at zero and never receives a gradient (so it stays zero under SGD and
+    Adam without weight decay).
     """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is outside a table of "
+                                 f"{num_embeddings} rows")
+            padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         self.weight = Parameter(empty_like_shape((num_embeddings, embedding_dim), dtype))
         self.reset_parameters()
@@ -58,7 +70,6 @@ class Embedding(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            from ..autograd import no_grad
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
 
@@ -71,20 +82,24 @@ class Embedding(Module):
 
 
 class LayerNorm(Module):
-    """LayerNorm over the last len(normalized_shape) axes: γ ⊙ (x − μ)/√(σ² + eps) + β."""
+    """γ ⊙ (x − μ)/√(σ² + eps) + β over the last len(normalized_shape) axes (each token's
+    features). x (..., *normalized_shape) → same shape. γ starts at 1 and β at 0."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=None):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
         super().__init__()
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape, self.eps = tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
+        dtype = np.dtype(dtype or np.float32)
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape), dtype=dtype or np.float32)
-            self.bias = Parameter(np.zeros(self.normalized_shape), dtype=dtype or np.float32)
+            self.weight = Parameter(np.ones(self.normalized_shape, dtype))
         else:
-            self.weight = None
-            self.bias = None
+            self.register_parameter("weight", None)
+        if elementwise_affine and bias:
+            self.bias = Parameter(np.zeros(self.normalized_shape, dtype))
+        else:
+            self.register_parameter("bias", None)
 
     def forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -94,7 +109,8 @@ class LayerNorm(Module):
 
 
 class Dropout(Module):
-    """Zero elements with probability p in training mode (scaled by 1/(1 − p)); identity in eval."""
+    """Zero elements with probability p in training mode (scaling the rest by 1/(1 − p));
+    identity in eval mode. Draws from the generator `mt.manual_seed` seeds."""
 
     def __init__(self, p=0.5):
         super().__init__()
@@ -110,22 +126,38 @@ class Dropout(Module):
 
 
 class ReLU(Module):
+    """max(x, 0), elementwise."""
+
     def forward(self, x):
         return F.relu(x)
 
 
 class GELU(Module):
+    """x·Φ(x) elementwise; approximate='tanh' uses the tanh formula (as GPT-2 did)."""
+
     def __init__(self, approximate="none"):
         super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
     def forward(self, x):
         return F.gelu(x, self.approximate)
 
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
 
 class SiLU(Module):
+    """x·sigmoid(x), elementwise."""
+
     def forward(self, x):
         return F.silu(x)
+
+
+class Sigmoid(Module):
+    def forward(self, x):
+        return F.sigmoid(x)
 
 
 class Tanh(Module):
@@ -134,33 +166,51 @@ class Tanh(Module):
 
 
 class Softmax(Module):
-    def __init__(self, axis=-1):
+    """softmax over `axis` (PyTorch calls it `dim`; both spellings work)."""
+
+    def __init__(self, axis=-1, *, dim=None):
         super().__init__()
-        self.axis = axis
+        self.axis = dim if dim is not None else axis
 
     def forward(self, x):
         return F.softmax(x, axis=self.axis)
 
+    def extra_repr(self):
+        return f"axis={self.axis}"
+
 
 class Identity(Module):
+    """Returns its input (a placeholder, e.g. for an ablation that removes a layer)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
     def forward(self, x):
         return x
 
 
-class Sequential(Module):
-    """Modules applied in order; named '0', '1', … (or by an OrderedDict's keys)."""
+# ----------------------------------------------------------------------------- containers
 
-    def __init__(self, *modules):
-        super().__init__()
-        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
-            for name, m in modules[0].items():
-                setattr(self, name, m)
-        else:
-            for i, m in enumerate(modules):
-                setattr(self, str(i), m)
+class _IndexedContainer(Module):
+    """Children registered as '0', '1', … (so paths read layers.0, layers.1)."""
+
+    def _index(self, i):
+        n = len(self._modules)
+        if not -n <= i < n:
+            raise IndexError(f"{type(self).__name__}: index {i} is out of range for {n} modules")
+        return i % n
 
     def __getitem__(self, i):
-        return list(self._modules.values())[i]
+        items = list(self._modules.values())
+        if isinstance(i, slice):
+            # a plain list: wrapping the modules in a new container would re-parent them and
+            # change their paths (and so their parameter names) in this model
+            return items[i]
+        return items[self._index(i)]
+
+    def __setitem__(self, i, module):
+        key = list(self._modules)[self._index(i)]
+        self.add_module(key, module)
 
     def __len__(self):
         return len(self._modules)
@@ -168,22 +218,8 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-
-class ModuleList(Module):
-    """A list of modules, registered as '0', '1', … (so paths read layers.0, layers.1)."""
-
-    def __init__(self, modules=()):
-        super().__init__()
-        for m in modules:
-            self.append(m)
-
     def append(self, module):
-        setattr(self, str(len(self._modules)), module)
+        self.add_module(str(len(self._modules)), module)
         return self
 
     def extend(self, modules):
@@ -191,21 +227,55 @@ class ModuleList(Module):
             self.append(m)
         return self
 
-    def __getitem__(self, i):
-        items = list(self._modules.values())
-        if isinstance(i, slice):
-            return items[i]
-        return items[i]
 
-    def __len__(self):
-        return len(self._modules)
+class Sequential(_IndexedContainer):
+    """Modules applied in order, each to the previous one's output; named '0', '1', … (or by
+    an OrderedDict's keys)."""
 
-    def __iter__(self):
-        return iter(self._modules.values())
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, m in modules[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.add_module(str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(_IndexedContainer):
+    """A list of modules (e.g. the N layers of an encoder). It has no forward: loop over it."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        self.extend(modules)
+
+    def __repr__(self):
+        # PyTorch's compact form: identical consecutive layers print once, "(0-5): 6 x Layer(…)"
+        if not self._modules:
+            return "ModuleList()"
+        groups = []
+        for name, m in self._modules.items():
+            text = repr(m)
+            if groups and groups[-1][2] == text:
+                groups[-1][1] = name
+                groups[-1][3] += 1
+            else:
+                groups.append([name, name, text, 1])
+        lines = []
+        for first, last, text, count in groups:
+            label = first if count == 1 else f"{first}-{last}"
+            times = "" if count == 1 else f"{count} x "
+            lines.append(f"({label}): {times}{_indent(text)}")
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):
-    """A dict of modules, registered by key."""
+    """A dict of modules, registered by key (keys become path parts, so no dots)."""
 
     def __init__(self, modules=None):
         super().__init__()
@@ -213,10 +283,15 @@ class ModuleDict(Module):
             self[k] = m
 
     def __setitem__(self, key, module):
-        setattr(self, key, module)
+        self.add_module(key, module)
 
     def __getitem__(self, key):
+        if key not in self._modules:
+            raise KeyError(f"ModuleDict has no key {key!r} (keys: {', '.join(self._modules)})")
         return self._modules[key]
+
+    def __delitem__(self, key):
+        delattr(self, key)
 
     def __contains__(self, key):
         return key in self._modules

@@ -4,8 +4,9 @@ Assigning a Parameter or a Module to an attribute registers it. Every module kno
 and its name there, so it knows its dotted path in the model (``decoder.layers.0.cross_attn``);
 calling a module runs `forward` inside that scope, and every op created inside records it.
 """
+import difflib
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import numpy as np
 
@@ -17,23 +18,39 @@ class Parameter(Tensor):
     """A Tensor that a Module registers as a learnable weight (requires_grad by default).
 
     ``.name`` is its dotted path in the model once it belongs to a module tree
-    (``encoder.layers.0.self_attn.w_q.weight``).
+    (``encoder.layers.0.self_attn.w_q.weight``); before that it is whatever name you gave.
     """
 
     def __init__(self, data, requires_grad=True, dtype=None):
+        self._owners = []       # [(weakref to module, attribute name)], first registration first
         if isinstance(data, Tensor):
             data = data.data
-        super().__init__(data, requires_grad=requires_grad, dtype=dtype if dtype is not None
-                         else (data.dtype if isinstance(data, np.ndarray) else None))
-        self._owner = None      # (weakref to module, attribute name)
+        if dtype is None and isinstance(data, np.ndarray):
+            dtype = data.dtype   # keep float64 arrays float64 (Tensor() would make float32)
+        super().__init__(data, requires_grad=requires_grad, dtype=dtype)
+
+    def _add_owner(self, module, attr):
+        if not any(ref() is module and a == attr for ref, a in self._owners):
+            self._owners.append((weakref.ref(module), attr))
+
+    def _owner(self):
+        """(module, attribute) of the first module that still holds this parameter, or None.
+
+        A tied weight (one Parameter in two modules) is named after its first owner, which is
+        also the name `named_parameters` gives it when the first owner is visited first.
+        """
+        for ref, attr in self._owners:
+            module = ref()
+            if module is not None and module._parameters.get(attr) is self:
+                return module, attr
+        return None
 
     @property
     def name(self):
-        if self._owner is None:
+        owner = self._owner() if hasattr(self, "_owners") else None
+        if owner is None:
             return self._name
-        module, attr = self._owner[0](), self._owner[1]
-        if module is None:
-            return self._name
+        module, attr = owner
         path = module.path
         return f"{path}.{attr}" if path else attr
 
@@ -45,17 +62,34 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What `load_state_dict(strict=False)` skipped (PyTorch's return value)."""
+
+
+class StateDictError(RuntimeError):
+    """A state dict does not fit the module (RuntimeError, as in PyTorch). Nothing was changed."""
+
+
 class Module:
     """Base class of layers and models.
 
     Subclasses set parameters and submodules as attributes in ``__init__`` and write
     ``forward``; call the module (``model(x)``), not ``forward``, so the scope is recorded.
+
+    >>> class MLP(mt.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.hidden = mt.nn.Linear(2, 8)
+    ...         self.out = mt.nn.Linear(8, 1)
+    ...     def forward(self, x):                # x (B, 2) → (B, 1)
+    ...         return self.out(F.tanh(self.hidden(x)))
     """
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_parent", None)
         object.__setattr__(self, "_local_name", "")
         object.__setattr__(self, "training", True)
@@ -65,37 +99,82 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
                                  f"assigning attributes (assigning {name!r})")
-        for store in (self._parameters, self._modules, self._buffers):
-            store.pop(name, None)
+        if name in self._buffers and (value is None or isinstance(value, (Tensor, np.ndarray))
+                                      ) and not isinstance(value, Parameter):
+            # assigning to a buffer's name updates the buffer (as in PyTorch)
+            self.register_buffer(name, value, persistent=name not in self._non_persistent)
+            return
+        self._unregister(name)
         if isinstance(value, Parameter):
             self._parameters[name] = value
-            value._owner = (weakref.ref(self), name)
+            value._add_owner(self, name)
         elif isinstance(value, Module):
+            _check_child_name(self, name)
             self._modules[name] = value
             object.__setattr__(value, "_parent", weakref.ref(self))
             object.__setattr__(value, "_local_name", name)
         object.__setattr__(self, name, value)
 
-    def __delattr__(self, name):
+    def _unregister(self, name):
         for store in (self._parameters, self._modules, self._buffers):
             store.pop(name, None)
+        self._non_persistent.discard(name)
+
+    def __delattr__(self, name):
+        self._unregister(name)
         object.__delattr__(self, name)
 
     def __getattr__(self, name):
-        # only called when normal lookup fails: never return a silent None
-        raise AttributeError(f"'{type(self).__name__}' module has no attribute {name!r}")
+        # Only called when normal lookup fails: a typo must never read as a silent None.
+        if "_parameters" not in self.__dict__ or name.startswith("__"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
+        known = [k for k in dir(self) if not k.startswith("_")]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        where = f" (at {self.path})" if self.__dict__.get("_parent") is not None else ""
+        raise AttributeError(f"'{type(self).__name__}' module{where} has no attribute "
+                             f"{name!r}{hint}")
 
-    def register_buffer(self, name, tensor):
-        """A non-learnable tensor saved in state_dict (e.g. a positional-encoding table)."""
+    def register_buffer(self, name, tensor, persistent=True):
+        """A tensor that is state but not learnable (e.g. a positional-encoding table).
+
+        Buffers follow `to()`/`double()` and, when persistent, are saved in `state_dict`.
+        """
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"register_buffer: buffer name must be a non-empty string without "
+                           f"'.', got {name!r}")
+        if isinstance(tensor, Parameter):
+            raise TypeError(f"register_buffer({name!r}): a Parameter is learnable; assign it as "
+                            f"an attribute instead")
         if tensor is not None and not isinstance(tensor, Tensor):
-            tensor = Tensor(tensor)
-        object.__setattr__(self, name, tensor)
+            tensor = Tensor(np.asarray(tensor), dtype=np.asarray(tensor).dtype)
+        if name not in self._buffers and (name in self.__dict__ or hasattr(type(self), name)):
+            raise KeyError(f"register_buffer: attribute {name!r} already exists in "
+                           f"{type(self).__name__}")
+        self._unregister(name)
         self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+        object.__setattr__(self, name, tensor)
 
     def register_parameter(self, name, param):
-        setattr(self, name, param)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter({name!r}): expected an nn.Parameter or None, "
+                            f"got {type(param).__name__}")
+        if param is None:
+            self._unregister(name)
+            self._parameters[name] = None
+            object.__setattr__(self, name, None)
+        else:
+            setattr(self, name, param)
 
     def add_module(self, name, module):
+        """Register `module` under `name` (what Sequential, ModuleList and ModuleDict use)."""
+        if not isinstance(module, Module) and module is not None:
+            raise TypeError(f"add_module({name!r}): {type(module).__name__} is not a Module")
+        if name not in self._modules and name in dir(type(self)):
+            raise KeyError(f"add_module: {name!r} would hide {type(self).__name__}.{name}; "
+                           f"choose another name")
         setattr(self, name, module)
 
     # ------------------------------------------------------------------ paths and scopes
@@ -112,6 +191,7 @@ class Module:
         return ".".join(reversed(names))
 
     def __call__(self, *args, **kwargs):
+        # Every op created inside records node.scope == this module's dotted path.
         with module_scope(self.path):
             return self.forward(*args, **kwargs)
 
@@ -120,13 +200,17 @@ class Module:
 
     # ------------------------------------------------------------------ traversal
     def children(self):
-        return iter(self._modules.values())
+        for _, m in self.named_children():
+            yield m
 
     def named_children(self):
-        return iter(self._modules.items())
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
 
     def named_modules(self, prefix=""):
-        """(dotted name, module) for this module and every descendant, each once."""
+        """(dotted name, module) for this module and every descendant, each once, parents
+        before children, in registration order."""
         seen = set()
         stack = [(prefix, self)]
         while stack:
@@ -135,67 +219,113 @@ class Module:
                 continue
             seen.add(id(m))
             yield name, m
-            children = [(f"{name}.{n}" if name else n, c) for n, c in m._modules.items()]
+            children = [(f"{name}.{n}" if name else n, c) for n, c in m.named_children()]
             stack.extend(reversed(children))
 
     def modules(self):
         for _, m in self.named_modules():
             yield m
 
-    def named_parameters(self, prefix=""):
+    def named_parameters(self, prefix="", recurse=True):
         """(dotted name, parameter) for every parameter, each once (tied weights once)."""
         seen = set()
-        for mname, m in self.named_modules(prefix):
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in modules:
             for pname, p in m._parameters.items():
                 if p is None or id(p) in seen:
                     continue
                 seen.add(id(p))
                 yield (f"{mname}.{pname}" if mname else pname), p
 
-    def parameters(self):
-        for _, p in self.named_parameters():
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix=""):
-        for mname, m in self.named_modules(prefix):
+    def named_buffers(self, prefix="", recurse=True):
+        seen = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in modules:
             for bname, b in m._buffers.items():
-                if b is not None:
-                    yield (f"{mname}.{bname}" if mname else bname), b
+                if b is None or id(b) in seen:
+                    continue
+                seen.add(id(b))
+                yield (f"{mname}.{bname}" if mname else bname), b
 
-    def num_parameters(self):
-        return int(sum(p.size for p in self.parameters()))
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target):
+        """The module at dotted path `target` ('' is self): ``model.get_submodule('encoder.layers.0')``."""
+        m = self
+        for part in target.split(".") if target else []:
+            if part not in m._modules:
+                done = target[:target.index(part)].rstrip(".") or type(self).__name__
+                raise AttributeError(f"get_submodule({target!r}): {done} has no submodule "
+                                     f"{part!r} (it has: {', '.join(m._modules) or 'none'})")
+            m = m._modules[part]
+        return m
+
+    def get_parameter(self, target):
+        """The parameter at dotted path `target` (``'encoder.layers.0.norm.weight'``)."""
+        mpath, _, pname = target.rpartition(".")
+        m = self.get_submodule(mpath)
+        if pname not in m._parameters or m._parameters[pname] is None:
+            raise AttributeError(f"get_parameter({target!r}): {type(m).__name__} has no "
+                                 f"parameter {pname!r} (it has: {', '.join(m._parameters) or 'none'})")
+        return m._parameters[pname]
+
+    def num_parameters(self, trainable_only=False):
+        """How many numbers the model learns (tied weights counted once)."""
+        return int(sum(p.size for p in self.parameters()
+                       if p.requires_grad or not trainable_only))
 
     # ------------------------------------------------------------------ modes and helpers
     def train(self, mode=True):
+        """Training mode (dropout active) for this module and every descendant."""
         for m in self.modules():
             object.__setattr__(m, "training", bool(mode))
         return self
 
     def eval(self):
+        """Evaluation mode: dropout off. Gradients are still recorded (use mt.no_grad())."""
         return self.train(False)
 
+    def requires_grad_(self, requires_grad=True):
+        """Freeze (False) or unfreeze every parameter."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
     def zero_grad(self):
+        """Forget every parameter's gradient (sets .grad to None, PyTorch's default)."""
         for p in self.parameters():
             p.grad = None
 
     def apply(self, fn):
-        """Call fn(module) on every submodule (children first) and on self."""
+        """Call fn(module) on every submodule (children first) and on self; returns self.
+
+        Typical use: custom initialisation, ``model.apply(init_weights)``.
+        """
         for m in self.children():
             m.apply(fn)
         fn(self)
         return self
 
     def to(self, dtype):
-        """Convert every floating-point parameter and buffer to `dtype` in place."""
+        """Convert every floating-point parameter (and its grad) and buffer to `dtype` in place.
+
+        Do this before creating the optimizer: its state is made from the parameters it sees.
+        """
         dtype = np.dtype(dtype)
-        for _, p in self.named_parameters():
-            if p.dtype.kind == "f":
-                p._data = p._data.astype(dtype)
-                p._vc[0] += 1
-        for m in self.modules():
-            for bname, b in m._buffers.items():
-                if b is not None and b.dtype.kind == "f":
-                    b._data = b._data.astype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"{type(self).__name__}.to: expected a floating-point dtype, got {dtype}")
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t.dtype.kind == "f" and t.dtype != dtype:
+                t._data = t._data.astype(dtype)
+                t._vc[0] += 1
+                if t.grad is not None:
+                    t.grad = Tensor._make(t.grad.data.astype(dtype))
         return self
 
     def double(self):
@@ -206,55 +336,105 @@ class Module:
 
     # ------------------------------------------------------------------ state
     def state_dict(self):
-        """{dotted name: numpy array copy} for every parameter and buffer."""
+        """{dotted name: numpy array copy} of every parameter and persistent buffer.
+
+        Module by module in registration order, each module's parameters before its buffers (as
+        PyTorch); a tied parameter appears once, under its first name. Copies, so later training
+        does not change a state dict you are about to save.
+        """
         state = OrderedDict()
-        for name, p in self.named_parameters():
-            state[name] = p.data.copy()
-        for name, b in self.named_buffers():
-            state[name] = b.data.copy()
+        for name, t in self._named_state():
+            state[name] = t.data.copy()
         return state
+
+    def _named_state(self):
+        seen = set()
+        for mname, m in self.named_modules():
+            items = list(m._parameters.items()) + [
+                (k, b) for k, b in m._buffers.items() if k not in m._non_persistent]
+            for name, t in items:
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{mname}.{name}" if mname else name), t
 
     def load_state_dict(self, state, strict=True):
         """Copy arrays from `state` into parameters and buffers by name.
 
-        Checks everything first and changes nothing if anything is wrong: one error lists the
-        missing, unexpected and shape-mismatched keys. strict=False ignores missing and
-        unexpected keys (shape mismatches are always errors). Returns (missing, unexpected).
+        Everything is checked first and nothing changes if anything is wrong: one error lists
+        the missing keys, the unexpected keys and the shape (or dtype kind) mismatches.
+        strict=False skips missing and unexpected keys; mismatches are always errors.
+        Returns IncompatibleKeys(missing_keys, unexpected_keys).
         """
-        own = OrderedDict(list(self.named_parameters()) + list(self.named_buffers()))
-        arrays = {k: (v.data if isinstance(v, Tensor) else np.asarray(v)) for k, v in state.items()}
-        missing = [k for k in own if k not in arrays]
-        unexpected = [k for k in arrays if k not in own]
-        mismatched = [f"{k}: checkpoint {arrays[k].shape} vs model {own[k].shape}"
-                      for k in own if k in arrays and arrays[k].shape != own[k].shape]
+        if not hasattr(state, "items"):
+            raise TypeError(f"{type(self).__name__}.load_state_dict: expected a dict of arrays, "
+                            f"got {type(state).__name__}")
+        own = OrderedDict(self._named_state())
+        arrays, mismatched = {}, []
+        for k, v in state.items():
+            if isinstance(v, Tensor):
+                v = v.data
+            if not isinstance(v, np.ndarray) or v.dtype.kind not in "biuf":
+                mismatched.append(f"{k}: value is {type(v).__name__}, not a numeric array")
+                continue
+            arrays[k] = v
+        missing = [k for k in own if k not in state]
+        unexpected = [k for k in state if k not in own]
+        for k, t in own.items():
+            if k not in arrays:
+                continue
+            a = arrays[k]
+            if a.shape != t.shape:
+                mismatched.append(f"{k}: checkpoint {a.shape} vs model {t.shape}")
+            elif (a.dtype.kind == "f") != (t.dtype.kind == "f"):
+                mismatched.append(f"{k}: checkpoint dtype {a.dtype} vs model {t.dtype}")
         problems = []
         if strict and missing:
-            problems.append("missing keys: " + ", ".join(missing))
+            problems.append(f"missing keys ({len(missing)}): " + ", ".join(missing))
         if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(unexpected))
+            problems.append(f"unexpected keys ({len(unexpected)}): " + ", ".join(unexpected))
         if mismatched:
-            problems.append("shape mismatches: " + "; ".join(mismatched))
+            problems.append(f"mismatched ({len(mismatched)}): " + "; ".join(mismatched))
         if problems:
-            raise ValueError(f"load_state_dict into {type(self).__name__}: " + " | ".join(problems))
+            hint = ""
+            nested = [k for k, v in state.items() if isinstance(v, dict)]
+            if nested:
+                hint = (f"\n  hint: the state holds nested dicts ({', '.join(map(repr, nested))}); "
+                        f"did you pass a whole checkpoint instead of e.g. checkpoint['model']?")
+            raise StateDictError(
+                f"load_state_dict into {type(self).__name__} failed; nothing was changed:\n  "
+                + "\n  ".join(problems) + hint)
         for k, t in own.items():
             if k in arrays:
-                t._data = np.array(arrays[k], dtype=t.dtype, copy=True)
+                # copy into the existing array (views and the optimizer keep seeing it)
+                np.copyto(t._data, arrays[k], casting="unsafe")
                 t._vc[0] += 1
-        return missing, unexpected
+        return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ repr
     def extra_repr(self):
+        """One line (or several) describing this module's settings, shown in its repr."""
         return ""
 
     def __repr__(self):
-        lines = [f"{type(self).__name__}({self.extra_repr()}"]
-        if self._modules:
-            lines[0] = f"{type(self).__name__}("
-            if self.extra_repr():
-                lines.append("  " + self.extra_repr())
-            for name, m in self._modules.items():
-                child = repr(m).replace("\n", "\n  ")
-                lines.append(f"  ({name}): {child}")
-            lines.append(")")
-            return "\n".join(lines)
-        return lines[0] + ")"
+        extra = self.extra_repr()
+        children = [(name, m) for name, m in self.named_children()]
+        if not children and "\n" not in extra:
+            return f"{type(self).__name__}({extra})"
+        lines = extra.split("\n") if extra else []
+        lines += [f"({name}): {_indent(repr(m))}" for name, m in children]
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules)
+                      | set(self._buffers))
+
+
+def _indent(text):
+    return text.replace("\n", "\n  ")
+
+
+def _check_child_name(module, name):
+    if not isinstance(name, str) or not name or "." in name:
+        raise KeyError(f"{type(module).__name__}: a submodule name must be a non-empty string "
+                       f"without '.', got {name!r} (dots separate the levels of a path)")

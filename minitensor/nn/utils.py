@@ -1,0 +1,65 @@
+"""Gradient tools: clip the global gradient norm, and watch per-parameter gradient norms.
+
+Watching gradient norms is the first thing to do when training misbehaves: a norm that
+explodes, vanishes, or is exactly zero for one layer points at the bug.
+"""
+import math
+
+import numpy as np
+
+from ..tensor import Tensor
+
+
+def _params_with_grad(parameters):
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p for p in parameters if p.grad is not None]
+
+
+def _norm(array, norm_type):
+    a = np.abs(array.reshape(-1)).astype(np.float64, copy=False)
+    if norm_type == math.inf:
+        return float(a.max()) if a.size else 0.0
+    if norm_type == 2.0:
+        return float(np.sqrt(np.dot(a, a)))
+    return float(np.sum(a ** norm_type) ** (1.0 / norm_type))
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """Scale all gradients together so that their joint norm is at most `max_norm`.
+
+    The joint (total) norm is the norm of the vector of every gradient element, i.e. the norm
+    of the per-parameter norms. When it exceeds max_norm every gradient is multiplied by
+    max_norm / (total + 1e-6), which keeps the update's direction and bounds its size.
+    Returns the total norm *before* clipping, as a numpy float64 (so `.item()` and `float()`
+    both work). Parameters without a gradient are skipped.
+    """
+    norm_type = float(norm_type)
+    params = _params_with_grad(parameters)
+    if not params:
+        return np.float64(0.0)
+    norms = [_norm(p.grad.data, norm_type) for p in params]
+    if norm_type == math.inf:
+        total = max(norms)
+    else:
+        total = float(np.sum(np.power(norms, norm_type)) ** (1.0 / norm_type))
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(f"clip_grad_norm_: the total gradient norm is {total} (NaN or Inf); "
+                           f"run with mt.detect_anomaly() to find the op that produced it")
+    coef = max_norm / (total + 1e-6)
+    if coef < 1.0:
+        for p in params:
+            g = p.grad
+            np.multiply(g.data, g.dtype.type(coef), out=g.data)
+            g._vc[0] += 1
+    return np.float64(total)
+
+
+def grad_norms(module, norm_type=2.0):
+    """{dotted parameter name: norm of its gradient} for every parameter that has one.
+
+    >>> loss.backward()
+    >>> for name, n in mt.nn.utils.grad_norms(model).items(): print(f"{name:40s} {n:.3e}")
+    """
+    return {name: _norm(p.grad.data, float(norm_type))
+            for name, p in module.named_parameters() if p.grad is not None}

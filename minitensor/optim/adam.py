@@ -1,0 +1,86 @@
+"""Adam and AdamW: per-parameter step sizes from running moments of the gradient."""
+import math
+
+import numpy as np
+
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba, 2015), the optimizer of the Transformer paper (β = (0.9, 0.98),
+    eps = 1e-9 there).
+
+    For each parameter, with g its gradient at step t:
+        m ← β₁·m + (1 − β₁)·g              running mean of g
+        v ← β₂·v + (1 − β₂)·g²             running mean of g²
+        θ ← θ − lr · m̂ / (√v̂ + eps)        m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ) undo the zero start
+    weight_decay λ adds λθ to g (L2 regularisation, which the moments then rescale; AdamW
+    decouples it instead). amsgrad keeps the running maximum of v. Same numbers as torch.optim.Adam.
+    """
+
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, maximize=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
+
+    def _check_settings(self, group):
+        super()._check_settings(group)
+        b1, b2 = group["betas"]
+        if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
+            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {group['betas']}")
+        if group["eps"] < 0 or group["weight_decay"] < 0:
+            raise ValueError(f"{type(self).__name__}: eps and weight_decay must be ≥ 0")
+
+    def _update(self, param, grad, state, group):
+        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = np.zeros_like(param)
+            state["exp_avg_sq"] = np.zeros_like(param)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = np.zeros_like(param)
+        state["step"] += 1
+        t = state["step"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        if group["maximize"]:
+            grad = -grad
+        if wd and self.decoupled:
+            np.multiply(param, 1.0 - lr * wd, out=param)      # AdamW: shrink θ directly
+        elif wd:
+            grad = grad + wd * param                          # Adam: L2 term in the gradient
+        work = self._work(param)
+        # m ← β₁m + (1 − β₁)g  and  v ← β₂v + (1 − β₂)g², in place
+        np.multiply(m, beta1, out=m)
+        np.multiply(grad, 1.0 - beta1, out=work)
+        np.add(m, work, out=m)
+        np.multiply(v, beta2, out=v)
+        np.multiply(grad, grad, out=work)
+        np.multiply(work, 1.0 - beta2, out=work)
+        np.add(v, work, out=v)
+        if group["amsgrad"]:
+            np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+            v = state["max_exp_avg_sq"]
+        # θ ← θ − (lr/(1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + eps)
+        step_size = lr / (1.0 - beta1 ** t)
+        np.sqrt(v, out=work)
+        np.divide(work, math.sqrt(1.0 - beta2 ** t), out=work)
+        np.add(work, eps, out=work)
+        np.divide(m, work, out=work)
+        np.multiply(work, step_size, out=work)
+        np.subtract(param, work, out=param)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019): θ ← θ·(1 − lr·λ) before
+    the Adam step, so decay does not pass through the moment estimates. Default λ = 0.01, as
+    torch.optim.AdamW."""
+
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, maximize=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize)

@@ -1,0 +1,153 @@
+"""Learning-rate schedules: LambdaLR, StepLR, the paper's Noam schedule, warmup + cosine.
+
+Call ``scheduler.step()`` once after each ``optimizer.step()``. Every schedule here is a
+closed-form function of `last_epoch` (the number of scheduler steps taken; PyTorch's name):
+creating a scheduler sets the lr for the first optimizer step (last_epoch = 0), and each
+`step()` moves on by one. Because the lr depends only on that count, resuming from a
+checkpoint gives exactly the same rates.
+"""
+import math
+
+from .optimizer import Optimizer
+
+
+class LRScheduler:
+    """Base class: subclasses write `lr_at(base_lr, epoch)` (or `get_lr()` for all groups)."""
+
+    def __init__(self, optimizer, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: expected an Optimizer, "
+                            f"got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        elif any("initial_lr" not in g for g in optimizer.param_groups):
+            raise KeyError(f"{type(self).__name__}: last_epoch={last_epoch} resumes a schedule, "
+                           f"but the optimizer's groups have no 'initial_lr'; load the "
+                           f"optimizer's state first")
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self.step()
+
+    def lr_at(self, base_lr, epoch):
+        raise NotImplementedError
+
+    def get_lr(self):
+        """The learning rate of each param group at the current `last_epoch`."""
+        return [self.lr_at(base, self.last_epoch) for base in self.base_lrs]
+
+    def step(self):
+        """Advance one step and set each group's lr."""
+        self.last_epoch += 1
+        self._apply(self.get_lr())
+
+    def _apply(self, lrs):
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self._last_lr = list(lrs)
+
+    def get_last_lr(self):
+        """The learning rates the last `step()` set, one per param group."""
+        return list(self._last_lr)
+
+    def state_dict(self):
+        """Everything but the optimizer and functions (lambdas are code: they are not saved;
+        recreate the scheduler with the same lambda and load this)."""
+        return {k: v for k, v in self.__dict__.items()
+                if k != "optimizer" and not callable(v) and k != "lr_lambdas"}
+
+    def load_state_dict(self, state_dict):
+        unknown = set(state_dict) - set(self.state_dict())
+        if unknown or "last_epoch" not in state_dict:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: keys {sorted(state_dict)} "
+                             f"do not match this scheduler's {sorted(self.state_dict())} (was it "
+                             f"saved from another kind of scheduler?)")
+        if len(state_dict.get("base_lrs", self.base_lrs)) != len(self.base_lrs):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: the checkpoint has "
+                             f"{len(state_dict['base_lrs'])} param groups, the optimizer "
+                             f"{len(self.base_lrs)}")
+        self.__dict__.update(state_dict)
+        self._apply(self.get_lr())
+
+    def __repr__(self):
+        return f"{type(self).__name__}(last_epoch={self.last_epoch}, lr={self.get_last_lr()})"
+
+
+class LambdaLR(LRScheduler):
+    """lr = base_lr · lr_lambda(epoch); one function, or a list with one per param group."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != n:
+                raise ValueError(f"LambdaLR: {len(lr_lambda)} lambdas for {n} param groups")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
+
+
+class StepLR(LRScheduler):
+    """lr = base_lr · gamma^⌊epoch / step_size⌋: multiply by gamma every step_size steps."""
+
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        if step_size < 1:
+            raise ValueError(f"StepLR: step_size must be ≥ 1, got {step_size}")
+        self.step_size, self.gamma = int(step_size), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        return base_lr * self.gamma ** (epoch // self.step_size)
+
+
+class NoamLR(LRScheduler):
+    """The Transformer paper's schedule (section 5.3), with a scale factor:
+
+        lr = scale · d_model^−0.5 · min(step^−0.5, step · warmup_steps^−1.5)
+
+    It rises linearly for warmup_steps steps, peaks at scale/√(d_model·warmup_steps), then
+    decays as 1/√step. `step` counts optimizer steps from 1 (step = last_epoch + 1). The lr
+    is absolute, as in the paper: the optimizer's own lr is not used (give it any value).
+    """
+
+    def __init__(self, optimizer, d_model, warmup_steps=4000, scale=1.0, last_epoch=-1):
+        if d_model <= 0 or warmup_steps <= 0:
+            raise ValueError(f"NoamLR: d_model and warmup_steps must be > 0, got {d_model} "
+                             f"and {warmup_steps}")
+        self.d_model, self.warmup_steps, self.scale = d_model, warmup_steps, scale
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        step = epoch + 1
+        return self.scale * self.d_model ** -0.5 * min(step ** -0.5,
+                                                       step * self.warmup_steps ** -1.5)
+
+
+Noam = NoamLR
+
+
+class WarmupCosineLR(LRScheduler):
+    """Linear warmup to base_lr over warmup_steps, then cosine decay to min_lr at total_steps
+    (and min_lr after that):
+
+        epoch < warmup:  lr = base_lr · (epoch + 1) / warmup_steps
+        otherwise:       lr = min_lr + (base_lr − min_lr) · ½(1 + cos(π · progress)),
+                         progress = (epoch − warmup_steps) / (total_steps − warmup_steps) ≤ 1
+    """
+
+    def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0, last_epoch=-1):
+        if not 0 <= warmup_steps <= total_steps:
+            raise ValueError(f"WarmupCosineLR: need 0 ≤ warmup_steps ≤ total_steps, got "
+                             f"{warmup_steps} and {total_steps}")
+        self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        if epoch < self.warmup_steps:
+            return base_lr * (epoch + 1) / self.warmup_steps
+        progress = min(1.0, (epoch - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        return self.min_lr + (base_lr - self.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
