@@ -25,6 +25,7 @@ from . import functional as F  # noqa: E402,F401
 from .functional import cat, chunk, concat, split, stack, where  # noqa: E402
 from .kernels import get_backend, set_backend  # noqa: E402
 from . import nn  # noqa: E402
+from . import viz  # noqa: E402
 from . import optim  # noqa: E402
 from .io import CheckpointError, load, save  # noqa: E402
 
