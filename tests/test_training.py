@@ -166,3 +166,15 @@ def test_nan_loss_stops_with_a_clear_error():
     with pytest.raises(FloatingPointError, match="step 1"):
         train(model, _optimizer(model, 0.01), lambda s: seq2seq_batch(*task.batch(4, rng)),
               steps=2, quiet=True)
+
+
+def test_trace_records_the_ops_of_one_step_and_clipping_runs():
+    task = CopyTask(max_len=3)
+    rng = np.random.default_rng(0)
+    model = AlignedCopy(len(task.tokenizer))
+    hist = train(model, _optimizer(model, 0.01), lambda s: seq2seq_batch(*task.batch(4, rng)),
+                 steps=3, quiet=True, trace=True, max_grad_norm=1e-3)
+    ops = [r.op for r in hist.trace.records]
+    scopes = {r.scope for r in hist.trace.records}
+    assert len(ops) > 3 and "embed" in scopes and "proj" in scopes
+    assert len(hist.steps) == 3                        # only the first step is traced

@@ -181,14 +181,11 @@ def module_of(param_name):
 
 
 def grad_norms_by_module(model):
-    """{module: L2 norm of the gradients of all its parameters} (parameters without .grad skip)."""
+    """{module: L2 norm of the gradients of all its parameters}, from mt.nn.utils.grad_norms."""
     squares = {}
-    for name, p in model.named_parameters():
-        if p.grad is None:
-            continue
-        g = p.grad.data if isinstance(p.grad, mt.Tensor) else np.asarray(p.grad)
+    for name, norm in mt.nn.utils.grad_norms(model).items():
         key = module_of(name)
-        squares[key] = squares.get(key, 0.0) + float(np.sum(np.square(g, dtype=np.float64)))
+        squares[key] = squares.get(key, 0.0) + float(norm) ** 2
     return {k: math.sqrt(v) for k, v in squares.items()}
 
 
@@ -277,22 +274,9 @@ def train_step(model, optimizer, batch, label_smoothing=0.0, max_grad_norm=None)
     optimizer.zero_grad()
     loss.backward()
     if max_grad_norm is not None:
-        clip_grad_norm(model.parameters(), max_grad_norm)
+        mt.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
     optimizer.step()
     return loss.item(), int((labels != batch["pad_id"]).sum()), loss
-
-
-def clip_grad_norm(parameters, max_norm):
-    """Scale all gradients so their joint L2 norm is at most max_norm; returns the norm before."""
-    utils = getattr(mt.nn, "utils", None)
-    if utils is not None and hasattr(utils, "clip_grad_norm_"):
-        return utils.clip_grad_norm_(parameters, max_norm)
-    params = [p for p in parameters if p.grad is not None]
-    total = math.sqrt(sum(float(np.sum(np.square(p.grad.data, dtype=np.float64))) for p in params))
-    if total > max_norm:
-        for p in params:
-            p.grad = mt.Tensor(p.grad.data * (max_norm / (total + 1e-6)), dtype=p.grad.dtype)
-    return total
 
 
 def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0.0,
@@ -310,7 +294,9 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
     val_batches: a fixed list of batches; their loss is the "val loss" in evals and diagnostics.
     diagnostics: every `diagnostics_every` steps print per-module gradient norms, attention
         score ranges per layer (model.score_stats()) and train vs validation loss.
-    trace: record the first step with ``mt.viz.trace()``; the trace is in ``history.trace``.
+    trace: run the first step inside ``mt.viz.trace()``, which prints every op of the forward
+        with its module scope, shapes and value range (not when quiet); the records are kept in
+        ``history.trace.records``.
     quiet: no progress bar and no printing.
 
     Returns a `History`. The progress bar shows the loss (smoothed), lr, examples/s and tokens/s.
@@ -331,12 +317,10 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
             batch = get_batch(step)
             t0 = time.perf_counter()
             if trace and history.trace is None:
-                tracer = _viz_trace()
-                with tracer as tr:
-                    loss, n_tokens, loss_tensor = train_step(model, optimizer, batch,
-                                                             label_smoothing, max_grad_norm)
-                history.trace = tr if tr is not None else tracer
-                history.trace_loss = loss_tensor
+                with _viz_trace(quiet) as tracer:
+                    loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing,
+                                                   max_grad_norm)
+                history.trace = tracer
             else:
                 loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing,
                                                max_grad_norm)
@@ -408,15 +392,7 @@ def _batch_source(batches):
     return get
 
 
-def _viz_trace():
-    """mt.viz.trace() when the graph viewer is installed, else a stand-in that records nothing."""
-    viz = getattr(mt, "viz", None)
-    if viz is None:
-        try:
-            from minitensor import viz
-        except ImportError:
-            viz = None
-    if viz is not None and hasattr(viz, "trace"):
-        return viz.trace()
-    import contextlib
-    return contextlib.nullcontext()
+def _viz_trace(quiet):
+    """mt.viz.trace(): one line per op (scope, op, shapes, value range, saturation marks)."""
+    from minitensor import viz
+    return viz.trace(quiet=quiet)
