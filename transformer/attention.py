@@ -1,0 +1,252 @@
+"""Scaled dot-product attention and multi-head attention (seeds 04, 05, 06, 10).
+
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V                      (seed 4.2)
+    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O,
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)                      (seed 05)
+
+Q, K, V all come from one sequence in self-attention; in cross-attention Q comes from the
+decoder and K, V from the encoder's memory (seed 08), so L_q and L_k may differ.
+
+Masks follow the project's convention, **bool True = blocked** (or additive float); see
+`transformer.masks`. The softmax is minitensor's fused op `F.softmax(scores, scale, mask)`:
+scaling, masking and normalising in one node, and a fully masked row gives zero weights (and
+zero gradient) where the hand-written softmax of seed 10 gives NaN.
+"""
+import math
+
+import numpy as np
+
+import minitensor.functional as F
+from minitensor import Tensor, nn
+from minitensor.nn import init
+
+from . import masks as M
+
+
+def _attend(query, key, value, mask=None, scale=None, dropout=0.0, training=True):
+    """The core of attention; returns (output, weights, raw scores Q Kᵀ before scaling)."""
+    d_k = query.shape[-1]
+    if key.shape[-1] != d_k or key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"attention: query {query.shape}, key {key.shape} and value "
+                         f"{value.shape} do not fit: need query (..., L_q, d_k), key "
+                         f"(..., L_k, d_k), value (..., L_k, d_v)")
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+    scores = query @ key.swapaxes(-1, -2)                     # (…, L_q, L_k): every q · every k
+    # seed 06: the mask is applied before the softmax; the fused op scales, masks, normalises
+    weights = F.softmax(scores, scale=scale, mask=mask)
+    if dropout and training:
+        weights = F.dropout(weights, dropout, training)
+    return weights @ value, weights, scores                   # (…, L_q, d_v)
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout=0.0, scale=None,
+                                 training=True):
+    """softmax(query keyᵀ · scale + mask) value, the attention of seed 4.2.
+
+    query (…, L_q, d_k), key (…, L_k, d_k), value (…, L_k, d_v) — any leading axes, usually
+    (B, h). mask: broadcastable to (…, L_q, L_k); bool **True = blocked**, or additive float.
+    scale: default 1/√d_k. dropout: applied to the weights when training.
+    Returns (output (…, L_q, d_v), weights (…, L_q, L_k)); each weights row sums to 1, or is
+    all zero when every key of that row is blocked (never NaN).
+    """
+    if mask is not None and isinstance(mask, Tensor):
+        mask = mask.data
+    out, weights, _ = _attend(query, key, value, mask, scale, dropout, training)
+    return out, weights
+
+
+class AttentionCache:
+    """Keys and values one attention layer keeps between decoding steps (the KV cache, seed 9.2).
+
+    Self-attention (static=False): each step appends the new tokens' K and V, so step t costs
+    one query against t keys instead of recomputing all t queries. Cross-attention
+    (static=True): K and V come from the encoder's memory, which does not change, so they are
+    computed at the first step only. k, v: (B, h, L, d_k) tensors, or None before the first step.
+    """
+
+    def __init__(self, static=False):
+        self.static = static
+        self.k = None
+        self.v = None
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[2]
+
+    def reorder(self, index):
+        """Keep batch rows `index` (beam search: each surviving beam takes its parent's cache)."""
+        if self.k is not None:
+            self.k = Tensor._make(self.k.data[index])
+            self.v = Tensor._make(self.v.data[index])
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with the paper's projections W_q, W_k, W_v, W_o (seed 05).
+
+    d_model is split into n_heads heads of d_k = d_model / n_heads; each head attends in its own
+    subspace, the heads are concatenated and mixed by W_o.
+
+    forward(query (B, L_q, d), key (B, L_k, d) = query, value = key, mask=None,
+            key_padding_mask=None, attn_mask=None, cache=None) → (output (B, L_q, d),
+            weights (B, h, L_q, L_k) per head, kept for plots).
+    Masks, all **True = blocked**: `mask` is any mask broadcastable to (B, h, L_q, L_k) (what
+    the models pass, built once per forward); key_padding_mask (B, L_k) and attn_mask (L_q, L_k)
+    are torch-style conveniences, combined with `masks.combine_masks`.
+
+    Children: w_q, w_k, w_v, w_o (Linear d → d), dropout (on the weights), and rotary when
+    positions are rotary (then it is self-attention, and q, k are rotated before the scores).
+    For self-attention (key is query) the three input projections run as one matmul with their
+    weights concatenated in forward; the parameters stay w_q, w_k, w_v.
+
+    After each forward, `last_weights` holds the weights (numpy) and `score_stats()` summarises
+    the scores the softmax saw (after the 1/√d_k scale when it is on).
+    """
+
+    def __init__(self, d_model, n_heads, dropout=0.0, bias=True, attention_scale=True,
+                 rotary=None):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"MultiHeadAttention: d_model={d_model} is not a multiple of "
+                             f"n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.scale = 1.0 / math.sqrt(self.d_k) if attention_scale else 1.0
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout_p = dropout
+        self.rotary = rotary
+        self.last_weights = None
+        self._last_scores = None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Xavier-uniform weights and zero biases, as torch.nn.MultiheadAttention."""
+        for lin in (self.w_q, self.w_k, self.w_v, self.w_o):
+            init.xavier_uniform_(lin.weight)
+            if lin.bias is not None:
+                init.zeros_(lin.bias)
+
+    # ------------------------------------------------------------------ projections
+    def _split_heads(self, x, batch, length):
+        """(B·L, d) → (B, h, L, d_k): each head's slice of the features becomes its own axis."""
+        return x.reshape(batch, length, self.n_heads, self.d_k).swapaxes(1, 2)
+
+    def _project(self, linear, x2):
+        y = x2 @ linear.weight.T
+        return y + linear.bias if linear.bias is not None else y
+
+    def _qkv_self(self, x2, batch, length):
+        """q, k, v of self-attention with one matmul: x W_qkvᵀ, W_qkv = [W_q; W_k; W_v]."""
+        ws = [self.w_q.weight, self.w_k.weight, self.w_v.weight]
+        qkv = x2 @ F.concat(ws, axis=0).T                           # (B·L, 3d)
+        if self.w_q.bias is not None:
+            qkv = qkv + F.concat([self.w_q.bias, self.w_k.bias, self.w_v.bias], axis=0)
+        qkv = qkv.reshape(batch, length, 3, self.n_heads, self.d_k).permute(2, 0, 3, 1, 4)
+        return qkv[0], qkv[1], qkv[2]                               # each (B, h, L, d_k)
+
+    def _kv(self, x2, batch, length):
+        """k, v of cross-attention (from the memory) with one matmul."""
+        ws = [self.w_k.weight, self.w_v.weight]
+        kv = x2 @ F.concat(ws, axis=0).T
+        if self.w_k.bias is not None:
+            kv = kv + F.concat([self.w_k.bias, self.w_v.bias], axis=0)
+        kv = kv.reshape(batch, length, 2, self.n_heads, self.d_k).permute(2, 0, 3, 1, 4)
+        return kv[0], kv[1]
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, query, key=None, value=None, mask=None, key_padding_mask=None,
+                attn_mask=None, cache=None):
+        key = query if key is None else key
+        value = key if value is None else value
+        batch, l_q, d = query.shape
+        if d != self.d_model or key.shape[-1] != d or value.shape[-1] != d:
+            raise ValueError(f"MultiHeadAttention in {self.path or 'model'}: query {query.shape}, "
+                             f"key {key.shape}, value {value.shape} must all end in "
+                             f"d_model={self.d_model}")
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != batch:
+            raise ValueError(f"MultiHeadAttention in {self.path or 'model'}: key {key.shape} and "
+                             f"value {value.shape} need the same (batch, length), and the "
+                             f"batch of query {query.shape}")
+        if key_padding_mask is not None or attn_mask is not None:
+            extra = M.combine_masks(key_padding_mask, attn_mask, self.n_heads)
+            mask = extra if mask is None else _merge(mask, extra)
+        if isinstance(mask, Tensor):
+            mask = mask.data
+
+        q2 = query.reshape(batch * l_q, d)           # 2-D: every projection is one plain matmul
+        self_attention = key is query and value is query
+        offset = len(cache) if cache is not None and not cache.static else 0
+
+        if cache is not None and cache.static and cache.k is not None:
+            q = self._split_heads(self._project(self.w_q, q2), batch, l_q)
+            k, v = cache.k, cache.v                  # cross-attention: memory's K, V from step 1
+        elif self_attention:
+            q, k, v = self._qkv_self(q2, batch, l_q)
+        else:
+            l_k = key.shape[1]
+            q = self._split_heads(self._project(self.w_q, q2), batch, l_q)
+            k2 = key.reshape(batch * l_k, d)
+            if value is key:
+                k, v = self._kv(k2, batch, l_k)
+            else:
+                k = self._split_heads(self._project(self.w_k, k2), batch, l_k)
+                v = self._split_heads(self._project(self.w_v, value.reshape(batch * l_k, d)),
+                                      batch, l_k)
+
+        if self.rotary is not None:                  # RoPE: rotate q and k by their positions
+            q = self.rotary(q, offset)
+            if not (cache is not None and cache.static and cache.k is not None):
+                k = self.rotary(k, offset)
+        if cache is not None:
+            if cache.static:
+                cache.k, cache.v = k, v
+            else:                                    # seed 9.2: keep history, append the new
+                if cache.k is not None:
+                    k = F.concat([cache.k, k], axis=2)
+                    v = F.concat([cache.v, v], axis=2)
+                cache.k, cache.v = k, v
+
+        out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p, self.training)
+        self.last_weights = weights.data
+        self._last_scores = (scores.data, self.scale, mask)
+        # concat the heads: (B, h, L_q, d_k) → (B, L_q, h, d_k) → (B·L_q, d), then W_o
+        out = out.swapaxes(1, 2).reshape(batch * l_q, d)
+        return self._project(self.w_o, out).reshape(batch, l_q, d), weights
+
+    # ------------------------------------------------------------------ diagnostics
+    def score_stats(self):
+        """Statistics of the last forward's scores as the softmax saw them (Q Kᵀ · scale),
+        over the positions the mask allows: max_abs_score, mean_abs_score, std_score, and
+        max_weight_mean (the mean over rows of the largest weight: near 1 = saturated softmax,
+        seed 004 §5.2's "extreme attention scores")."""
+        if self._last_scores is None:
+            return None
+        raw, scale, mask = self._last_scores
+        s = raw * scale
+        allowed = np.ones(s.shape, dtype=bool)
+        if mask is not None:
+            blocked = mask if mask.dtype == np.bool_ else np.isneginf(mask)
+            allowed = ~np.broadcast_to(blocked, s.shape)
+        vals = s[allowed]
+        if vals.size == 0:
+            return {"max_abs_score": 0.0, "mean_abs_score": 0.0, "std_score": 0.0,
+                    "max_weight_mean": 0.0}
+        w = self.last_weights
+        return {"max_abs_score": float(np.abs(vals).max()),
+                "mean_abs_score": float(np.abs(vals).mean()),
+                "std_score": float(vals.std()),
+                "max_weight_mean": float(w.max(axis=-1).mean()) if w is not None else 0.0}
+
+    def extra_repr(self):
+        return (f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, "
+                f"scale={self.scale:.4g}, dropout={self.dropout_p}")
+
+
+def _merge(a, b):
+    """Combine two masks already shaped for the scores (bool OR, or sum of additive)."""
+    if isinstance(a, Tensor):
+        a = a.data
+    if a.dtype == np.bool_ and b.dtype == np.bool_:
+        return a | b
+    dtype = a.dtype if a.dtype.kind == "f" else b.dtype
+    return M.to_additive(a, dtype) + M.to_additive(b, dtype)

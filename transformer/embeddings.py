@@ -1,0 +1,171 @@
+"""Token embeddings and positional encodings (seed 03).
+
+The input to the first layer is (paper, seed 3.2–3.3)
+
+    x = E[token] · √d_model + PE[pos]        then dropout
+
+- `TokenEmbedding`: the trainable table E ∈ R^{|V| × d_model}, optionally scaled by √d_model.
+- `SinusoidalPositionalEncoding` (the paper's, default): a fixed table
+      PE(pos, 2i) = sin(pos / 10000^(2i / d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model)).
+  Values stay in [−1, 1]; each pair of dimensions is a rotation at its own frequency, so
+  PE(pos + k) is a linear function of PE(pos) — relative offsets are easy to read (seed 004 §3.1).
+- `LearnedPositionalEmbedding`: a trainable table P ∈ R^{max_len × d_model} (BERT, GPT-2).
+- `RotaryEmbedding` (RoPE): no vector is added to x; instead the queries and keys of each
+  self-attention head are rotated by an angle proportional to their position, so q·k depends on
+  the *offset* between the two positions. It is applied inside `MultiHeadAttention`.
+- positional="none": the ablation — attention alone is blind to order (seed 004 §5.1).
+
+Attention itself does not know the order of the tokens (seed 3.3); these are the only places
+where order enters the model.
+"""
+import math
+
+import numpy as np
+
+from minitensor import Tensor, nn, no_grad
+from minitensor.nn import init
+
+
+def sinusoidal_table(max_len, d_model):
+    """The paper's PE table (max_len, d_model), float64: sin on even, cos on odd dimensions."""
+    pos = np.arange(max_len)[:, None]
+    two_i = np.arange(0, d_model, 2)[None, :]
+    angle = pos / np.power(10000.0, two_i / d_model)
+    pe = np.zeros((max_len, d_model))
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle[:, : d_model // 2])
+    return pe
+
+
+def _check_length(module, length, offset, max_len):
+    if offset + length > max_len:
+        raise ValueError(f"{type(module).__name__} in {module.path or 'model'}: positions "
+                         f"{offset}..{offset + length - 1} exceed max_len={max_len}; build the "
+                         f"model with a larger TransformerConfig.max_len")
+
+
+class TokenEmbedding(nn.Embedding):
+    """ids (B, L) → E[ids] · scale, (B, L, d_model), with scale = √d_model (paper) or 1.
+
+    With scale on, E is initialised N(0, 1/d_model) so that E·√d_model is N(0, 1), the size of
+    the positional encoding; otherwise N(0, 1) (torch's default). The <pad> row is zero and
+    receives no gradient. The table is `.weight` (vocab_size, d_model).
+    """
+
+    def __init__(self, vocab_size, d_model, pad_id=None, scale=True):
+        super().__init__(vocab_size, d_model, padding_idx=pad_id)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.normal_(self.weight, 0.0, 1.0 / getattr(self, "scale", 1.0))
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def forward(self, ids):
+        x = super().forward(ids)
+        return x * self.scale if self.scale != 1.0 else x
+
+    def extra_repr(self):
+        return super().extra_repr() + f", scale={self.scale:.4g}"
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """x (B, L, d_model) → x + PE[offset : offset + L] (fixed table, a buffer; no parameters)."""
+
+    def __init__(self, d_model, max_len=512):
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model).astype(np.float32))
+
+    def forward(self, x, offset=0):
+        length = x.shape[1]
+        _check_length(self, length, offset, self.max_len)
+        # a constant, not a graph input: the table gets no gradient
+        return x + self.pe.data[offset:offset + length]
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """x (B, L, d_model) → x + P[offset : offset + L], P a trainable (max_len, d_model) table."""
+
+    def __init__(self, d_model, max_len=512):
+        super().__init__()
+        self.max_len = max_len
+        self.weight = nn.Parameter(np.zeros((max_len, d_model), dtype=np.float32))
+        init.normal_(self.weight, 0.0, 0.02)
+
+    def forward(self, x, offset=0):
+        length = x.shape[1]
+        _check_length(self, length, offset, self.max_len)
+        return x + self.weight[offset:offset + length]
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary positions (RoPE) for q or k of shape (B, h, L, d_k).
+
+    Pair dimension i with i + d_k/2 and rotate each pair by angle pos · θ_i,
+    θ_i = 10000^(−2i/d_k):  x ↦ x ⊙ cos + rotate_half(x) ⊙ sin,  rotate_half(x) = [−x₂, x₁].
+    Rotating q at position m and k at position n makes q·k depend only on m − n. rotate_half is
+    one matmul with a fixed signed permutation matrix (its gradient is the transpose).
+    """
+
+    def __init__(self, d_k, max_len=512, base=10000.0):
+        super().__init__()
+        if d_k % 2:
+            raise ValueError(f"RotaryEmbedding: the head size d_k={d_k} must be even")
+        self.d_k, self.max_len = d_k, max_len
+        half = d_k // 2
+        theta = base ** (-np.arange(half) * 2.0 / d_k)
+        angle = np.arange(max_len)[:, None] * theta[None, :]
+        angle = np.concatenate([angle, angle], axis=1)              # (max_len, d_k)
+        self.register_buffer("cos", np.cos(angle).astype(np.float32))
+        self.register_buffer("sin", np.sin(angle).astype(np.float32))
+        rot = np.zeros((d_k, d_k))
+        rot[np.arange(half) + half, np.arange(half)] = -1.0        # out[:, i] = −x[:, i + half]
+        rot[np.arange(half), np.arange(half) + half] = 1.0         # out[:, i + half] = x[:, i]
+        self.register_buffer("rotate_half", rot.astype(np.float32))
+
+    def forward(self, x, offset=0):
+        length = x.shape[-2]
+        _check_length(self, length, offset, self.max_len)
+        cos = self.cos.data[offset:offset + length]
+        sin = self.sin.data[offset:offset + length]
+        return x * cos + (x @ self.rotate_half.data) * sin
+
+
+class Embeddings(nn.Module):
+    """The input block of a stack: ids (B, L) → dropout(TokenEmbedding(ids) + positions), (B, L, d_model).
+
+    Children: `token` (TokenEmbedding), `position` (sinusoidal or learned; absent for
+    "rotary", which acts inside attention, and for "none"), `dropout`. `offset` shifts the
+    positions (decoding with a KV cache feeds one token at position `offset`).
+    """
+
+    def __init__(self, vocab_size, d_model, positional="sinusoidal", max_len=512, dropout=0.0,
+                 scale=True, pad_id=None):
+        super().__init__()
+        self.token = TokenEmbedding(vocab_size, d_model, pad_id=pad_id, scale=scale)
+        self.positional = positional
+        if positional == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(d_model, max_len)
+        elif positional == "learned":
+            self.position = LearnedPositionalEmbedding(d_model, max_len)
+        elif positional in ("rotary", "none"):
+            self.position = None
+        else:
+            raise ValueError(f"Embeddings: unknown positional {positional!r}")
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids, offset=0):
+        ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+        if ids.ndim != 2:
+            raise ValueError(f"Embeddings in {self.path or 'model'}: ids must be (batch, length), "
+                             f"got shape {ids.shape}")
+        x = self.token(ids)
+        if self.position is not None:
+            x = self.position(x, offset)
+        return self.dropout(x)
+
+    def extra_repr(self):
+        return f"positional={self.positional!r}"

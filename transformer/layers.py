@@ -1,0 +1,164 @@
+"""The position-wise feed-forward network and the encoder and decoder layers (seeds 02, 07, 08).
+
+Every sub-layer F (attention or FFN) is wrapped in a residual connection and a LayerNorm
+(seed 07, "Add & Norm"), in one of two orders:
+
+    Post-Norm (the paper, norm_first=False):  x = LayerNorm(x + Dropout(F(x)))
+    Pre-Norm  (norm_first=True):              x = x + Dropout(F(LayerNorm(x)))
+
+Pre-Norm leaves an un-normalised path from the input to the output, which keeps gradients
+healthy in deep stacks (seed 7.2); read which one a model uses before reading its numbers.
+Names follow torch.nn.TransformerEncoderLayer / DecoderLayer, so weights map one to one
+(see `transformer.interop`).
+"""
+from minitensor import nn
+import minitensor.functional as F
+from minitensor.nn import init
+
+from .attention import MultiHeadAttention
+from .embeddings import RotaryEmbedding
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+                "swiglu": F.silu, "geglu": F.gelu}
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN (seed 7.3): the same two-layer MLP applied to every token on its own.
+
+        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     d_model → d_ff → d_model
+        gated (swiglu / geglu): (act(x W_gate + b_gate) ⊙ (x W_1 + b_1)) W_2 + b_2
+
+    x (B, L, d_model) → (B, L, d_model). activation: "relu" (paper) | "gelu" | "silu" |
+    "swiglu" | "geglu". Children: linear1 (W_1), linear_gate (gated only), dropout (after the
+    activation, as torch does), linear2 (W_2).
+    """
+
+    def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"FeedForward: activation must be one of {sorted(_ACTIVATIONS)}, "
+                             f"got {activation!r}")
+        self.activation = activation
+        self.gated = activation in ("swiglu", "geglu")
+        self.linear1 = nn.Linear(d_model, d_ff)
+        if self.gated:
+            self.linear_gate = nn.Linear(d_model, d_ff)
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])                # tokens are independent: one 2-D matmul
+        act = _ACTIVATIONS[self.activation]
+        h = self.linear1(x2)
+        h = act(self.linear_gate(x2)) * h if self.gated else act(h)
+        return self.linear2(self.dropout(h)).reshape(shape)
+
+    def extra_repr(self):
+        return f"activation={self.activation!r}"
+
+
+def _rotary(cfg):
+    return RotaryEmbedding(cfg.d_k, cfg.max_len) if cfg.positional == "rotary" else None
+
+
+def _mha(cfg, rotary=False):
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout,
+                              attention_scale=cfg.attention_scale,
+                              rotary=_rotary(cfg) if rotary else None)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then FFN, each with residual + LayerNorm (seed 2.1).
+
+    forward(x (B, L, d_model), mask) → (B, L, d_model). mask: broadcastable to
+    (B, h, L, L), **True = blocked** (the source padding mask as (B, 1, 1, L)).
+    Children: self_attn, norm1, dropout1, ffn, norm2, dropout2.
+    """
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm_first = cfg.norm_first
+        self.self_attn = _mha(cfg, rotary=True)
+        self.norm1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.dropout1 = nn.Dropout(cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.dropout2 = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, mask=None):
+        if self.norm_first:                                    # Pre-Norm: x + F(LN(x))
+            x = x + self.dropout1(self.self_attn(self.norm1(x), mask=mask)[0])
+            return x + self.dropout2(self.ffn(self.norm2(x)))
+        x = self.norm1(x + self.dropout1(self.self_attn(x, mask=mask)[0]))   # Post-Norm
+        return self.norm2(x + self.dropout2(self.ffn(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the memory, FFN; each with Add & Norm (seed 2.2).
+
+    forward(x (B, L_t, d), memory (B, L_s, d), self_mask, cross_mask, cache=None) → (B, L_t, d).
+    self_mask: broadcastable to (B, h, L_t, L_t) — causal | target padding, **True = blocked**;
+    cross_mask: broadcastable to (B, h, L_t, L_s) — the source padding mask.
+    The queries of cross-attention come from the decoder, its keys and values from the memory
+    (seed 08), so its weights are (L_t, L_s).
+    cache: a `LayerCache` for step-by-step decoding (see `transformer.decoding`).
+
+    With cross_attention=False (a GPT-style decoder-only block) there is no cross_attn and the
+    children are self_attn, norm1, dropout1, ffn, norm2, dropout2; otherwise self_attn, norm1,
+    dropout1, cross_attn, norm2, dropout2, ffn, norm3, dropout3 (torch's names).
+    """
+
+    def __init__(self, cfg, cross_attention=True):
+        super().__init__()
+        self.norm_first = cfg.norm_first
+        self.has_cross = cross_attention
+        eps = cfg.layer_norm_eps
+        self.self_attn = _mha(cfg, rotary=True)
+        self.norm1 = nn.LayerNorm(cfg.d_model, eps=eps)
+        self.dropout1 = nn.Dropout(cfg.dropout)
+        if cross_attention:
+            self.cross_attn = _mha(cfg)
+            self.norm2 = nn.LayerNorm(cfg.d_model, eps=eps)
+            self.dropout2 = nn.Dropout(cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        if cross_attention:
+            self.norm3 = nn.LayerNorm(cfg.d_model, eps=eps)
+            self.dropout3 = nn.Dropout(cfg.dropout)
+        else:
+            self.norm2 = nn.LayerNorm(cfg.d_model, eps=eps)
+            self.dropout2 = nn.Dropout(cfg.dropout)
+
+    def _sublayers(self, memory, self_mask, cross_mask, cache):
+        """(function, norm, dropout) of each sub-layer, in order."""
+        self_cache = cache.self_attn if cache is not None else None
+        subs = [(lambda h: self.self_attn(h, mask=self_mask, cache=self_cache)[0],
+                 self.norm1, self.dropout1)]
+        if self.has_cross:
+            cross_cache = cache.cross_attn if cache is not None else None
+            subs.append((lambda h: self.cross_attn(h, memory, mask=cross_mask,
+                                                   cache=cross_cache)[0],
+                         self.norm2, self.dropout2))
+            subs.append((self.ffn, self.norm3, self.dropout3))
+        else:
+            subs.append((self.ffn, self.norm2, self.dropout2))
+        return subs
+
+    def forward(self, x, memory=None, self_mask=None, cross_mask=None, cache=None):
+        if self.has_cross and memory is None:
+            raise ValueError(f"DecoderLayer in {self.path or 'model'}: cross-attention needs "
+                             f"the encoder's memory")
+        for fn, norm, drop in self._sublayers(memory, self_mask, cross_mask, cache):
+            if self.norm_first:
+                x = x + drop(fn(norm(x)))          # Pre-Norm
+            else:
+                x = norm(x + drop(fn(x)))          # Post-Norm (paper)
+        return x
+
+
+def init_linear_weights(module):
+    """Xavier-uniform every Linear weight below `module` (torch.nn.Transformer's
+    _reset_parameters does the same to all its matrices); biases keep their init."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            init.xavier_uniform_(m.weight)
