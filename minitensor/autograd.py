@@ -43,14 +43,20 @@ class _GradMode:
         return wrapper
 
 
-def no_grad():
-    """Ops inside record no graph (inference, optimizer updates). Context manager or decorator."""
-    return _GradMode(False)
+def no_grad(fn=None):
+    """Ops inside record no graph (inference, optimizer updates).
+
+    A context manager (``with mt.no_grad():``) or a decorator (``@mt.no_grad()`` or
+    ``@mt.no_grad``).
+    """
+    mode = _GradMode(False)
+    return mode(fn) if callable(fn) else mode
 
 
-def enable_grad():
+def enable_grad(fn=None):
     """Turn recording back on inside a `no_grad` block. Context manager or decorator."""
-    return _GradMode(True)
+    mode = _GradMode(True)
+    return mode(fn) if callable(fn) else mode
 
 
 # ----------------------------------------------------------------------------- anomaly mode
@@ -242,6 +248,9 @@ def backward_steps(tensor, grad=None, retain_graph=False):
     Consuming every step leaves exactly the gradients ``tensor.backward()`` leaves: `backward`
     is this generator run to the end. Leaves (tensors made by the user, and parameters) receive
     their gradient in ``.grad``, accumulated across calls until zeroed.
+
+    Bad calls (no graph, a non-scalar output without `grad`, a freed graph, a saved tensor
+    modified in place) raise here, before any step runs and before any ``.grad`` changes.
     """
     if not tensor.requires_grad:
         raise RuntimeError(
@@ -250,34 +259,53 @@ def backward_steps(tensor, grad=None, retain_graph=False):
     g0 = _initial_grad(tensor, grad)
     if tensor.grad_fn is None:                      # backward on a leaf itself
         tensor._accumulate_grad(g0)
-        return
+        return iter(())
     order = topological_order(tensor.grad_fn)
-    grads = {id(tensor.grad_fn): g0}
-    done = set()
-    anomaly = _anomaly[0]
-    for index, node in enumerate(order):
-        g_out = grads.pop(id(node), None)
-        if g_out is None:           # no gradient reached this node (e.g. an unused branch)
-            continue
-        saved = node.saved_tensors  # raises a clear error when the graph was freed
+    for node in order:
+        node.saved_tensors          # raises a clear error when the graph was freed
         _check_versions(node)
-        g_in = _normalise_grads(node, node.fn.backward(node, g_out))
-        if anomaly:
-            _check_backward(node, g_in)
-        node.grad = g_out
-        for t, g in zip(node.inputs, g_in):
-            if g is None:
+    return _walk(order, g0, retain_graph)
+
+
+def _walk(order, g0, retain_graph):
+    """The engine proper: visit the nodes in topological order, sending each node's output
+    gradient through its backward to its inputs."""
+    grads = {id(order[0]): g0}      # gradients that reached each node's output, so far
+    done = set()
+    leaf_grads_before = {}          # to undo a half-finished backward that raised
+    anomaly = _anomaly[0]
+    try:
+        for index, node in enumerate(order):
+            g_out = grads.pop(id(node), None)
+            if g_out is None:       # no gradient reached this node (e.g. an unused branch)
                 continue
-            if t.grad_fn is None:
-                t._accumulate_grad(g)
-            else:
-                key = id(t.grad_fn)
-                prev = grads.get(key)
-                grads[key] = g if prev is None else prev + g
-        done.add(id(node))
-        yield BackwardStep(index, len(order), node, g_out, g_in, saved, done)
-        if not retain_graph:
-            node.release()
+            saved = node.saved_tensors
+            g_in = _normalise_grads(node, node.fn.backward(node, g_out))
+            if anomaly:
+                _check_backward(node, g_in)
+            node.grad = g_out
+            if node._retained is not None and node._retained() is not None:
+                node._retained()._accumulate_grad(g_out)      # Tensor.retain_grad()
+            for t, g in zip(node.inputs, g_in):
+                if g is None:
+                    continue
+                if t.grad_fn is None:
+                    leaf_grads_before.setdefault(id(t), (t, t.grad))
+                    t._accumulate_grad(g)
+                else:
+                    key = id(t.grad_fn)
+                    prev = grads.get(key)
+                    grads[key] = g if prev is None else prev + g
+            done.add(id(node))
+            yield BackwardStep(index, len(order), node, g_out, g_in, saved, done)
+            if not retain_graph:
+                node.release()
+    except Exception:
+        # A backward that raised (a bug in an op's backward, anomaly mode) must not leave some
+        # leaves with this pass's gradient and others without: put every .grad back.
+        for t, before in leaf_grads_before.values():
+            t.grad = before
+        raise
 
 
 def backward(tensor, grad=None, retain_graph=False):

@@ -24,70 +24,73 @@ def tensor(data, dtype=None, requires_grad=False, name=None):
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
 
 
-def zeros(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.zeros(_shape(shape), _float(dtype)), requires_grad, dtype=_float(dtype))
+def zeros(*shape, dtype=None, requires_grad=False, name=None):
+    return Tensor(np.zeros(_shape(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
-def ones(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.ones(_shape(shape), _float(dtype)), requires_grad, dtype=_float(dtype))
+def ones(*shape, dtype=None, requires_grad=False, name=None):
+    return Tensor(np.ones(_shape(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
-def full(shape, value, dtype=None, requires_grad=False):
+def full(shape, value, dtype=None, requires_grad=False, name=None):
+    """A tensor of `shape` filled with `value` (a float value gives float32 by default)."""
     if dtype is None:
         dtype = _DEFAULT_FLOAT if isinstance(value, float) else np.asarray(value).dtype
-    return Tensor(np.full(tuple(shape) if not isinstance(shape, int) else (shape,), value, dtype),
-                  requires_grad, dtype=dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return Tensor(np.full(shape, value, dtype), requires_grad, dtype=dtype, name=name)
 
 
-def randn(*shape, dtype=None, requires_grad=False):
+def randn(*shape, dtype=None, requires_grad=False, name=None):
     """Standard normal samples."""
     data = generator().standard_normal(_shape(shape))
-    return Tensor(data, requires_grad, dtype=_float(dtype))
+    return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def rand(*shape, dtype=None, requires_grad=False):
+def rand(*shape, dtype=None, requires_grad=False, name=None):
     """Uniform samples in [0, 1)."""
     data = generator().random(_shape(shape))
-    return Tensor(data, requires_grad, dtype=_float(dtype))
+    return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def randint(low, high, shape, dtype=np.int64):
+def randint(low, high, shape, dtype=np.int64, name=None):
     """Integers uniform in [low, high)."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return Tensor(generator().integers(low, high, size=shape), dtype=dtype)
+    return Tensor(generator().integers(low, high, size=shape), dtype=dtype, name=name)
 
 
-def arange(start, stop=None, step=1, dtype=None):
+def arange(start, stop=None, step=1, dtype=None, requires_grad=False, name=None):
+    """start, start + step, ... up to (not including) stop; integers stay int64, floats are
+    float32 unless dtype= says otherwise."""
     if stop is None:
         start, stop = 0, start
     data = np.arange(start, stop, step)
     if dtype is None and data.dtype.kind == "f":
         dtype = _DEFAULT_FLOAT
-    return Tensor(data, dtype=dtype)
+    return Tensor(data, requires_grad, dtype=dtype, name=name)
 
 
-def eye(n, m=None, dtype=None):
-    return Tensor(np.eye(n, m), dtype=_float(dtype))
+def eye(n, m=None, dtype=None, requires_grad=False, name=None):
+    return Tensor(np.eye(n, m), requires_grad, dtype=_float(dtype), name=name)
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def zeros_like(t, dtype=None, requires_grad=False, name=None):
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
-    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def ones_like(t, dtype=None, requires_grad=False, name=None):
+    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def full_like(t, value, dtype=None, requires_grad=False):
-    return full(t.shape, value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def full_like(t, value, dtype=None, requires_grad=False, name=None):
+    return full(t.shape, value, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def randn_like(t, dtype=None, requires_grad=False):
-    return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def randn_like(t, dtype=None, requires_grad=False, name=None):
+    return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def rand_like(t, dtype=None, requires_grad=False):
-    return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def rand_like(t, dtype=None, requires_grad=False, name=None):
+    return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
 def empty_like_shape(shape, dtype=None):

@@ -54,7 +54,9 @@ class Context:
     """What `forward` and `backward` share — and, once recorded, a node of the graph.
 
     Your op may store anything on ctx except these names, which the node itself uses:
-    ``fn name needs_input_grad inputs scope source out_shape out_dtype grad``.
+    ``fn name needs_input_grad inputs scope source out_shape out_dtype grad`` (nor names
+    starting with an underscore, nor the methods ``save_for_backward saved_tensors release
+    parents where source_line``).
 
     Attributes a node carries (read by the viewer, the step-through and error messages):
     ``name`` (op name), ``inputs`` (the input Tensors, None for non-tensor arguments),
@@ -76,6 +78,7 @@ class Context:
         self._saved = ()
         self._saved_versions = ()
         self._released = False
+        self._retained = None       # weakref to the output, set by Tensor.retain_grad()
 
     def save_for_backward(self, *arrays):
         """Keep arrays (inputs, outputs or intermediates) for backward."""
@@ -127,8 +130,9 @@ class Function:
     - ``backward(ctx, grad) -> ndarray | tuple``: given dLoss/dOutput, return dLoss/dInput for
       each positional input (None where there is no gradient). Each gradient must have its
       input's shape: use :func:`unbroadcast` when forward broadcast.
-    - Set ``is_view = True`` when the output shares memory with the first input (reshape,
-      transpose): in-place changes to either are then tracked by one version counter.
+    - Set ``is_view = True`` when the output may share memory with the first input (reshape,
+      transpose, basic indexing): when it does, the two tensors share one version counter, so
+      an in-place change to either is seen by the in-place check of both.
     - Set ``name = "..."`` to choose the op's name in graphs and errors (default: class name
       in lower case).
     """
@@ -158,11 +162,14 @@ class Function:
         try:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, IndexError, TypeError) as e:
-            raise _op_error(cls, e, arrays) from None
+            err = _op_error(cls, e, arrays)
+            if err is e or isinstance(e, ShapeError):
+                raise err from None     # a deliberate, complete message: no traceback noise
+            raise err from e            # keep the original traceback: it may be a bug in forward
         out = np.asarray(out)
         result = Tensor._make(out, requires_grad=record)
-        if cls.is_view and isinstance(args[0], Tensor):
-            result._vc = args[0]._vc
+        if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
+            result._vc = args[0]._vc    # a view: an in-place change to either is a change to both
         if record:
             ctx.inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
             ctx.scope = current_scope()
@@ -177,29 +184,64 @@ class Function:
 
 
 def _saved_versions(ctx, args, result):
-    """For each saved array that is an input's or the output's data, remember the tensor's
-    version: backward checks it did not change (the in-place safety check)."""
+    """For each saved array that is (a view of) an input's or the output's data, remember that
+    tensor's version: backward checks it did not change (the in-place safety check)."""
     from .tensor import Tensor
     tracked = []
     for arr in ctx._saved:
-        if arr is result.data:
+        if not isinstance(arr, np.ndarray):
+            continue
+        if _same_memory(arr, result.data):
             tracked.append((result._vc, result._vc[0], "its output"))
             continue
         for i, a in enumerate(args):
-            if isinstance(a, Tensor) and arr is a.data:
+            if isinstance(a, Tensor) and _same_memory(arr, a.data):
                 tracked.append((a._vc, a._vc[0], f"input {i}"))
                 break
     return tuple(tracked)
 
 
+def _same_memory(saved, data):
+    """Is `saved` the array `data` itself, or a view into it (e.g. its reshape)?"""
+    if saved is data:
+        return True
+    return saved.base is not None and np.may_share_memory(saved, data)
+
+
 def _op_error(cls, err, arrays):
-    """Re-raise an error from forward with the op's name, scope and input shapes."""
-    scope = current_scope()
-    where = f"{cls.op_name()}" + (f" in {scope}" if scope else "")
+    """Re-raise an error from forward with the op's name, scope and input shapes.
+
+    Errors made by `op_error` already say all that and pass through unchanged.
+    """
+    if getattr(err, "op_named", False):
+        return err
     msg = str(err)
     if not getattr(err, "names_shapes", False) and "shape" not in msg:
         msg += f" (input shapes: {describe_inputs(arrays)})"
-    return type(err)(f"{where}: {msg}")
+    return _named_error(type(err), f"{_where(cls.op_name())}: {msg}")
+
+
+def _where(op):
+    scope = current_scope()
+    return f"{op} in {scope}" if scope else op
+
+
+def _named_error(kind, message):
+    try:
+        err = kind(message)
+    except Exception:           # an exception class with an unusual constructor
+        err = RuntimeError(message)
+    err.op_named = True
+    return err
+
+
+def op_error(op, message, kind=None):
+    """An exception whose message starts with the op's name and the current module scope:
+    ``op_error("squeeze", "axis 0 of shape (2, 3) has size 2")`` raised inside
+    ``mt.scope("block")`` reads ``squeeze in block: axis 0 of shape (2, 3) has size 2``.
+    `kind` defaults to ShapeError (a ValueError); the message should name the shapes.
+    """
+    return _named_error(kind or ShapeError, f"{_where(op)}: {message}")
 
 
 class ShapeError(ValueError):

@@ -6,7 +6,7 @@ Each function checks and converts its arguments, then applies one `Function` fro
 import numpy as np
 
 from . import random as _random
-from .function import ShapeError
+from .function import ShapeError, op_error
 from .ops import elementwise as E
 from .ops import linalg as LA
 from .ops import nn as NN
@@ -31,10 +31,34 @@ def _operand(x, like=None):
     return Tensor(x).data
 
 
+def _keep_float_dtype(a, b):
+    """float ⊕ integer/bool keeps the float's dtype, as in PyTorch (numpy would turn
+    float32 + int64 into float64). The integer operand carries no gradient, so it becomes a
+    plain array of the float dtype."""
+    ka, kb = a.dtype.kind, b.dtype.kind
+    if ka == "f" and kb in "iub":
+        b = _data(b).astype(a.dtype)
+    elif kb == "f" and ka in "iub":
+        a = _data(a).astype(b.dtype)
+    return a, b
+
+
 def _binary(fn, a, b):
+    """Apply an elementwise binary op with numpy's broadcasting (and a clear error if the
+    shapes do not broadcast)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = Tensor(a)
-    return fn.apply(_operand(a, b), _operand(b, a))
+    a, b = _keep_float_dtype(_operand(a, b), _operand(b, a))
+    try:
+        return fn.apply(a, b)
+    except ValueError:
+        try:
+            np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise op_error(fn.op_name(), f"shapes {tuple(a.shape)} and {tuple(b.shape)} do not "
+                                         f"broadcast (numpy's rules: align the trailing axes; "
+                                         f"each pair of sizes must be equal or 1)") from None
+        raise
 
 
 def _data(x):
@@ -55,7 +79,14 @@ def mul(a, b):
 
 
 def div(a, b):
+    """a / b; true division, so integers divide into float32 (not numpy's float64)."""
+    if _dtype_kind(a) in "iub" and _dtype_kind(b) in "iub":
+        a = _data(a).astype(np.float32)
     return _binary(E.Div, a, b)
+
+
+def _dtype_kind(x):
+    return x.dtype.kind if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x).dtype.kind
 
 
 def pow(a, b):
@@ -247,13 +278,14 @@ def broadcast_to(x, shape):
 
 
 def squeeze(x, axis=None):
+    """Remove axes of size 1: all of them (axis=None), or the given ones (each must be 1)."""
     if axis is None:
         return reshape(x, tuple(n for n in x.shape if n != 1))
     axes = (axis,) if isinstance(axis, int) else axis
     axes = [normalize_axis(a, x.ndim, "squeeze", x.shape) for a in axes]
     for a in axes:
         if x.shape[a] != 1:
-            raise ShapeError(f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
+            raise op_error("squeeze", f"axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
     return reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes))
 
 
@@ -292,12 +324,13 @@ def split(x, split_size_or_sections, axis=0):
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
         if size <= 0:
-            raise ValueError(f"split: size must be positive, got {size}")
+            raise op_error("split", f"size must be positive, got {size} (shape {x.shape})",
+                           ValueError)
         sizes = [size] * (n // size) + ([n % size] if n % size else [])
     else:
         sizes = list(split_size_or_sections)
         if builtins_sum(sizes) != n:
-            raise ShapeError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
+            raise op_error("split", f"sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
     out, start = [], 0
     for size in sizes:
         index = (slice(None),) * axis + (slice(start, start + size),)
@@ -309,6 +342,9 @@ def split(x, split_size_or_sections, axis=0):
 def chunk(x, chunks, axis=0):
     """Split into `chunks` pieces of equal size (the last may be smaller)."""
     n = x.shape[normalize_axis(axis, x.ndim, "chunk", x.shape)]
+    if not isinstance(chunks, int) or chunks <= 0:
+        raise op_error("chunk", f"chunks must be a positive int, got {chunks!r} (shape {x.shape})",
+                       ValueError)
     return split(x, -(-n // chunks), axis=axis)
 
 
@@ -349,7 +385,9 @@ def triu(x, k=0):
 # --------------------------------------------------------------------------- linear algebra
 def matmul(a, b):
     """a @ b for 1-D to N-D operands, numpy's rules (batch axes broadcast)."""
-    return _binary(LA.MatMul, a, b)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    return LA.MatMul.apply(*_keep_float_dtype(_operand(a, b), _operand(b, a)))
 
 
 # --------------------------------------------------------------------------- neural nets
@@ -381,8 +419,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
     if x.shape[x.ndim - k:] != normalized_shape:
-        raise ShapeError(f"layer_norm: input of shape {x.shape} does not end in "
-                         f"normalized_shape {normalized_shape}")
+        raise op_error("layer_norm", f"input of shape {x.shape} does not end in "
+                                     f"normalized_shape {normalized_shape}")
     return NN.LayerNorm.apply(x, weight, bias, n_axes=k, eps=eps)
 
 
@@ -390,7 +428,7 @@ def dropout(x, p=0.5, training=True):
     """Zero each element with probability p and scale the rest by 1/(1 − p) (inverted
     dropout). Identity when not training or p == 0. Seeded by mt.manual_seed."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        raise op_error("dropout", f"p must be in [0, 1], got {p} (input shape {x.shape})", ValueError)
     if not training or p == 0.0:
         return x
     if p == 1.0:
@@ -412,21 +450,28 @@ def cross_entropy(logits, targets, ignore_index=-100, label_smoothing=0.0, reduc
     rest. label_smoothing: ε in [0, 1). reduction: 'mean' | 'sum' | 'none'.
     """
     if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1), got {label_smoothing}")
+        raise op_error("cross_entropy", f"label_smoothing must be in [0, 1), got {label_smoothing} "
+                                        f"(logits shape {logits.shape})", ValueError)
     return NN.CrossEntropy.apply(logits, _data(targets), ignore_index=ignore_index,
                                  label_smoothing=label_smoothing, reduction=reduction)
 
 
 def mse_loss(input, target, reduction="mean"):
+    """Mean squared error. input and target must have the same shape: broadcasting (N, 1)
+    against (N,) would silently compare every prediction with every target."""
+    if tuple(input.shape) != tuple(np.shape(_data(target))):
+        raise op_error("mse_loss", f"input of shape {tuple(input.shape)} and target of shape "
+                                   f"{tuple(np.shape(_data(target)))} differ")
+    if reduction not in ("mean", "sum", "none"):
+        raise op_error("mse_loss", f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}",
+                       ValueError)
     diff = sub(input, target)
     sq = diff * diff
     if reduction == "mean":
         return mean(sq)
     if reduction == "sum":
         return sum(sq)
-    if reduction == "none":
-        return sq
-    raise ValueError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return sq
 
 
 import builtins as _builtins  # noqa: E402  (sum is shadowed above by the op)

@@ -8,7 +8,7 @@ would need an accident of measure zero to hide).
 """
 import numpy as np
 
-from .autograd import enable_grad
+from .autograd import enable_grad, no_grad
 from .tensor import Tensor
 
 
@@ -25,9 +25,10 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
     """Check fn's analytic gradients against finite differences, in float64.
 
     fn: called as fn(*inputs), returns a Tensor or a tuple of Tensors.
-    inputs: Tensors (and other arguments); every Tensor with requires_grad must be float64 —
-    finite differences in float32 are too coarse to tell a bug from rounding. Inputs are
-    perturbed in place and restored.
+    inputs: Tensors (and other arguments); every Tensor with requires_grad must be float64 and
+    contiguous — finite differences in float32 are too coarse to tell a bug from rounding.
+    Inputs are perturbed in place and restored; their ``.grad`` is left as it was.
+    An element passes when |analytic − numeric| ≤ atol + rtol·|numeric|.
     Returns True, or raises GradcheckError naming the input, the worst index and both values.
     """
     checked = [(i, t) for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
@@ -37,53 +38,68 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
         if t.dtype != np.float64:
             raise TypeError(f"gradcheck: input {i} is {t.dtype}; use float64 inputs "
                             f"(mt.tensor(..., dtype=mt.float64) or t.double())")
-    rng = np.random.default_rng(seed)
-    with enable_grad():
-        outs = _outputs(fn(*inputs))
-    if not outs:
-        raise ValueError("gradcheck: fn returned no floating-point Tensor")
-    weights = [rng.standard_normal(o.shape) for o in outs]
+        if not t.data.flags.c_contiguous:
+            raise ValueError(f"gradcheck: input {i} of shape {t.shape} is not contiguous; pass "
+                             f"a contiguous copy (and make the non-contiguous view inside fn)")
 
-    def objective():
-        with enable_grad():
-            os_ = _outputs(fn(*inputs))
-        return sum(float(np.sum(o.data * w)) for o, w in zip(os_, weights))
+    grads_before = [t.grad for _, t in checked]
+    try:
+        analytic, weights = _analytic_grads(fn, inputs, checked, np.random.default_rng(seed))
+        for (i, t), a in zip(checked, analytic):
+            numeric = _numeric_grad(fn, inputs, t, weights, eps)
+            _compare(i, t, a, numeric, atol, rtol)
+    finally:
+        for (_, t), g in zip(checked, grads_before):
+            t.grad = g
+    return True
 
-    # analytic: backward of Σ w·out
+
+def _analytic_grads(fn, inputs, checked, rng):
+    """Backward of Σ w·output with random weights w; returns (the input grads, w)."""
     for _, t in checked:
         t.grad = None
     with enable_grad():
-        os_ = _outputs(fn(*inputs))
-        total = None
-        for o, w in zip(os_, weights):
-            if not o.requires_grad:
-                continue
-            term = (o * Tensor(w, dtype=np.float64)).sum()
-            total = term if total is None else total + term
-    if total is not None:
+        outs = _outputs(fn(*inputs))
+        if not outs:
+            raise ValueError("gradcheck: fn returned no floating-point Tensor")
+        weights = [rng.standard_normal(o.shape) for o in outs]
+        terms = [(o * Tensor(w, dtype=np.float64)).sum()
+                 for o, w in zip(outs, weights) if o.requires_grad]
+    if terms:
+        total = terms[0]
+        for term in terms[1:]:
+            total = total + term
         total.backward()
+    grads = [t.grad.data if t.grad is not None else np.zeros(t.shape) for _, t in checked]
+    return grads, weights
 
-    for i, t in checked:
-        analytic = t.grad.data if t.grad is not None else np.zeros(t.shape)
-        numeric = np.zeros(t.shape)
-        flat = t.data.reshape(-1) if t.data.flags.c_contiguous else None
-        if flat is None:
-            raise ValueError(f"gradcheck: input {i} is not contiguous; pass a contiguous copy")
-        for j in range(flat.size):
-            orig = flat[j]
-            flat[j] = orig + eps
-            plus = objective()
-            flat[j] = orig - eps
-            minus = objective()
-            flat[j] = orig
-            numeric.reshape(-1)[j] = (plus - minus) / (2 * eps)
-        err = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
-        if (err > 0).any():
-            k = np.unravel_index(np.argmax(err), t.shape)
-            name = f" ({t.name})" if t.name else ""
-            raise GradcheckError(
-                f"gradcheck: input {i}{name} of shape {t.shape}: gradient mismatch at index "
-                f"{tuple(int(v) for v in k)}: analytic {analytic[k]:.8g}, numeric {numeric[k]:.8g} "
-                f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {t.size} elements differ)")
-        t.grad = None
-    return True
+
+def _numeric_grad(fn, inputs, t, weights, eps):
+    """Central differences of Σ w·fn(inputs) with respect to each element of t."""
+    def objective():
+        with no_grad():             # only the values matter here: record no graph
+            outs = _outputs(fn(*inputs))
+        return sum(float(np.sum(o.data * w)) for o, w in zip(outs, weights))
+
+    flat = t.data.reshape(-1)       # a view (t is contiguous): writing it perturbs t
+    numeric = np.zeros(t.size)
+    for j in range(flat.size):
+        orig = flat[j]
+        flat[j] = orig + eps
+        plus = objective()
+        flat[j] = orig - eps
+        minus = objective()
+        flat[j] = orig
+        numeric[j] = (plus - minus) / (2 * eps)
+    return numeric.reshape(t.shape)
+
+
+def _compare(i, t, analytic, numeric, atol, rtol):
+    err = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
+    if (err > 0).any():
+        k = np.unravel_index(np.argmax(err), t.shape)
+        name = f" ({t.name})" if t.name else ""
+        raise GradcheckError(
+            f"gradcheck: input {i}{name} of shape {t.shape}: gradient mismatch at index "
+            f"{tuple(int(v) for v in k)}: analytic {analytic[k]:.8g}, numeric {numeric[k]:.8g} "
+            f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {t.size} elements differ)")

@@ -6,6 +6,8 @@ for leaves); ``.name`` an optional label that the graph viewer shows.
 
 Every operator here is a thin call into `minitensor.functional`, where each op is a `Function`.
 """
+import weakref
+
 import numpy as np
 
 from . import autograd
@@ -143,6 +145,12 @@ class Tensor:
     def tolist(self):
         return self._data.tolist()
 
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
     def detach(self):
         """A new leaf sharing this tensor's data (and version counter), outside the graph."""
         t = Tensor._make(self._data)
@@ -190,6 +198,17 @@ class Tensor:
         """Walk backward one node at a time: see `mt.autograd.backward_steps`."""
         return autograd.backward_steps(self, grad, retain_graph)
 
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in ``.grad`` during backward (leaves always
+        get theirs). Useful to look at an activation's gradient."""
+        if self._grad_fn is None:
+            if not self.requires_grad:
+                raise RuntimeError(f"retain_grad: this tensor (shape {self.shape}) does not "
+                                   f"require grad, so it will never have a gradient")
+            return self
+        self._grad_fn._retained = weakref.ref(self)
+        return self
+
     def _accumulate_grad(self, g):
         if self.grad is None:
             self.grad = Tensor._make(np.array(g, dtype=self.dtype, copy=True))
@@ -207,47 +226,54 @@ class Tensor:
                 f"autograd cannot track it. Use the out-of-place op, or wrap the update in "
                 f"mt.no_grad() (as optimizers do).")
 
-    def _inplace(self, op, new_values):
+    def _inplace(self, op, compute):
+        """Overwrite self's elements with compute(self.data), checking first, so that a
+        failing call leaves the tensor (and its version) unchanged."""
         self._check_inplace(op)
-        vals = new_values.data if isinstance(new_values, Tensor) else new_values
-        np.copyto(self._data, vals, casting="same_kind")
+        try:
+            vals = compute(self._data)
+            np.copyto(self._data, vals, casting="same_kind")
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"{op}: cannot update a tensor of shape {self.shape} and dtype "
+                          f"{self.dtype} in place: {e}") from None
         self._vc[0] += 1
         return self
 
     def add_(self, other, alpha=1.0):
-        o = other.data if isinstance(other, Tensor) else other
-        return self._inplace("add_", self._data + alpha * o if alpha != 1.0 else self._data + o)
+        o = _raw(other)
+        return self._inplace("add_", lambda d: d + alpha * o if alpha != 1.0 else d + o)
 
     def sub_(self, other):
-        o = other.data if isinstance(other, Tensor) else other
-        return self._inplace("sub_", self._data - o)
+        o = _raw(other)
+        return self._inplace("sub_", lambda d: d - o)
 
     def mul_(self, other):
-        o = other.data if isinstance(other, Tensor) else other
-        return self._inplace("mul_", self._data * o)
+        o = _raw(other)
+        return self._inplace("mul_", lambda d: d * o)
 
     def div_(self, other):
-        o = other.data if isinstance(other, Tensor) else other
-        return self._inplace("div_", self._data / o)
+        o = _raw(other)
+        return self._inplace("div_", lambda d: d / o)
 
     def copy_(self, other):
-        o = other.data if isinstance(other, Tensor) else np.asarray(other)
-        if np.broadcast_shapes(o.shape, self.shape) != self.shape:
-            raise ValueError(f"copy_: cannot copy shape {o.shape} into shape {self.shape}")
-        return self._inplace("copy_", o)
+        return self._inplace("copy_", lambda d: np.asarray(_raw(other)))
 
     def fill_(self, value):
-        return self._inplace("fill_", value)
+        return self._inplace("fill_", lambda d: value)
 
     def zero_(self):
-        return self._inplace("zero_", 0)
+        return self._inplace("zero_", lambda d: 0)
 
     def __setitem__(self, index, value):
         self._check_inplace("__setitem__")
         if isinstance(index, Tensor):
             index = index.data
-        v = value.data if isinstance(value, Tensor) else value
-        self._data[index] = v
+        elif isinstance(index, tuple):
+            index = tuple(_raw(i) for i in index)
+        try:
+            self._data[index] = _raw(value)
+        except (ValueError, IndexError) as e:
+            raise type(e)(f"__setitem__: tensor of shape {self.shape}: {e}") from None
         self._vc[0] += 1
 
     # ------------------------------------------------------------------ repr
@@ -281,6 +307,10 @@ class Tensor:
 
     def __array__(self, dtype=None, copy=None):
         return self._data if dtype is None else self._data.astype(dtype)
+
+
+def _raw(x):
+    return x.data if isinstance(x, Tensor) else x
 
 
 def _install_operators():

@@ -1,15 +1,21 @@
 """Axis helpers shared by the reductions and shape ops (with clear errors)."""
-from ..function import ShapeError
+import numpy as np
+
+from ..function import op_error
 
 
 def normalize_axis(axis, ndim, op, shape):
-    """One axis, negative allowed, as a non-negative int; a clear error when out of range."""
-    if not isinstance(axis, (int,)) or isinstance(axis, bool):
-        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
-    if not -ndim <= axis < max(ndim, 1):
-        raise ShapeError(f"axis {axis} is out of range for a tensor of shape {tuple(shape)} "
-                         f"(ndim {ndim})")
-    return axis % max(ndim, 1)
+    """One axis, negative allowed, as a non-negative int; a clear error when out of range.
+
+    A 0-d tensor accepts axis 0 and -1 (as numpy and PyTorch do for reductions).
+    """
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise op_error(op, f"axis must be an int, got {axis!r} (tensor of shape {tuple(shape)})",
+                       TypeError)
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise op_error(op, f"axis {axis} is out of range for a tensor of shape {tuple(shape)} "
+                           f"(ndim {ndim})")
+    return int(axis) % max(ndim, 1)
 
 
 def normalize_axes(axis, ndim, op, shape):
@@ -18,15 +24,19 @@ def normalize_axes(axis, ndim, op, shape):
         return tuple(range(ndim))
     if isinstance(axis, (list, tuple)):
         axes = tuple(normalize_axis(a, ndim, op, shape) for a in axis)
+        if ndim == 0:
+            return ()       # a 0-d tensor has no axes to reduce
         if len(set(axes)) != len(axes):
-            raise ShapeError(f"repeated axis in {axis} for a tensor of shape {tuple(shape)}")
+            raise op_error(op, f"repeated axis in {tuple(axis)} for a tensor of shape "
+                               f"{tuple(shape)}")
         return tuple(sorted(axes))
-    return (normalize_axis(axis, ndim, op, shape),)
+    a = normalize_axis(axis, ndim, op, shape)
+    return (a,) if ndim else ()
 
 
 def expand_reduced(grad, shape, axes, keepdims):
-    """Broadcast a reduction's gradient back to the input `shape`."""
-    import numpy as np
-    if not keepdims:
-        grad = np.expand_dims(grad, axes) if axes else grad
+    """Broadcast a reduction's gradient back to the input `shape` (the axes it removed come
+    back as size-1 axes first, unless keepdims kept them)."""
+    if not keepdims and axes:
+        grad = np.expand_dims(grad, axes)
     return np.broadcast_to(grad, shape)

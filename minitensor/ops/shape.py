@@ -6,6 +6,7 @@ from ._axes import normalize_axis
 
 
 class Reshape(Function):
+    """A new shape for the same elements: a view when numpy can make one, else a copy."""
     is_view = True
 
     @staticmethod
@@ -23,19 +24,21 @@ class Reshape(Function):
 
 
 class Permute(Function):
+    """Reorder the axes (a view): out.shape[i] == x.shape[axes[i]]."""
     is_view = True
 
     @staticmethod
     def forward(ctx, x, axes):
-        if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
+        norm = tuple(normalize_axis(a, x.ndim, "permute", x.shape) for a in axes)
+        if sorted(norm) != list(range(x.ndim)):
             raise ShapeError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
                              f"of a tensor of shape {x.shape}")
-        ctx.axes = tuple(a % x.ndim for a in axes)
-        return np.transpose(x, ctx.axes)
+        ctx.axes = norm
+        return np.transpose(x, norm)
 
     @staticmethod
     def backward(ctx, grad):
-        return np.transpose(grad, np.argsort(ctx.axes))
+        return np.transpose(grad, np.argsort(ctx.axes))    # the inverse permutation
 
 
 class Expand(Function):
@@ -101,9 +104,11 @@ class GetItem(Function):
 
     Backward scatters the gradient back. Advanced indices may repeat an element
     (x[[0, 0, 1]]): `np.add.at` then adds each copy's gradient, where plain assignment
-    would keep only the last one.
+    would keep only the last one. Basic indexing (ints, slices, None, ...) returns a view, so
+    the result shares the input's version counter.
     """
     name = "getitem"
+    is_view = True          # only when numpy returned a view: Function.apply checks the memory
 
     @staticmethod
     def forward(ctx, x, index):
@@ -172,6 +177,8 @@ class Tril(Function):
 
     @staticmethod
     def forward(ctx, x, k=0):
+        if x.ndim < 2:
+            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape {x.shape}")
         ctx.k = k
         return np.tril(x, k)
 
@@ -185,6 +192,8 @@ class Triu(Function):
 
     @staticmethod
     def forward(ctx, x, k=0):
+        if x.ndim < 2:
+            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape {x.shape}")
         ctx.k = k
         return np.triu(x, k)
 

@@ -1,0 +1,34 @@
+"""Shared fixtures for the test suite (keep this small)."""
+import numpy as np
+import pytest
+
+import minitensor as mt
+
+
+@pytest.fixture(autouse=True)
+def _seed_minitensor():
+    """Every test starts from the same minitensor random state."""
+    mt.manual_seed(0)
+
+
+@pytest.fixture
+def rng():
+    """A fresh numpy generator with a fixed seed."""
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def leaf(rng):
+    """leaf(*shape, positive=False) -> a float64 leaf that requires grad, for gradcheck.
+
+    Values stay at least 0.2 away from 0 (kinks of abs/relu, poles of 1/x), or in [0.5, 2.5)
+    with positive=True (domains of log, sqrt, pow).
+    """
+    def make(*shape, positive=False, name=None):
+        if positive:
+            data = rng.uniform(0.5, 2.5, size=shape)
+        else:
+            data = rng.standard_normal(shape)
+            data = data + 0.2 * np.where(data >= 0, 1.0, -1.0)
+        return mt.tensor(data, dtype=mt.float64, requires_grad=True, name=name)
+    return make
