@@ -384,8 +384,10 @@ class _Highlight:
 
     def known(self, it, consumers):
         """Is the gradient of this item's output known? A leaf's, once all its users ran."""
-        if it.kind == "op":
+        if it.kind == "op" or it.param is not None:     # a node of the graph (W.T is one)
             return it.key in self.done
+        if not it.tensor.requires_grad:
+            return False
         users = consumers.get(it.key, ())
         return bool(users) and all(u in self.done for u in users)
 
