@@ -1,0 +1,498 @@
+"""minitensor.nn: Module registration, names and scopes, layers, state dicts, init, utils."""
+import math
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.functional as F
+from minitensor import nn
+from minitensor.autograd import topological_order
+
+
+class Block(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.self_attn = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.drop = nn.Dropout(0.0)
+
+    def forward(self, x):
+        with mt.scope("residual"):              # a scope opened by hand inside a module
+            y = x + self.self_attn(x)
+        return self.norm(self.drop(y))
+
+
+class Encoder(nn.Module):
+    def __init__(self, vocab=10, d=4, n_layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d, padding_idx=0)
+        self.layers = nn.ModuleList([Block(d) for _ in range(n_layers)])
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = Encoder()
+        self.head = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+    def forward(self, ids):
+        return self.head(self.encoder(ids))
+
+
+def scopes_of(t):
+    return {node.scope for node in topological_order(t.grad_fn)}
+
+
+# ----------------------------------------------------------------------------- names and scopes
+
+def test_parameter_names_are_dotted_paths():
+    m = Model()
+    names = [n for n, _ in m.named_parameters()]
+    assert names[:5] == ["encoder.embed.weight", "encoder.layers.0.self_attn.weight",
+                         "encoder.layers.0.self_attn.bias", "encoder.layers.0.norm.weight",
+                         "encoder.layers.0.norm.bias"]
+    assert names[-1] == "head.2.bias"
+    for name, p in m.named_parameters():
+        assert p.name == name                 # every Parameter knows its own dotted name
+    assert m.encoder.layers[1].self_attn.weight.name == "encoder.layers.1.self_attn.weight"
+    assert m.encoder.layers[1].path == "encoder.layers.1"
+    assert m.path == ""
+    # a parameter outside any module keeps the name it was given
+    assert nn.Parameter(np.zeros(2)).name is None
+    assert [n for n, _ in m.named_modules()][:4] == ["", "encoder", "encoder.embed",
+                                                     "encoder.layers"]
+
+
+def test_scopes_recorded_in_nested_modules():
+    m = Model()
+    out = m(mt.tensor([[1, 2, 3]]))
+    scopes = scopes_of(out)
+    assert {"encoder.embed", "encoder.layers.0.self_attn", "encoder.layers.1.self_attn",
+            "encoder.layers.0.residual", "encoder.layers.1.norm", "head.0", "head.1",
+            "head.2"} <= scopes
+    # the matmul inside layer 1's attention projection says where it ran
+    matmuls = [n for n in topological_order(out.grad_fn) if n.name == "matmul"]
+    assert "encoder.layers.1.self_attn" in {n.scope for n in matmuls}
+    # the residual add opened by hand in layer 0 is inside layer 0's scope
+    adds = [n for n in topological_order(out.grad_fn)
+            if n.scope == "encoder.layers.0.residual"]
+    assert adds and all(n.name == "add" for n in adds)
+    assert mt.current_scope() == ""           # scopes closed again
+
+
+def test_hand_scope_around_a_model_prefixes_it():
+    m = Block()
+    with mt.scope("outer"):
+        y = m(mt.randn(2, 4))
+    assert scopes_of(y) == {"outer.residual", "outer.self_attn", "outer.norm"}
+
+
+def test_unknown_attribute_raises_with_hint():
+    m = Model()
+    with pytest.raises(AttributeError, match="did you mean 'encoder'"):
+        m.encodr
+    with pytest.raises(AttributeError, match="encoder.layers.0"):
+        m.encoder.layers[0].missing_thing
+    assert getattr(m, "nothing", 42) == 42    # getattr with a default still works
+
+
+def test_tied_weight_counted_once_and_named_by_first_owner():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(5, 3)
+            self.out = nn.Linear(3, 5, bias=False)
+            self.out.weight = self.embed.weight
+    m = Tied()
+    assert [n for n, _ in m.named_parameters()] == ["embed.weight"]
+    assert m.out.weight.name == "embed.weight"
+    assert m.num_parameters() == 15
+    assert list(m.state_dict()) == ["embed.weight"]
+
+
+def test_registration_rules():
+    m = nn.Module()
+    m.w = nn.Parameter(np.ones(3))
+    m.child = nn.Linear(2, 2)
+    assert list(m._parameters) == ["w"] and list(m._modules) == ["child"]
+    m.w = 5                                    # replacing with a plain value unregisters it
+    assert list(m._parameters) == []
+    del m.child
+    assert list(m._modules) == []
+    with pytest.raises(KeyError, match="without '.'"):
+        m.add_module("a.b", nn.ReLU())
+    d = nn.ModuleDict()
+    with pytest.raises(KeyError, match="hide"):
+        d["train"] = nn.ReLU()                 # would shadow Module.train
+
+    class NoSuper(nn.Module):
+        def __init__(self):
+            self.x = 1
+    with pytest.raises(AttributeError, match="super"):
+        NoSuper()
+
+
+def test_buffers_follow_dtype_and_state_dict():
+    class WithBuf(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.register_buffer("table", np.arange(4.0, dtype=np.float32))
+            self.register_buffer("scratch", np.zeros(2, np.float32), persistent=False)
+    m = WithBuf()
+    assert list(m.state_dict()) == ["table", "lin.weight", "lin.bias"]
+    assert [n for n, _ in m.named_buffers()] == ["table", "scratch"]
+    m.table = mt.tensor([9.0, 9.0, 9.0, 9.0])  # assigning to a buffer's name updates it
+    assert "table" in m._buffers and m.state_dict()["table"][0] == 9.0
+    m.double()
+    assert m.table.dtype == np.float64 and m.lin.weight.dtype == np.float64
+    assert m.num_parameters() == 6
+
+
+def test_repr_tree():
+    m = Model()
+    text = repr(m)
+    assert text.startswith("Model(\n  (encoder): Encoder(\n")
+    assert "(0-1): 2 x Block(" in text
+    assert "(embed): Embedding(10, 4, padding_idx=0)" in text
+    assert "(0): Linear(in_features=4, out_features=8, bias=True)" in text
+    assert "(norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)" in text
+
+
+def test_repr_matches_torch():
+    torch = pytest.importorskip("torch")
+    ours = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.LayerNorm(4), nn.GELU(),
+                         nn.ModuleList([nn.Linear(4, 4, bias=False) for _ in range(3)]),
+                         nn.Embedding(7, 2, padding_idx=1), nn.Identity(), nn.Tanh())
+    theirs = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.LayerNorm(4),
+                                 torch.nn.GELU(),
+                                 torch.nn.ModuleList([torch.nn.Linear(4, 4, bias=False)
+                                                      for _ in range(3)]),
+                                 torch.nn.Embedding(7, 2, padding_idx=1), torch.nn.Identity(),
+                                 torch.nn.Tanh())
+    assert repr(ours) == repr(theirs)
+    assert ours.num_parameters() == sum(p.numel() for p in theirs.parameters())
+
+
+def test_train_eval_apply_zero_grad():
+    m = Model()
+    assert all(x.training for x in m.modules())
+    m.eval()
+    assert not any(x.training for x in m.modules())
+    m.train()
+    assert m.encoder.layers[1].drop.training
+    seen = []
+    m.apply(lambda mod: seen.append(type(mod).__name__))
+    assert seen[-1] == "Model" and seen.count("Linear") == 4
+    m(mt.tensor([[1, 2]])).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+    m.zero_grad()
+    assert all(p.grad is None for p in m.parameters())
+    m.requires_grad_(False)
+    assert not any(p.requires_grad for p in m.parameters())
+    assert m.num_parameters(trainable_only=True) == 0
+
+
+def test_containers():
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    assert len(seq) == 3 and isinstance(seq[-1], nn.Linear) and isinstance(seq[1], nn.ReLU)
+    assert [type(x).__name__ for x in seq[:2]] == ["Linear", "ReLU"]
+    with pytest.raises(IndexError, match="out of range"):
+        seq[3]
+    named = nn.Sequential(OrderedDict([("hidden", nn.Linear(2, 3)), ("act", nn.Tanh())]))
+    assert [n for n, _ in named.named_parameters()] == ["hidden.weight", "hidden.bias"]
+    assert named(mt.randn(5, 2)).shape == (5, 3)
+    ml = nn.ModuleList().append(nn.ReLU()).extend([nn.Tanh()])
+    ml[1] = nn.SiLU()
+    assert [type(x).__name__ for x in ml] == ["ReLU", "SiLU"]
+    md = nn.ModuleDict({"a": nn.Linear(1, 1)})
+    assert "a" in md and list(md.keys()) == ["a"]
+    assert md["a"].weight.name == "a.weight"
+    with pytest.raises(KeyError, match="no key 'b'"):
+        md["b"]
+
+
+def test_get_submodule_and_parameter():
+    m = Model()
+    assert m.get_submodule("encoder.layers.1") is m.encoder.layers[1]
+    assert m.get_parameter("head.0.bias") is m.head[0].bias
+    with pytest.raises(AttributeError, match="no submodule 'nope'"):
+        m.get_submodule("encoder.nope")
+
+
+# ----------------------------------------------------------------------------- layers
+
+def test_linear_shapes_init_and_error():
+    mt.manual_seed(0)
+    lin = nn.Linear(16, 5)
+    bound = 1 / math.sqrt(16)
+    assert np.abs(lin.weight.data).max() <= bound and np.abs(lin.bias.data).max() <= bound
+    assert np.abs(lin.weight.data).max() > 0.8 * bound      # U(±1/√in), not something smaller
+    assert lin(mt.randn(2, 7, 16)).shape == (2, 7, 5)
+    assert nn.Linear(3, 2, bias=False).bias is None
+    with pytest.raises(ValueError, match=r"Linear in .*\(2, 3\).*expected 16"):
+        lin(mt.randn(2, 3))
+    y = lin(mt.randn(3, 16))
+    np.testing.assert_allclose(y.data, y.data)  # runs; values checked against torch below
+
+
+def test_linear_matches_torch():
+    torch = pytest.importorskip("torch")
+    lin = nn.Linear(6, 4).double()
+    ref = torch.nn.Linear(6, 4).double()
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(lin.weight.data))
+        ref.bias.copy_(torch.from_numpy(lin.bias.data))
+    x = np.random.default_rng(1).standard_normal((3, 6))
+    np.testing.assert_allclose(lin(mt.tensor(x, dtype=mt.float64)).data,
+                               ref(torch.from_numpy(x)).detach().numpy(), rtol=1e-12)
+
+
+def test_gradcheck_linear_through_module():
+    mt.manual_seed(1)
+    lin = nn.Linear(4, 3).double()
+    x = mt.randn(2, 5, 4, dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(lambda x, w, b: lin(x), x, lin.weight, lin.bias)
+
+
+def test_gradcheck_layernorm_through_module():
+    mt.manual_seed(2)
+    ln = nn.LayerNorm(6).double()
+    with mt.no_grad():
+        ln.weight.copy_(np.random.default_rng(0).standard_normal(6))
+        ln.bias.copy_(np.random.default_rng(1).standard_normal(6))
+    x = mt.randn(3, 6, dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(lambda x, w, b: ln(x), x, ln.weight, ln.bias)
+    no_affine = nn.LayerNorm(6, elementwise_affine=False).double()
+    assert no_affine.weight is None and no_affine.num_parameters() == 0
+    assert mt.gradcheck(lambda x: no_affine(x), x)
+
+
+def test_gradcheck_embedding_through_module():
+    mt.manual_seed(3)
+    emb = nn.Embedding(6, 3).double()
+    ids = mt.tensor([[0, 2, 2], [5, 1, 0]])
+    assert mt.gradcheck(lambda w: emb(ids), emb.weight)
+
+
+def test_embedding_padding_idx_gets_no_gradient():
+    mt.manual_seed(4)
+    emb = nn.Embedding(5, 3, padding_idx=0)
+    assert np.all(emb.weight.data[0] == 0)
+    ids = mt.tensor([[0, 1, 0], [2, 0, 4]])
+    (emb(ids) * mt.randn(2, 3, 3)).sum().backward()
+    g = emb.weight.grad.data
+    assert np.all(g[0] == 0)
+    assert np.all(g[1] != 0) and np.all(g[3] == 0)      # 3 unused; 1 used → nonzero
+    opt = mt.optim.Adam(emb.parameters(), lr=0.1)
+    opt.step()
+    assert np.all(emb.weight.data[0] == 0)              # so the pad row stays zero
+    assert nn.Embedding(5, 3, padding_idx=-1).padding_idx == 4
+    with pytest.raises(ValueError, match="padding_idx 7"):
+        nn.Embedding(5, 3, padding_idx=7)
+
+
+def test_dropout_train_and_eval():
+    mt.manual_seed(5)
+    d = nn.Dropout(0.5)
+    x = mt.ones(1000)
+    y = d(x).data
+    assert set(np.unique(y)) == {0.0, 2.0} and 0.4 < (y == 0).mean() < 0.6
+    d.eval()
+    assert np.array_equal(d(x).data, x.data)
+    with pytest.raises(ValueError, match="p must be in"):
+        nn.Dropout(1.5)
+
+
+def test_activations_match_functional():
+    x = mt.randn(3, 5)
+    for module, fn in [(nn.ReLU(), F.relu), (nn.Tanh(), F.tanh), (nn.SiLU(), F.silu),
+                       (nn.GELU(), F.gelu), (nn.Sigmoid(), F.sigmoid),
+                       (nn.Softmax(dim=-1), F.softmax), (nn.Identity(), lambda t: t)]:
+        np.testing.assert_array_equal(module(x).data, fn(x).data)
+
+
+# ----------------------------------------------------------------------------- init
+
+def test_init_functions_seeded_and_scaled():
+    def draw():
+        mt.manual_seed(11)
+        w = nn.Parameter(np.zeros((200, 300), np.float32))
+        nn.init.xavier_uniform_(w)
+        return w.data.copy()
+    a, b = draw(), draw()
+    assert np.array_equal(a, b)
+    assert abs(a.max() - math.sqrt(6 / 500)) < 1e-3
+    w = nn.Parameter(np.zeros((400, 500), np.float32))
+    nn.init.xavier_normal_(w)
+    assert abs(w.data.std() - math.sqrt(2 / 900)) < 2e-3
+    nn.init.kaiming_uniform_(w, nonlinearity="relu")
+    assert abs(w.data.max() - math.sqrt(2) * math.sqrt(3 / 500)) < 2e-3
+    nn.init.kaiming_normal_(w, nonlinearity="relu")
+    assert abs(w.data.std() - math.sqrt(2 / 500)) < 2e-3
+    nn.init.normal_(w, 1.0, 0.5)
+    assert abs(w.data.mean() - 1.0) < 0.01 and abs(w.data.std() - 0.5) < 0.01
+    nn.init.uniform_(w, -2, 3)
+    assert w.data.min() >= -2 and w.data.max() < 3 and w.data.min() < -1.9
+    nn.init.ones_(w)
+    assert np.all(w.data == 1)
+    nn.init.zeros_(w)
+    assert np.all(w.data == 0)
+    nn.init.constant_(w, 0.25)
+    assert np.all(w.data == 0.25) and w.requires_grad
+    assert nn.init.calculate_gain("tanh") == 5 / 3
+    with pytest.raises(ValueError, match="at least 2 axes"):
+        nn.init.xavier_uniform_(nn.Parameter(np.zeros(3)))
+
+
+# ----------------------------------------------------------------------------- state dicts
+
+def test_state_dict_round_trip():
+    mt.manual_seed(6)
+    a = Model()
+    mt.manual_seed(7)
+    b = Model()
+    ids = mt.tensor([[1, 2, 3, 0]])
+    assert not np.allclose(a(ids).data, b(ids).data)
+    state = a.state_dict()
+    assert list(state) == [n for n, _ in a.named_parameters()]
+    assert all(isinstance(v, np.ndarray) for v in state.values())
+    weight_array = b.head[0].weight.data
+    result = b.load_state_dict(state)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    np.testing.assert_array_equal(a(ids).data, b(ids).data)
+    assert b.head[0].weight.data is weight_array        # copied into place, not replaced
+    a.head[0].weight.data[...] = 0                      # the state dict was a copy
+    assert not np.all(state["head.0.weight"] == 0)
+
+
+def test_load_state_dict_reports_everything_at_once_and_changes_nothing():
+    m = Model()
+    before = {k: v.copy() for k, v in m.state_dict().items()}
+    state = m.state_dict()
+    del state["head.2.bias"]                             # missing
+    state["head.9.weight"] = np.zeros(3)                 # unexpected
+    state["head.0.weight"] = np.zeros((8, 5), np.float32)   # wrong shape
+    state["encoder.embed.weight"] = np.zeros((10, 4), np.float32)  # fine, but must not load
+    with pytest.raises(RuntimeError) as info:
+        m.load_state_dict(state)
+    msg = str(info.value)
+    assert "missing keys (1): head.2.bias" in msg
+    assert "unexpected keys (1): head.9.weight" in msg
+    assert "head.0.weight: checkpoint (8, 5) vs model (8, 4)" in msg
+    assert "nothing was changed" in msg
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(v, before[k])
+    # non-strict: missing and unexpected are reported, the shape mismatch is still an error
+    with pytest.raises(RuntimeError, match="head.0.weight"):
+        m.load_state_dict(state, strict=False)
+    state["head.0.weight"] = before["head.0.weight"]
+    missing, unexpected = m.load_state_dict(state, strict=False)
+    assert missing == ["head.2.bias"] and unexpected == ["head.9.weight"]
+    assert np.all(m.encoder.embed.weight.data == 0)
+
+
+def test_load_whole_checkpoint_by_mistake_gives_hint():
+    m = nn.Linear(2, 2)
+    with pytest.raises(RuntimeError, match=r"checkpoint\['model'\]"):
+        m.load_state_dict({"model": m.state_dict(), "step": 3})
+
+
+def test_double_and_float():
+    m = Model().double()
+    assert all(p.dtype == np.float64 for p in m.parameters())
+    assert m(mt.tensor([[1, 2]])).dtype == np.float64
+    m.float()
+    assert all(p.dtype == np.float32 for p in m.parameters())
+
+
+# ----------------------------------------------------------------------------- utils
+
+def test_clip_grad_norm_matches_torch_and_returns_total():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    shapes = [(3, 4), (4,), (2, 2, 2)]
+    grads = [rng.standard_normal(s) * 3 for s in shapes]
+    ours = [nn.Parameter(np.zeros(s)) for s in shapes]
+    theirs = [torch.zeros(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    for p, q, g in zip(ours, theirs, grads):
+        p.grad = mt.tensor(g, dtype=mt.float64)
+        q.grad = torch.from_numpy(g.copy())
+    total = nn.utils.clip_grad_norm_(ours, 1.5)
+    ref = torch.nn.utils.clip_grad_norm_(theirs, 1.5)
+    assert abs(total.item() - ref.item()) < 1e-10
+    assert abs(float(total) - math.sqrt(sum((g ** 2).sum() for g in grads))) < 1e-10
+    for p, q in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-10)
+    after = math.sqrt(sum((p.grad.data ** 2).sum() for p in ours))
+    assert abs(after - 1.5) < 1e-5
+    # below the threshold nothing changes
+    before = [p.grad.data.copy() for p in ours]
+    nn.utils.clip_grad_norm_(ours, 100.0)
+    for p, b in zip(ours, before):
+        np.testing.assert_array_equal(p.grad.data, b)
+    inf_total = nn.utils.clip_grad_norm_(ours, 100.0, norm_type=math.inf)
+    assert inf_total == max(np.abs(p.grad.data).max() for p in ours)
+
+
+def test_clip_grad_norm_nonfinite():
+    p = nn.Parameter(np.zeros(2))
+    p.grad = mt.tensor([np.nan, 1.0])
+    with pytest.raises(RuntimeError, match="NaN or Inf"):
+        nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+    assert nn.utils.clip_grad_norm_([nn.Parameter(np.zeros(2))], 1.0) == 0.0
+
+
+def test_grad_norms_per_parameter():
+    m = Model()
+    m(mt.tensor([[1, 2, 3]])).sum().backward()
+    norms = nn.utils.grad_norms(m)
+    assert list(norms) == [n for n, _ in m.named_parameters()]
+    w = m.head[2].weight
+    assert abs(norms["head.2.weight"] - np.sqrt((w.grad.data.astype(np.float64) ** 2).sum())) < 1e-9
+    m.head[2].bias.grad = None
+    assert "head.2.bias" not in nn.utils.grad_norms(m)
+
+
+# ----------------------------------------------------------------------------- learning
+
+def test_mlp_learns_xor():
+    mt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+    x = mt.tensor([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=mt.float32)
+    y = mt.tensor([[0], [1], [1], [0]], dtype=mt.float32)
+    opt = mt.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(300):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+    assert loss.item() < 1e-3
+    pred = model(x).data > 0.5
+    assert np.array_equal(pred, y.data > 0.5)
+
+
+def test_regression_reaches_a_set_loss():
+    mt.manual_seed(1)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 3))
+    y = np.sin(x[:, :1]) + 0.5 * x[:, 1:2] * x[:, 2:3]       # a smooth nonlinear target
+    X, Y = mt.tensor(x), mt.tensor(y)
+    model = nn.Sequential(nn.Linear(3, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(),
+                          nn.Linear(32, 1))
+    opt = mt.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-4)
+    start = F.mse_loss(model(X), Y).item()
+    for _ in range(400):
+        opt.zero_grad()
+        loss = F.mse_loss(model(X), Y)
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.01 < start
