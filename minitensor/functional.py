@@ -398,16 +398,23 @@ def softmax(x, axis=-1, scale=1.0, mask=None):
     mask (0 where allowed, −inf where blocked). Fully blocked rows give zeros, not NaN.
     """
     m = None if mask is None else _data(mask)
-    if axis in (-1, x.ndim - 1):
+    axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
+    if axis == x.ndim - 1:
         return NN.Softmax.apply(x, scale=scale, mask=m)
     moved = swapaxes(x, axis, -1)
     if m is not None:
-        m = np.swapaxes(np.broadcast_to(m, x.shape), axis, -1)
+        try:
+            m = np.swapaxes(np.broadcast_to(m, x.shape), axis, -1)
+        except ValueError:
+            raise op_error("softmax", f"mask of shape {m.shape} does not broadcast to the "
+                                      f"scores' shape {x.shape}") from None
     return swapaxes(NN.Softmax.apply(moved, scale=scale, mask=m), axis, -1)
 
 
 def log_softmax(x, axis=-1):
-    if axis in (-1, x.ndim - 1):
+    """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x))."""
+    axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
+    if axis == x.ndim - 1:
         return NN.LogSoftmax.apply(x)
     return swapaxes(NN.LogSoftmax.apply(swapaxes(x, axis, -1)), axis, -1)
 

@@ -135,7 +135,12 @@ class Where(Function):
     @staticmethod
     def forward(ctx, cond, a, b):
         if cond.dtype != np.bool_:
-            raise TypeError(f"condition must be bool, got {cond.dtype}")
+            raise TypeError(f"condition must be bool, got {cond.dtype} of shape {cond.shape}")
+        try:
+            np.broadcast_shapes(cond.shape, np.shape(a), np.shape(b))
+        except ValueError:
+            raise ShapeError(f"condition {cond.shape}, a {np.shape(a)} and b {np.shape(b)} do "
+                             f"not broadcast together") from None
         ctx.save_for_backward(cond)
         ctx.shapes = (np.shape(a), np.shape(b))
         return np.where(cond, a, b)
