@@ -1,0 +1,489 @@
+"""mt.viz: draw_graph (clusters, names, shapes, depth, folding, budget, highlight, grads, values,
+NaN colouring, rendering with and without Graphviz) and trace (scopes, shapes, ranges, marks)."""
+import io
+import math
+import re
+import shutil
+
+import graphviz
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.functional as F
+from minitensor import nn
+from minitensor.viz import GraphvizNotFound, count_boxes, draw_graph, scope_units, trace
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
+                               reason="Graphviz's dot is not installed (CI installs it)")
+
+
+# ----------------------------------------------------------------------------- a small model
+
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x):
+        q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
+        weights = F.softmax(q @ k.transpose(-1, -2), scale=1 / math.sqrt(self.d))
+        return self.w_o(weights @ v)
+
+
+class Layer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.self_attn = Attention(d)
+        self.norm1 = nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d))
+        self.norm2 = nn.LayerNorm(d)
+
+    def forward(self, x):
+        x = self.norm1(x + self.self_attn(x))
+        return self.norm2(x + self.ff(x))
+
+
+class Encoder(nn.Module):
+    def __init__(self, d, n):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer(d) for _ in range(n)])
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class Model(nn.Module):
+    def __init__(self, d=8, n=3):
+        super().__init__()
+        self.encoder = Encoder(d, n)
+        self.head = nn.Linear(d, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def make(n=3, d=8, seed=0):
+    mt.manual_seed(seed)
+    model = Model(d, n)
+    x = mt.randn(2, 3, d)
+    x.name = "x"
+    loss = (model(x) ** 2).mean()
+    return model, x, loss
+
+
+# ----------------------------------------------------------------------------- reading DOT
+
+_NODE = re.compile(r'^\s*(n\d+) \[((?:[^\]"]|"(?:[^"\\]|\\.)*")*)\]', re.M)
+_ATTR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s\]]+)')
+
+
+def nodes(g):
+    """{node id: {attribute: value}} from a Digraph's DOT source."""
+    out = {}
+    for nid, body in _NODE.findall(g.source):
+        attrs = {k: v[1:-1] if v.startswith('"') else v for k, v in _ATTR.findall(body)}
+        out[nid] = attrs
+    return out
+
+
+def structure(g):
+    """(parent of each cluster, innermost cluster of each node) from the DOT nesting."""
+    parent, where, stack = {}, {}, [None]
+    for line in g.source.splitlines():
+        s = line.strip()
+        m = re.match(r"subgraph (cluster_\w+) \{", s)
+        if m:
+            parent[m.group(1)] = stack[-1]
+            stack.append(m.group(1))
+        elif s == "}":
+            stack.pop()
+        else:
+            m = re.match(r"(n\d+) \[", s)
+            if m:
+                where[m.group(1)] = stack[-1]
+    return parent, where
+
+
+def find(g, text):
+    """Ids of the nodes whose label starts with `text`."""
+    return [nid for nid, a in nodes(g).items() if a.get("label", "").startswith(text)]
+
+
+# ----------------------------------------------------------------------------- structure
+
+def test_scope_units_join_list_indices():
+    assert scope_units("") == ()
+    assert scope_units("encoder.layers.0.self_attn") == ("encoder", "layers.0", "self_attn")
+    assert scope_units("ff.0") == ("ff.0",)
+    assert scope_units("0.w") == ("0", "w")
+
+
+def test_returns_digraph_with_nested_clusters_per_module():
+    model, x, loss = make()
+    g = draw_graph(loss, fold=False, max_nodes=None)
+    assert isinstance(g, graphviz.Digraph)
+    parent, where = structure(g)
+    assert parent["cluster_encoder"] is None
+    assert parent["cluster_encoder_layers_0"] == "cluster_encoder"
+    assert parent["cluster_encoder_layers_0_self_attn"] == "cluster_encoder_layers_0"
+    assert parent["cluster_encoder_layers_0_self_attn_w_q"] == "cluster_encoder_layers_0_self_attn"
+    assert parent["cluster_encoder_layers_2_ff_0"] == "cluster_encoder_layers_2"
+    assert "cluster_encoder_layers" not in parent     # a ModuleList runs no op: no empty cluster
+    # the softmax sits in the attention's cluster; the loss ops at the top level
+    (softmax,) = [n for n in find(g, "softmax") if where[n] == "cluster_encoder_layers_1_self_attn"]
+    assert where[find(g, "mean\n")[0]] is None
+    # cluster labels carry the module's class, found from the parameters
+    assert 'label="self_attn · Attention"' in g.source
+    assert 'label="layers.0 · Layer"' in g.source
+
+
+def test_parameter_names_leaf_names_and_shapes():
+    model, x, loss = make()
+    g = draw_graph(loss, fold=False, max_nodes=None)
+    labels = [a["label"] for a in nodes(g).values()]
+    names = {name for name, _ in model.named_parameters()}
+    for name in names:                       # every parameter appears under its dotted name
+        assert any(lab.split("\n")[0] in (name, name + ".T") for lab in labels), name
+    _, where = structure(g)
+    (wq,) = find(g, "encoder.layers.0.self_attn.w_q.weight.T")
+    assert where[wq] == "cluster_encoder_layers_0_self_attn_w_q"
+    assert nodes(g)[wq]["label"].split("\n")[1] == "(8, 8)"
+    (xin,) = find(g, "x\n(2, 3, 8)")
+    assert where[xin] is None and nodes(g)[xin]["shape"] == "ellipse"
+    # op nodes: name and output shape; the Linear's weight.T folded into the parameter's box
+    assert find(g, "softmax\n(2, 3, 3)")
+    assert not find(g, "permute\n(8, 8)")
+    assert len(find(g, "matmul\n(2, 3, 2)")) == 1
+
+
+def test_dtype_shown_only_when_not_float32():
+    a = mt.randn(2, 3, dtype=mt.float64, requires_grad=True)
+    a.name = "a"
+    g = draw_graph(F.exp(a).sum())
+    assert find(g, "exp\n(2, 3) float64")
+    b = mt.randn(2, 3, requires_grad=True)
+    g = draw_graph(F.exp(b).sum())
+    assert find(g, "exp\n(2, 3)") and "float32" not in g.source
+
+
+def test_edges_follow_the_data():
+    a = mt.randn(2, 3, requires_grad=True)
+    a.name = "a"
+    b = mt.randn(3, 4, requires_grad=True)
+    b.name = "b"
+    g = draw_graph((a @ b).sum())
+    (na,), (nb,), (mm,), (sm,) = find(g, "a\n"), find(g, "b\n"), find(g, "matmul"), find(g, "sum")
+    for src, dst in [(na, mm), (nb, mm), (mm, sm)]:
+        assert f"{src} -> {dst}" in g.source
+    assert count_boxes(g) == 4
+
+
+def test_leaf_output_and_several_outputs():
+    a = mt.randn(3, requires_grad=True)
+    a.name = "a"
+    assert count_boxes(draw_graph(a)) == 1
+    y1, y2 = (a * 2.0).sum(), F.exp(a).sum()
+    g = draw_graph(y1, y2)
+    assert find(g, "mul") and find(g, "exp") and len(find(g, "a\n")) == 1
+
+
+def test_bad_arguments_are_clear():
+    model, x, loss = make(n=1)
+    with pytest.raises(TypeError, match="at least one output"):
+        draw_graph()
+    with pytest.raises(TypeError, match="output 0 is a ndarray"):
+        draw_graph(np.zeros(3))
+    with pytest.raises(ValueError, match="depth"):
+        draw_graph(loss, depth=-1)
+    with pytest.raises(ValueError, match="max_nodes"):
+        draw_graph(loss, max_nodes=0)
+
+
+# ----------------------------------------------------------------------------- depth and folding
+
+def test_collapse_at_each_depth_box_counts():
+    model, x, loss = make(n=3)
+    counts = {d: count_boxes(draw_graph(loss, depth=d, fold=False, max_nodes=None))
+              for d in (0, 1, 2, 3, None)}
+    # depth 0: x, encoder, head, pow, mean
+    assert counts[0] == 5
+    # depth 1: x, 3 layers, encoder.norm, head's bias, weight.T, matmul, add, pow, mean
+    assert counts[1] == 11
+    assert counts[0] < counts[1] < counts[2] < counts[3] < counts[None]
+    # every parameter (weight.T boxes included) and every op drawn at full depth
+    n_params = len(list(model.parameters()))
+    n_ops = len(mt.autograd.topological_order(loss.grad_fn))
+    n_views = sum(isinstance(m, nn.Linear) for m in model.modules())   # weight.T, one per Linear
+    assert counts[None] == n_params + n_ops - n_views + 1      # + x
+
+
+def test_collapsed_box_shows_type_path_and_shapes():
+    model, x, loss = make(n=2)
+    g = draw_graph(loss, depth=2, fold=False, model=model)
+    (box,) = find(g, "Attention\nencoder.layers.1.self_attn\n")
+    label = nodes(g)[box]["label"]
+    assert "in: (2, 3, 8)" in label and "out: (2, 3, 8)" in label
+    assert nodes(g)[box]["shape"] == "box3d"
+    # with model=, parameter-less modules are named by class too
+    assert find(g, "ReLU\nencoder.layers.0.ff.1")
+    # without it the path's last part stands in
+    g2 = draw_graph(loss, depth=2, fold=False)
+    assert find(g2, "ff.1\nencoder.layers.0.ff.1")
+    # the edge out of a collapsed box carries the shape
+    assert re.search(r'-> n\d+ \[label="\(2, 3, 8\)"\]', g.source)
+
+
+def test_identical_layers_fold():
+    model, x, loss = make(n=3)
+    g = draw_graph(loss, depth=1)
+    assert find(g, "Layer × 3\nencoder.layers.0–2")
+    assert count_boxes(g) == 9                      # 11 without folding, minus 2
+    # shown in detail: layers.0 in full, layers.1–2 as one box
+    g = draw_graph(loss, max_nodes=None)
+    parent, _ = structure(g)
+    assert "cluster_encoder_layers_0" in parent and "cluster_encoder_layers_1" not in parent
+    (box,) = find(g, "Layer × 2\nencoder.layers.1–2\n(same as encoder.layers.0)")
+    assert count_boxes(g) < count_boxes(draw_graph(loss, fold=False, max_nodes=None))
+
+
+def test_different_siblings_do_not_fold():
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 4)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = F.relu(layer(x))
+            return x
+
+    mt.manual_seed(0)
+    model = Stack()
+    loss = model(mt.randn(2, 8)).sum()
+    g = draw_graph(loss, depth=0, model=model)
+    assert find(g, "Linear × 2\nlayers.0–1")     # the two 8 -> 8 layers fold
+    assert find(g, "Linear\nlayers.2")           # the 8 -> 4 one stays
+    g = draw_graph(loss, depth=0, model=model, fold=False)
+    assert len(find(g, "Linear\nlayers.")) == 3
+
+
+# ----------------------------------------------------------------------------- budget
+
+def test_node_budget_collapses_and_says_so():
+    model, x, loss = make(n=3)
+    full = count_boxes(draw_graph(loss, fold=False, max_nodes=None))
+    g = draw_graph(loss, fold=False, max_nodes=20)
+    assert count_boxes(g) <= 20 < full
+    m = re.search(r"collapsed automatically to depth=(\d+): all ops would draw (\d+) boxes, "
+                  r"over max_nodes=20", g.source)
+    assert m and int(m.group(2)) == full
+    # the deepest depth that fits is chosen
+    d = int(m.group(1))
+    assert count_boxes(draw_graph(loss, depth=d + 1, fold=False, max_nodes=None)) > 20
+    # an explicit depth over budget collapses further too
+    g = draw_graph(loss, depth=3, fold=False, max_nodes=12)
+    assert count_boxes(g) <= 12 and "depth=3 would draw" in g.source
+    # within budget: no note
+    assert "collapsed automatically" not in draw_graph(loss, depth=1).source
+
+
+def test_default_budget_applies():
+    model, x, loss = make(n=6, d=8)
+    g = draw_graph(loss, fold=False)
+    assert count_boxes(g) <= mt.viz.DEFAULT_MAX_NODES
+    assert "collapsed automatically" in g.source
+
+
+# ----------------------------------------------------------------------------- after backward
+
+def test_show_grad_gives_shape_and_norm():
+    model, x, loss = make(n=1)
+    g = draw_graph(loss, show_grad=True, max_nodes=None)
+    assert "grad: none yet" in g.source
+    loss.backward()
+    g = draw_graph(loss, show_grad=True, max_nodes=None)
+    w = model.encoder.layers[0].self_attn.w_q.weight
+    (box,) = find(g, "encoder.layers.0.self_attn.w_q.weight.T")
+    norm = float(np.linalg.norm(w.grad.data.astype(np.float64)))
+    assert f"grad (8, 8) ‖g‖ {norm:.3g}" in nodes(g)[box]["label"]
+    (mean,) = find(g, "mean\n")
+    assert "grad () ‖g‖ 1" in nodes(g)[mean]["label"]
+    assert "grad:" not in nodes(g)[find(g, "x\n")[0]]["label"]   # x needs no gradient
+
+
+def test_show_values_gives_min_max_mean():
+    model, x, loss = make(n=1)
+    g = draw_graph(loss, show_values=True, max_nodes=None)
+    (mean,) = find(g, "mean\n")
+    v = loss.item()
+    assert f"min {v:.3g} max {v:.3g} mean {v:.3g}" in nodes(g)[mean]["label"]
+    (xin,) = find(g, "x\n")
+    d = x.data
+    assert f"min {d.min():.3g} max {d.max():.3g}" in nodes(g)[xin]["label"]
+    (sm,) = find(g, "softmax")
+    lo, hi = (float(s) for s in re.search(r"min (\S+) max (\S+)", nodes(g)[sm]["label"]).groups())
+    assert 0 <= lo <= hi <= 1
+
+
+def test_nan_and_inf_nodes_are_coloured():
+    a = mt.tensor([1.0, -1.0, 2.0], requires_grad=True)
+    a.name = "a"
+    with np.errstate(invalid="ignore"):
+        y = F.log(a)
+    loss = (y * 2.0).sum()
+    g = draw_graph(loss)
+    for name in ("log", "mul", "sum"):
+        (nid,) = find(g, name + "\n")
+        assert nodes(g)[nid]["fillcolor"] == "#ff8a80"
+        assert "⚠ NaN" in nodes(g)[nid]["label"]
+    assert nodes(g)[find(g, "a\n")[0]]["fillcolor"] != "#ff8a80"
+    # a collapsed box with a NaN/Inf inside says so
+    mt.manual_seed(0)
+    seq = nn.Sequential(nn.Linear(3, 3))
+    with np.errstate(all="ignore"):
+        out = seq(mt.tensor([[np.inf, 1.0, 1.0]])).sum()
+    g = draw_graph(out, depth=0)
+    (box,) = find(g, "Linear\n0\n")
+    assert nodes(g)[box]["fillcolor"] == "#ff8a80" and "inside" in nodes(g)[box]["label"]
+
+
+# ----------------------------------------------------------------------------- highlight a step
+
+def _fills(g):
+    return {nid: a.get("fillcolor") for nid, a in nodes(g).items()}
+
+
+def test_highlight_marks_current_and_known_nodes():
+    model, x, loss = make(n=1)
+    seen_green = []
+    for step in loss.backward_steps():
+        g = draw_graph(loss, highlight=step, max_nodes=None, fold=False)
+        fills = _fills(g)
+        (current,) = [n for n, f in fills.items() if f == "orange"]
+        label = nodes(g)[current]["label"]
+        assert label.startswith(step.node.name) or step.node.name == "permute"
+        assert nodes(g)[current]["penwidth"] == "3"
+        seen_green.append(sum(f == "palegreen" for f in fills.values()))
+        assert f"backward step {step.index + 1}/{step.total}" in g.source
+    assert seen_green == sorted(seen_green) and seen_green[0] == 0
+    # at the last step every op and parameter is known (except the current node)
+    n_boxes = count_boxes(g)
+    assert seen_green[-1] == n_boxes - 2                     # all but x and the current node
+
+
+def test_highlight_of_an_earlier_step_after_the_walk():
+    model, x, loss = make(n=1)
+    steps = list(loss.backward_steps())                     # the walk is over
+    early = draw_graph(loss, highlight=steps[2], max_nodes=None, fold=False)
+    green = {nodes(early)[n]["label"].split("\n")[0] for n, f in _fills(early).items()
+             if f == "palegreen"}
+    assert green == {"mean", "pow", "head.bias"}            # the head's add is current
+    (current,) = [n for n, f in _fills(early).items() if f == "orange"]
+    assert nodes(early)[current]["label"].startswith(steps[2].node.name)
+
+
+def test_highlight_in_collapsed_view_counts_known_ops():
+    model, x, loss = make(n=2)
+    steps = list(loss.backward_steps(retain_graph=True))
+    g = draw_graph(loss, highlight=steps[-1], depth=1, fold=False)
+    (box,) = find(g, "Layer\nencoder.layers.0\n")
+    assert "gradients known:" in nodes(g)[box]["label"]
+    assert nodes(g)[box]["fillcolor"] in ("orange", "palegreen")
+
+
+# ----------------------------------------------------------------------------- rendering
+
+@needs_dot
+def test_renders_to_svg_at_several_depths(tmp_path):
+    model, x, loss = make(n=2)
+    for depth in (0, 1, 2, None):
+        g = draw_graph(loss, depth=depth, model=model)
+        path = g.render(tmp_path / f"g{depth}", format="svg")
+        svg = open(path).read()
+        assert "<svg" in svg and "</svg>" in svg
+        assert svg.count('class="node"') == count_boxes(g)
+    assert "image/svg+xml" in g._repr_mimebundle_()
+
+
+def test_without_dot_source_works_and_render_explains(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))          # no `dot` anywhere on PATH
+    model, x, loss = make(n=1)
+    g = draw_graph(loss)
+    assert g.source.startswith("digraph")
+    with pytest.raises(GraphvizNotFound) as err:
+        g.render(tmp_path / "g", format="svg")
+    msg = str(err.value)
+    assert "apt-get install graphviz" in msg and "graphviz.org" in msg and ".source" in msg
+    assert isinstance(err.value, graphviz.ExecutableNotFound)
+    with pytest.raises(GraphvizNotFound):
+        g.pipe(format="svg")
+
+
+# ----------------------------------------------------------------------------- trace
+
+def test_trace_prints_one_line_per_op_with_scope_shapes_and_ranges():
+    model, x, _ = make(n=1)
+    buf = io.StringIO()
+    with trace(file=buf) as t:
+        y = model(x)
+        loss = (y ** 2).mean()
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == len(t.records) == len(mt.autograd.topological_order(loss.grad_fn))
+    sm = [r for r in t.records if r.op == "softmax"]
+    assert len(sm) == 1 and sm[0].scope == "encoder.layers.0.self_attn"
+    assert sm[0].input_shapes == [(2, 3, 3)] and sm[0].output_shape == (2, 3, 3)
+    assert 0 <= sm[0].stats[0] <= sm[0].stats[1] <= 1
+    assert abs(sm[0].stats[2] - 1 / 3) < 1e-6                  # rows of 3 sum to 1
+    head = [r for r in t.records if r.scope == "head" and r.op == "add"][0]
+    assert head.stats == pytest.approx((float(y.data.min()), float(y.data.max()),
+                                        float(y.data.mean())), rel=1e-5)
+    last = t.records[-1]
+    assert last.op == "mean" and last.scope == "" and last.stats[0] == pytest.approx(loss.item())
+    line = lines[[i for i, r in enumerate(t.records) if r.op == "softmax"][0]]
+    assert line.startswith("encoder.layers.0.self_attn") and "(2, 3, 3) -> (2, 3, 3)" in line
+    assert re.search(r"min \S+ max \S+ mean 0\.333", line)
+    assert lines[-1].startswith("(top)")
+
+
+def test_trace_filters_by_scope_and_stops_after_the_block(capsys):
+    mt.manual_seed(0)
+    model = Model(8, 12)
+    x = mt.randn(1, 2, 8)
+    with trace(scope="encoder.layers.1") as t:
+        model(x)
+    out = capsys.readouterr().out
+    assert t.records and all(r.scope == "encoder.layers.1" or r.scope.startswith("encoder.layers.1.")
+                             for r in t.records)
+    assert not any(r.scope.startswith("encoder.layers.10") for r in t.records)
+    assert len(out.splitlines()) == len(t.records)
+    n = len(t.records)
+    model(x)
+    assert len(t.records) == n                                 # the hook is gone
+
+
+def test_trace_marks_nan_and_saturated_softmax():
+    scores = mt.tensor([[10.0, 0.0, 0.0], [0.1, 0.2, 0.3]])
+    buf = io.StringIO()
+    with trace(file=buf) as t:
+        F.softmax(scores)
+        with np.errstate(invalid="ignore"):
+            F.log(mt.tensor([-1.0, 1.0]))
+    sm, lg = t.records
+    assert sm.marks == ["saturated: 1/2 rows max > 0.99"]
+    assert lg.marks == ["NaN ×1"]
+    assert "⚠ saturated: 1/2 rows" in buf.getvalue() and "⚠ NaN ×1" in buf.getvalue()
+    with trace(quiet=True, saturation=0.99995) as t:    # its top weight is 0.99991
+        F.softmax(scores)
+    assert t.records[0].marks == []
+
+
+def test_trace_sees_ops_under_no_grad():
+    with trace(quiet=True) as t, mt.no_grad():
+        with mt.scope("inference"):
+            F.relu(mt.randn(2, 2))
+    assert [(r.scope, r.op) for r in t.records] == [("inference", "relu")]
