@@ -83,7 +83,7 @@ def _encode(obj, arrays, where):
             raise TypeError(f"mt.save: {where} is an array of Python objects ({arr.dtype}); "
                             f"storing it would need pickle, which checkpoints never use")
         key = f"arr_{len(arrays)}"
-        arrays[key] = np.ascontiguousarray(arr)
+        arrays[key] = arr
         node = {"type": kind, "key": key, "dtype": arr.dtype.str, "shape": list(arr.shape)}
         if isinstance(obj, Tensor) and obj.requires_grad:
             node["requires_grad"] = True
