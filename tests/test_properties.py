@@ -1,0 +1,184 @@
+"""Property tests (hypothesis): broadcasting gradients of binary ops, reductions over random
+axes, and indexing — on shapes and indices that hypothesis picks.
+
+Kept small (few examples, tiny shapes) so the file runs in seconds.
+"""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
+
+import minitensor as mt
+import minitensor.functional as F
+
+FEW = settings(max_examples=30, deadline=None)
+
+
+def f64(data, requires_grad=True):
+    return mt.tensor(data, dtype=mt.float64, requires_grad=requires_grad)
+
+
+def away_from_zero(rng, shape):
+    """Values in ±[0.5, 2): no kinks, poles or ties nearby."""
+    return rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+
+
+# ---------------------------------------------------------------------------- broadcasting
+
+BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+          "div": lambda a, b: a / b, "maximum": F.maximum, "minimum": F.minimum}
+
+
+@FEW
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+       op=st.sampled_from(sorted(BINARY)), seed=st.integers(0, 2**16))
+def test_binary_op_gradients_reduce_to_each_input_shape(shapes, op, seed):
+    rng = np.random.default_rng(seed)
+    (sa, sb), out_shape = shapes.input_shapes, shapes.result_shape
+    a, b = f64(away_from_zero(rng, sa)), f64(away_from_zero(rng, sb))
+    fn = BINARY[op]
+    out = fn(a, b)
+    assert out.shape == out_shape
+    w = rng.standard_normal(out_shape)
+    (out * f64(w, False)).sum().backward()
+    assert a.grad.shape == sa and b.grad.shape == sb
+    if op == "add":       # the gradient of a broadcast copy is the sum over the copies
+        np.testing.assert_allclose(a.grad.data.sum(), w.sum())
+        np.testing.assert_allclose(b.grad.data.sum(), w.sum())
+    assert mt.gradcheck(fn, f64(a.data), f64(b.data))
+
+
+@FEW
+@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4),
+       seed=st.integers(0, 2**16))
+def test_unbroadcast_is_the_adjoint_of_broadcasting(shapes, seed):
+    # <unbroadcast(g), v> == <g, broadcast(v)> for every g and v
+    rng = np.random.default_rng(seed)
+    small, out_shape = shapes.input_shapes[0], shapes.result_shape
+    g = rng.standard_normal(out_shape)
+    v = rng.standard_normal(small)
+    reduced = mt.unbroadcast(g, small)
+    assert reduced.shape == small
+    np.testing.assert_allclose(np.sum(reduced * v), np.sum(g * np.broadcast_to(v, out_shape)))
+
+
+# ---------------------------------------------------------------------------- reductions
+
+REDUCTIONS = {
+    "sum": (F.sum, np.sum), "mean": (F.mean, np.mean), "max": (F.max, np.max),
+    "min": (F.min, np.min),
+    "var": (lambda x, **k: F.var(x, unbiased=False, **k), np.var),
+    "logsumexp": (F.logsumexp,
+                  lambda a, axis, keepdims: np.log(np.exp(a).sum(axis=axis, keepdims=keepdims))),
+}
+
+
+@st.composite
+def shape_and_axis(draw):
+    shape = draw(array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=3))
+    kind = draw(st.sampled_from(["none", "int", "tuple"]))
+    if kind == "none":
+        return shape, None
+    axes = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape),
+                         unique=True))
+    axes = [a - len(shape) if draw(st.booleans()) else a for a in axes]    # some negative
+    return shape, (axes[0] if kind == "int" else tuple(axes))
+
+
+@FEW
+@given(case=shape_and_axis(), keepdims=st.booleans(), op=st.sampled_from(sorted(REDUCTIONS)),
+       seed=st.integers(0, 2**16))
+def test_reductions_over_random_axes(case, keepdims, op, seed):
+    shape, axis = case
+    fn, ref = REDUCTIONS[op]
+    x = f64(np.random.default_rng(seed).standard_normal(shape))
+    out = fn(x, axis=axis, keepdims=keepdims)
+    expected = ref(x.data, axis=axis, keepdims=keepdims)
+    assert out.shape == np.shape(expected)
+    np.testing.assert_allclose(out.data, expected, rtol=1e-10, atol=1e-12)
+    assert mt.gradcheck(lambda x: fn(x, axis=axis, keepdims=keepdims), x)
+
+
+@FEW
+@given(case=shape_and_axis(), seed=st.integers(0, 2**16))
+def test_max_gradient_sums_to_one_per_reduced_slice_even_with_ties(case, seed):
+    shape, axis = case
+    # few distinct values, so ties are common
+    x = f64(np.random.default_rng(seed).integers(0, 3, size=shape).astype(float))
+    x.max(axis=axis).sum().backward()
+    np.testing.assert_allclose(x.grad.data.sum(axis=axis), 1.0)
+    assert (x.grad.data[x.data < x.data.max(axis=axis, keepdims=True)] == 0).all()
+
+
+# ---------------------------------------------------------------------------- indexing
+
+@st.composite
+def basic_index(draw, shape):
+    """A random tuple of ints, slices, None and at most one Ellipsis valid for `shape`."""
+    items = []
+    for n in shape:
+        kind = draw(st.sampled_from(["int", "slice", "slice", "full"]))
+        if kind == "int":
+            items.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            start = draw(st.one_of(st.none(), st.integers(-n, n)))
+            stop = draw(st.one_of(st.none(), st.integers(-n, n)))
+            step = draw(st.sampled_from([None, 1, 2, -1, -2]))
+            items.append(slice(start, stop, step))
+        else:
+            items.append(slice(None))
+    if draw(st.booleans()):
+        items.insert(draw(st.integers(0, len(items))), None)
+    if draw(st.booleans()) and items:           # replace a trailing run of full slices by ...
+        cut = draw(st.integers(0, len(items)))
+        items = items[:cut] + [Ellipsis]
+    return tuple(items)
+
+
+def scatter_reference(shape, index, w):
+    """The gradient of x[index] against weights w, computed without add.at: each element of x
+    receives the sum of w over the output positions that read it."""
+    positions = np.arange(int(np.prod(shape))).reshape(shape)
+    picked = positions[index]
+    return np.bincount(picked.reshape(-1), weights=np.asarray(w).reshape(-1),
+                       minlength=positions.size).reshape(shape)
+
+
+@st.composite
+def shape_and_index(draw):
+    shape = draw(array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    kind = draw(st.sampled_from(["basic", "int array", "bool mask", "mixed"]))
+    if kind == "basic":
+        return shape, draw(basic_index(shape))
+    if kind == "int array":      # repeated indices are likely
+        ids = draw(st.lists(st.integers(-shape[0], shape[0] - 1), min_size=1, max_size=6))
+        return shape, np.array(ids)
+    if kind == "bool mask":
+        bits = draw(st.lists(st.booleans(), min_size=int(np.prod(shape)),
+                             max_size=int(np.prod(shape))))
+        return shape, np.array(bits).reshape(shape)
+    ids = draw(st.lists(st.integers(0, shape[-1] - 1), min_size=1, max_size=5))
+    return shape, (Ellipsis, np.array(ids))
+
+
+@FEW
+@given(case=shape_and_index(), seed=st.integers(0, 2**16))
+def test_indexing_forward_and_scatter_add_backward(case, seed):
+    shape, index = case
+    rng = np.random.default_rng(seed)
+    x = f64(rng.standard_normal(shape))
+    out = x[index]
+    expected = x.data[index]
+    np.testing.assert_array_equal(out.data, expected)
+    w = rng.standard_normal(expected.shape)
+    (out * f64(w, False)).sum().backward()
+    np.testing.assert_allclose(x.grad.data, scatter_reference(shape, index, w))
+
+
+@FEW
+@given(case=shape_and_index(), seed=st.integers(0, 2**16))
+def test_indexing_a_transposed_view(case, seed):
+    shape, index = case
+    x = f64(np.random.default_rng(seed).standard_normal(shape[::-1]))     # x.T has `shape`
+    np.testing.assert_array_equal(x.T[index].data, x.data.T[index])
+    assert mt.gradcheck(lambda x: x.T[index], x)
