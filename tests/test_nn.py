@@ -496,3 +496,18 @@ def test_regression_reaches_a_set_loss():
         loss.backward()
         opt.step()
     assert loss.item() < 0.01 < start
+
+
+def test_deepcopy_makes_independent_layers_with_their_own_names():
+    import copy
+    layer = Block()
+    enc = nn.Module()
+    enc.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(3)])   # "clones(layer, N)"
+    assert enc.layers[2].self_attn.weight.name == "layers.2.self_attn.weight"
+    assert layer.self_attn.weight.name == "self_attn.weight"               # original unchanged
+    assert enc.layers[1].self_attn.path == "layers.1.self_attn"
+    y = enc.layers[1](mt.randn(2, 4))
+    assert scopes_of(y) == {"layers.1.self_attn", "layers.1.residual", "layers.1.norm"}
+    w0, w1 = enc.layers[0].self_attn.weight, enc.layers[1].self_attn.weight
+    assert np.array_equal(w0.data, w1.data) and not np.shares_memory(w0.data, w1.data)
+    assert enc.num_parameters() == 3 * layer.num_parameters()

@@ -4,6 +4,7 @@ Assigning a Parameter or a Module to an attribute registers it. Every module kno
 and its name there, so it knows its dotted path in the model (``decoder.layers.0.cross_attn``);
 calling a module runs `forward` inside that scope, and every op created inside records it.
 """
+import copy
 import difflib
 import weakref
 from collections import OrderedDict, namedtuple
@@ -60,6 +61,14 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        # A copy belongs to no module until it is assigned to one (Module.__deepcopy__ does).
+        new = Parameter(self._data.copy(), requires_grad=self.requires_grad, dtype=self.dtype)
+        new._name = self._name
+        memo[id(self)] = new
+        new.grad = copy.deepcopy(self.grad, memo)
+        return new
 
 
 class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -176,6 +185,23 @@ class Module:
             raise KeyError(f"add_module: {name!r} would hide {type(self).__name__}.{name}; "
                            f"choose another name")
         setattr(self, name, module)
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy(layer) (e.g. to make N identical layers): the copy is a new root whose
+        children and parameters point at the copy, not at the original's tree."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            if key != "_parent":
+                object.__setattr__(new, key, copy.deepcopy(value, memo))
+        object.__setattr__(new, "_parent", None)
+        for child in new._modules.values():
+            if child is not None:
+                object.__setattr__(child, "_parent", weakref.ref(new))
+        for name, p in new._parameters.items():
+            if p is not None:
+                p._add_owner(new, name)
+        return new
 
     # ------------------------------------------------------------------ paths and scopes
     @property
