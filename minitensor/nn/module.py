@@ -137,12 +137,7 @@ class Module:
         # Only called when normal lookup fails: a typo must never read as a silent None.
         if "_parameters" not in self.__dict__ or name.startswith("__"):
             raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
-        known = [k for k in dir(self) if not k.startswith("_")]
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        where = f" (at {self.path})" if self.__dict__.get("_parent") is not None else ""
-        raise AttributeError(f"'{type(self).__name__}' module{where} has no attribute "
-                             f"{name!r}{hint}")
+        raise ModuleAttributeError(self, name)
 
     def register_buffer(self, name, tensor, persistent=True):
         """A tensor that is state but not learnable (e.g. a positional-encoding table).
@@ -454,6 +449,23 @@ class Module:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules)
                       | set(self._buffers))
+
+
+class ModuleAttributeError(AttributeError):
+    """AttributeError whose message (with a "did you mean" hint) is built only when shown, so
+    that hasattr()/getattr(m, name, default) on a module stay cheap."""
+
+    def __init__(self, module, name):
+        super().__init__(name)
+        self.module, self.attr = module, name
+
+    def __str__(self):
+        m, name = self.module, self.attr
+        known = [k for k in dir(m) if not k.startswith("_")]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        where = f" (at {m.path})" if m.path else ""
+        return f"'{type(m).__name__}' module{where} has no attribute {name!r}{hint}"
 
 
 def _indent(text):
