@@ -203,3 +203,43 @@ def test_demo_walk_in_process():
     model, x, loss = demo.build(2, 3)
     assert taken == len(list(loss.backward_steps()))
     assert "gradients equal those of loss.backward(): yes" in buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- the Transformer
+
+def transformer_batch(seed=0):
+    """The encoder-decoder (2 + 2 layers, dropout on) on a padded batch, and its loss."""
+    from transformer.config import TransformerConfig
+    from transformer.models import Transformer
+    mt.manual_seed(seed)
+    cfg = TransformerConfig.small(16, 16, d_model=32, n_heads=4, d_ff=64, dropout=0.1)
+    model = Transformer(cfg)
+    rng = np.random.default_rng(seed)
+    src = rng.integers(4, 16, size=(2, 5))
+    src[1, 3:] = cfg.pad_id
+    tgt_in = rng.integers(4, 16, size=(2, 4))
+    target = rng.integers(4, 16, size=(2, 4))
+    logits = model(mt.tensor(src), mt.tensor(tgt_in), src_padding_mask=src == cfg.pad_id)
+    return model, F.cross_entropy(logits, mt.tensor(target))
+
+
+def test_stepping_equals_backward_on_the_encoder_decoder():
+    model, loss = transformer_batch()
+    loss.backward()
+    expected = {name: p.grad.data.copy() for name, p in model.named_parameters()}
+    model2, loss2 = transformer_batch()
+    assert loss2.item() == loss.item()                  # same seed: same dropout masks
+    steps = list(loss2.backward_steps())
+    got = {name: p.grad.data for name, p in model2.named_parameters()}
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert np.array_equal(expected[name], got[name]), name
+    # a valid reverse topological order over the whole model, each node once
+    position = {id(s.node): i for i, s in enumerate(steps)}
+    assert len(position) == len(steps) > 200
+    for s in steps:
+        for t in s.node.inputs:
+            if t is not None and t.grad_fn is not None and id(t.grad_fn) in position:
+                assert position[id(s.node)] < position[id(t.grad_fn)]
+    scopes = {s.scope for s in steps}
+    assert {"decoder.layers.1.cross_attn", "encoder.layers.0.self_attn", "generator"} <= scopes

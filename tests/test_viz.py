@@ -487,3 +487,59 @@ def test_trace_sees_ops_under_no_grad():
         with mt.scope("inference"):
             F.relu(mt.randn(2, 2))
     assert [(r.scope, r.op) for r in t.records] == [("inference", "relu")]
+
+
+# ----------------------------------------------------------------------------- the Transformer
+
+def transformer_loss(cfg, batch=1, length=4, seed=0):
+    """A Transformer (transformer.models) and the loss of one teacher-forced batch."""
+    from transformer.models import Transformer
+    mt.manual_seed(seed)
+    model = Transformer(cfg)
+    rng = np.random.default_rng(seed)
+    src = mt.tensor(rng.integers(4, cfg.src_vocab_size, size=(batch, length)))
+    tgt_in = mt.tensor(rng.integers(4, cfg.tgt_vocab_size, size=(batch, length)))
+    target = mt.tensor(rng.integers(4, cfg.tgt_vocab_size, size=(batch, length)))
+    loss = F.cross_entropy(model(src, tgt_in), target)
+    return model, loss
+
+
+@needs_dot
+def test_small_transformer_renders_through_dot_at_several_depths(tmp_path):
+    from transformer.config import TransformerConfig
+    model, loss = transformer_loss(TransformerConfig.small(16, 16), batch=2, length=5)
+    counts = []
+    for depth in (0, 1, 2, 3, None):
+        g = draw_graph(loss, depth=depth, model=model)
+        svg = open(g.render(tmp_path / f"transformer_{depth}", format="svg")).read()
+        assert svg.count('class="node"') == count_boxes(g) <= mt.viz.DEFAULT_MAX_NODES
+        counts.append(count_boxes(g))
+    assert counts[:4] == sorted(counts[:4]) and len(set(counts[:4])) == 4
+    g0 = draw_graph(loss, depth=0, model=model)
+    for name in ("Encoder\nencoder\n", "Decoder\ndecoder\n", "Embeddings\nsrc_embed\n",
+                 "Linear\ngenerator\n"):
+        assert find(g0, name), name
+    g1 = draw_graph(loss, depth=1, model=model)
+    assert find(g1, "EncoderLayer × 2\nencoder.layers.0–1")
+    assert find(g1, "DecoderLayer × 2\ndecoder.layers.0–1")
+    full = draw_graph(loss, model=model, max_nodes=None)
+    parent, _ = structure(full)
+    assert parent["cluster_decoder_layers_0_cross_attn"] == "cluster_decoder_layers_0"
+    assert parent["cluster_decoder_layers_0"] == "cluster_decoder"
+    assert "encoder.layers.0.self_attn.w_q.weight" in full.source
+    assert find(full, "DecoderLayer\ndecoder.layers.1\n(same as decoder.layers.0)")
+
+
+def test_paper_size_transformer_fits_the_default_budget(tmp_path):
+    """N = 6, d_model 512, h = 8, d_ff 2048 (the defaults), one sentence of 4 tokens."""
+    from transformer.config import TransformerConfig
+    model, loss = transformer_loss(TransformerConfig(src_vocab_size=24, tgt_vocab_size=24))
+    n_nodes = len(mt.autograd.topological_order(loss.grad_fn))
+    g = draw_graph(loss)                                        # default settings
+    assert count_boxes(g) <= 150 < n_nodes
+    assert "collapsed automatically" in g.source
+    assert find(g, "EncoderLayer × 5\nencoder.layers.1–5")  # layers.0 in detail, the rest folded
+    assert find(g, "DecoderLayer × 5\ndecoder.layers.1–5")
+    if shutil.which("dot"):
+        svg = g.pipe(format="svg").decode()
+        assert svg.count('class="node"') == count_boxes(g)
