@@ -1,0 +1,142 @@
+"""One training step of the addition-task model, minitensor vs PyTorch, side by side.
+
+    python benchmarks/train_step.py [--steps 20] [--rounds 3] [--profile] [--no-torch]
+
+The model: d_model 128, 4 heads, 2 encoder + 2 decoder layers, d_ff 512, dropout 0.1, Post-Norm,
+sinusoidal positions; batch 128, source length 7 ("123+456"), target length 5. The torch twin
+is built by `transformer.interop.to_torch`, so both start from the same weights. A step is
+forward, cross-entropy over non-pad targets, backward, Adam. We alternate blocks of steps of
+the two libraries (the machine is shared and noisy: compare ratios from one run) and print the
+median ms per step of each and the ratio. --profile adds a cProfile of our steps: where the
+time goes, by function.
+"""
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import minitensor as mt                                   # noqa: E402
+import minitensor.functional as F                         # noqa: E402
+from transformer import Transformer, TransformerConfig   # noqa: E402
+from transformer.masks import padding_mask               # noqa: E402
+
+VOCAB, PAD, BOS, EOS = 16, 0, 1, 2
+BATCH, SRC_LEN, TGT_LEN = 128, 7, 5
+
+
+def make_batch(rng):
+    """Random digits in the addition task's shapes; targets have a few padded tails."""
+    src = rng.integers(3, VOCAB, (BATCH, SRC_LEN))
+    tgt = rng.integers(3, VOCAB, (BATCH, TGT_LEN + 1))
+    tgt[:, 0] = BOS
+    lengths = rng.integers(3, TGT_LEN + 1, BATCH)
+    for b, n in enumerate(lengths):
+        tgt[b, n] = EOS
+        tgt[b, n + 1:] = PAD
+    return src, tgt[:, :-1], tgt[:, 1:]
+
+
+def build(seed=0):
+    mt.manual_seed(seed)
+    cfg = TransformerConfig.small(VOCAB, VOCAB, max_len=64, pad_id=PAD)
+    return Transformer(cfg)
+
+
+def ours_step(model, opt, batch):
+    src, tgt_in, tgt_out = batch
+    opt.zero_grad()
+    logits = model(src, tgt_in, padding_mask(src, PAD), padding_mask(tgt_in, PAD))
+    loss = F.cross_entropy(logits, tgt_out, ignore_index=PAD)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def make_torch(model, threads):
+    import torch
+    from transformer.interop import to_torch
+    torch.set_num_threads(threads)
+    twin = to_torch(model)
+    twin.train()
+    opt = torch.optim.Adam(twin.parameters(), lr=1e-4)
+
+    def step(batch):
+        src, tgt_in, tgt_out = (torch.from_numpy(a) for a in batch)
+        opt.zero_grad()
+        logits = twin(src, tgt_in, src == PAD, tgt_in == PAD)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1),
+                                                 ignore_index=PAD)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
+def timed(fn, batches):
+    times = []
+    for b in batches:
+        t0 = time.perf_counter()
+        fn(b)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20, help="steps per block")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    ap.add_argument("--profile", action="store_true", help="cProfile our steps")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args()
+
+    rng = np.random.default_rng(0)
+    batches = [make_batch(rng) for _ in range(args.steps)]
+    model = build()
+    opt = mt.optim.Adam(model.parameters(), lr=1e-4)
+    torch_step = None if args.no_torch else make_torch(model, args.threads)
+
+    for b in batches[:3]:                                 # warm up (numba compiles, caches)
+        ours_step(model, opt, b)
+        if torch_step:
+            torch_step(b)
+
+    ours, theirs = [], []
+    for _ in range(args.rounds):
+        ours += timed(lambda b: ours_step(model, opt, b), batches)
+        if torch_step:
+            theirs += timed(torch_step, batches)
+
+    print(f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
+          f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)")
+    print(f"kernels backend: {mt.get_backend()}")
+    med = float(np.median(ours)) * 1e3
+    print(f"minitensor: median {med:7.1f} ms/step  (min {min(ours) * 1e3:.1f}, "
+          f"{len(ours)} steps)")
+    if theirs:
+        tmed = float(np.median(theirs)) * 1e3
+        print(f"torch     : median {tmed:7.1f} ms/step  (min {min(theirs) * 1e3:.1f}, "
+              f"{len(theirs)} steps, {args.threads} threads)")
+        print(f"ratio minitensor / torch: {med / tmed:.2f}x")
+
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        for b in batches:
+            ours_step(model, opt, b)
+        prof.disable()
+        out = io.StringIO()
+        stats = pstats.Stats(prof, stream=out).sort_stats("tottime")
+        stats.print_stats(25)
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
