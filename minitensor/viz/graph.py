@@ -586,7 +586,11 @@ def _module_attrs(box, its, types, ins, outs, hl, consumers):
         head = [f"{kind} × {n}", span] if n > 1 else [kind, f"{base}.{first}" if stem else path]
         if kept:
             head.append(f"(same as {'.'.join(kept)})")
-    lines = head + [_io_text("in", ins), _io_text("out", outs)]
+    if any(it.kind == "op" and it.param is None for it in its):
+        lines = head + [_io_text("in", ins), _io_text("out", outs)]
+    else:       # only parameters (used by an op outside, e.g. a fused QKV projection)
+        lines = head + [", ".join(f"{it.title.rsplit('.', 1)[-1]}{it.suffix} "
+                                  f"{_shape_text(it.shape)}" for it in its)]
     bad = next((b for b in (_nonfinite(it.value()) or _nonfinite(it.grad()) for it in its) if b), "")
     if bad:
         lines.append(f"⚠ {bad} inside")
