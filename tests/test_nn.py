@@ -490,12 +490,12 @@ def test_regression_reaches_a_set_loss():
                           nn.Linear(32, 1))
     opt = mt.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-4)
     start = F.mse_loss(model(X), Y).item()
-    for _ in range(400):
+    for _ in range(200):
         opt.zero_grad()
         loss = F.mse_loss(model(X), Y)
         loss.backward()
         opt.step()
-    assert loss.item() < 0.01 < start
+    assert loss.item() < 2e-3 < 0.1 < start    # reaches it in ~120 steps with this seed
 
 
 def test_deepcopy_makes_independent_layers_with_their_own_names():
