@@ -543,3 +543,14 @@ def test_paper_size_transformer_fits_the_default_budget(tmp_path):
     if shutil.which("dot"):
         svg = g.pipe(format="svg").decode()
         assert svg.count('class="node"') == count_boxes(g)
+
+
+def test_parameter_views_share_the_parameter_box():
+    w = nn.Parameter(mt.randn(2, 3, 4))
+    w.name = "w"
+    g = draw_graph(w.permute(2, 0, 1).sum())
+    assert find(g, "w.permute\n(4, 2, 3)") and count_boxes(g) == 2
+    m = nn.Parameter(mt.randn(3, 3))
+    m.name = "m"
+    g = draw_graph((m.T @ m).sum())              # m used twice: the transpose stays an op
+    assert find(g, "permute\n(3, 3)") and find(g, "m\n(3, 3)") and count_boxes(g) == 4

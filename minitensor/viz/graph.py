@@ -21,7 +21,7 @@ and edges; `_Layout` decides which box each item lands in for a given depth; `_d
 DOT. Items are never copied or changed: the viewer only reads the graph.
 """
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 import graphviz
 import numpy as np
@@ -170,14 +170,13 @@ def _collect(outputs, model):
     roots = [t.grad_fn for t in outputs if t.grad_fn is not None]
     nodes = _forward_order(roots)
     out_tensor = {}                          # id(node) -> its output Tensor, where reachable
-    leaves, consumers = {}, defaultdict(list)
+    leaves = {}
     for node in nodes:
         for t in node.inputs:
             if t is None:
                 continue
             if t.grad_fn is None:
                 leaves.setdefault(id(t), t)
-                consumers[id(t)].append(node)
             else:
                 out_tensor.setdefault(id(t.grad_fn), t)
     for t in outputs:
@@ -189,7 +188,7 @@ def _collect(outputs, model):
 
     items, edges = {}, []
     for t in leaves.values():
-        items[("leaf", id(t))] = _leaf_item(t, buffers, consumers[id(t)])
+        items[("leaf", id(t))] = _leaf_item(t, buffers)
     for node in nodes:
         it = _Item(("op", id(node)), "op", scope_units(node.scope), node.out_shape, node.out_dtype)
         it.node, it.tensor, it.title = node, out_tensor.get(id(node)), node.name
@@ -203,7 +202,7 @@ def _collect(outputs, model):
     return items, edges, types, outputs_keys
 
 
-def _leaf_item(t, buffers, consumers):
+def _leaf_item(t, buffers):
     """Parameters sit in their module's cluster under their dotted name; buffers likewise;
     other leaves (the user's inputs) at the top level, labelled by `.name`."""
     if isinstance(t, Parameter) or id(t) in buffers:
@@ -229,6 +228,7 @@ def _absorb_parameter_views(items, edges):
     users = defaultdict(list)
     for src, dst in edges:
         users[src].append(dst)
+    absorbed = set()
     for key in list(items):
         it = items[key]
         if it.kind != "op" or it.title not in _VIEW_OPS:
@@ -241,11 +241,12 @@ def _absorb_parameter_views(items, edges):
         if leaf.kind != "param" or len(users[leaf_key]) != 1:
             continue
         # the op's box becomes the parameter's: same key stays, so edges out of the op remain
-        it.kind, it.units, it.title, it.param = "param", leaf.units, leaf.title, leaf.tensor
         it.suffix = ".permute" if it.title == "permute" and len(it.shape) != 2 else \
-            _VIEW_OPS[it.node.name]
+            _VIEW_OPS[it.title]
+        it.kind, it.units, it.title, it.param = "param", leaf.units, leaf.title, leaf.tensor
         del items[leaf_key]
-        edges[:] = [(s, d) for s, d in edges if s != leaf_key]
+        absorbed.add(leaf_key)
+    edges[:] = [(s, d) for s, d in edges if s not in absorbed]
 
 
 # ============================================================================ choosing the boxes

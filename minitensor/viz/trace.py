@@ -4,7 +4,8 @@
 [−100, 100] and understands why attention divides by √d_k. Inside ``with mt.viz.trace():`` each
 op prints one line::
 
-    encoder.layers.0.self_attn  softmax   (2, 4, 4) -> (2, 4, 4)   min 0.01 max 0.999 mean 0.25  ⚠ saturated: 3/8 rows max > 0.99
+    encoder.layers.0.self_attn  softmax  (2, 4, 4) -> (2, 4, 4)   min 0.01 max 0.999 mean 0.25
+                                                       ⚠ saturated: 3/8 rows max > 0.99
 
 Filter by module scope (``trace(scope="decoder.layers.0")``) to keep it short. The records are
 kept too (``with trace() as t: …; t.records``), for notebooks and tests. Built on
