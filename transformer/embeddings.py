@@ -37,6 +37,20 @@ def sinusoidal_table(max_len, d_model):
     return pe
 
 
+class _Table:
+    """A constant float64 table, handed out in the dtype asked for (each cast made once)."""
+
+    def __init__(self, array):
+        self._by_dtype = {np.dtype(np.float64): np.asarray(array, dtype=np.float64)}
+
+    def get(self, dtype, start=0, stop=None):
+        """Rows start:stop as a constant Tensor (no gradient) of `dtype`."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._by_dtype:
+            self._by_dtype[dtype] = self._by_dtype[np.dtype(np.float64)].astype(dtype)
+        return Tensor._make(self._by_dtype[dtype][start:stop])
+
+
 def _check_length(module, length, offset, max_len):
     if offset + length > max_len:
         raise ValueError(f"{type(module).__name__} in {module.path or 'model'}: positions "
@@ -72,18 +86,19 @@ class TokenEmbedding(nn.Embedding):
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """x (B, L, d_model) → x + PE[offset : offset + L] (fixed table, a buffer; no parameters)."""
+    """x (B, L, d_model) → x + PE[offset : offset + L]. The table is fixed (no parameters, not
+    in the state dict): kept in float64 and used in x's dtype."""
 
     def __init__(self, d_model, max_len=512):
         super().__init__()
         self.max_len = max_len
-        self.register_buffer("pe", sinusoidal_table(max_len, d_model).astype(np.float32))
+        self.table = _Table(sinusoidal_table(max_len, d_model))
 
     def forward(self, x, offset=0):
         length = x.shape[1]
         _check_length(self, length, offset, self.max_len)
         # a constant, not a graph input: the table gets no gradient
-        return x + self.pe.data[offset:offset + length]
+        return x + self.table.get(x.dtype, offset, offset + length)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -119,19 +134,18 @@ class RotaryEmbedding(nn.Module):
         theta = base ** (-np.arange(half) * 2.0 / d_k)
         angle = np.arange(max_len)[:, None] * theta[None, :]
         angle = np.concatenate([angle, angle], axis=1)              # (max_len, d_k)
-        self.register_buffer("cos", np.cos(angle).astype(np.float32))
-        self.register_buffer("sin", np.sin(angle).astype(np.float32))
+        self.cos, self.sin = _Table(np.cos(angle)), _Table(np.sin(angle))
         rot = np.zeros((d_k, d_k))
         rot[np.arange(half) + half, np.arange(half)] = -1.0        # out[:, i] = −x[:, i + half]
         rot[np.arange(half), np.arange(half) + half] = 1.0         # out[:, i + half] = x[:, i]
-        self.register_buffer("rotate_half", rot.astype(np.float32))
+        self.rotate_half = _Table(rot)
 
     def forward(self, x, offset=0):
         length = x.shape[-2]
         _check_length(self, length, offset, self.max_len)
-        cos = self.cos.data[offset:offset + length]
-        sin = self.sin.data[offset:offset + length]
-        return x * cos + (x @ self.rotate_half.data) * sin
+        cos = self.cos.get(x.dtype, offset, offset + length)
+        sin = self.sin.get(x.dtype, offset, offset + length)
+        return x * cos + (x @ self.rotate_half.get(x.dtype)) * sin
 
 
 class Embeddings(nn.Module):

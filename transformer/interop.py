@@ -156,7 +156,7 @@ def _torch_seq2seq_class():
             if cfg.positional == "sinusoidal":
                 from .embeddings import sinusoidal_table
                 self.register_buffer("pe", torch.tensor(
-                    sinusoidal_table(cfg.max_len, cfg.d_model).astype(np.float32)).to(dtype))
+                    sinusoidal_table(cfg.max_len, cfg.d_model)).to(dtype))
             elif cfg.positional == "learned":
                 self.src_pos_embed = nn.Parameter(torch.zeros(cfg.max_len, cfg.d_model, dtype=dtype))
                 self.tgt_pos_embed = nn.Parameter(torch.zeros(cfg.max_len, cfg.d_model, dtype=dtype))

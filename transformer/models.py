@@ -300,7 +300,8 @@ class EncoderOnly(nn.Module, _Inspectable):
             keep = np.ones(h.shape[:2], dtype=h.dtype) if padding_mask is None else \
                 (~_padding(padding_mask, _ids(ids, "EncoderOnly"), "EncoderOnly")).astype(h.dtype)
             weights = keep / np.maximum(keep.sum(axis=1, keepdims=True), 1.0)
-            pooled = (h * weights[:, :, None]).sum(axis=1)
+            # a constant Tensor keeps h's dtype (a bare float64 array would become float32)
+            pooled = (h * Tensor._make(weights[:, :, None])).sum(axis=1)
         return self.classifier(pooled)
 
 
