@@ -303,9 +303,11 @@ class Module:
 
     # ------------------------------------------------------------------ modes and helpers
     def train(self, mode=True):
-        """Training mode (dropout active) for this module and every descendant."""
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        """Training mode (dropout active) for this module and every descendant (each child's
+        own `train` is called, so a subclass may override it)."""
+        object.__setattr__(self, "training", bool(mode))
+        for child in self.children():
+            child.train(mode)
         return self
 
     def eval(self):
