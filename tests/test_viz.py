@@ -321,7 +321,7 @@ def test_show_values_gives_min_max_mean():
     g = draw_graph(loss, show_values=True, max_nodes=None)
     (mean,) = find(g, "mean\n")
     v = loss.item()
-    assert f"min {v:.3g} max {v:.3g} mean {v:.3g}" in nodes(g)[mean]["label"]
+    assert f"value {v:.3g}" in nodes(g)[mean]["label"]
     (xin,) = find(g, "x\n")
     d = x.data
     assert f"min {d.min():.3g} max {d.max():.3g}" in nodes(g)[xin]["label"]

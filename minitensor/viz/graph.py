@@ -348,6 +348,8 @@ def _stats_text(a):
     finite = a[np.isfinite(a)] if a.dtype.kind == "f" else a
     if finite.size == 0:
         return "no finite values"
+    if a.size == 1:
+        return f"value {_fmt(finite.item())}"
     return f"min {_fmt(finite.min())} max {_fmt(finite.max())} mean {_fmt(finite.mean())}"
 
 
