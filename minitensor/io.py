@@ -131,7 +131,12 @@ def load(path):
             header = _read_header(npz[_STRUCTURE], path)
             arrays = {}
             loader = _Loader(npz, arrays, path)
-            obj = loader.decode(header["root"], "obj")
+            try:
+                obj = loader.decode(header["root"], "obj")
+            except (KeyError, TypeError, AttributeError) as e:
+                raise CheckpointError(f"mt.load({path!r}): the structure is malformed "
+                                      f"({type(e).__name__}: {e}); the file was damaged or "
+                                      f"altered") from None
     except CheckpointError:
         raise
     except zipfile.BadZipFile as e:
@@ -190,6 +195,8 @@ class _Loader:
             self.fail(where, f"unexpected structure node {str(node)[:80]}")
         kind = node["type"]
         if kind == "float":
+            if node.get("value") not in ("nan", "inf", "-inf"):
+                self.fail(where, f"bad non-finite float {node.get('value')!r}")
             return float(node["value"])
         if kind == "tuple":
             return tuple(self.decode(v, f"{where}[{i}]") for i, v in enumerate(node["items"]))

@@ -193,6 +193,10 @@ def test_tampered_structure(good_file):
         load_with(missing)
     with pytest.raises(mt.CheckpointError, match="unknown node type 'function'"):
         load_with({**header, "root": {"type": "function", "code": "import os"}})
+    with pytest.raises(mt.CheckpointError, match="structure is malformed"):
+        load_with({**header, "root": {"type": "dict", "entries": []}})
+    with pytest.raises(mt.CheckpointError, match="bad non-finite float"):
+        load_with({**header, "root": {"type": "float", "value": "1e400x"}})
     with pytest.raises(mt.CheckpointError, match="members the structure does not mention"):
         load_with(header, {"arr_1": np.zeros(3)})
     assert load_with(header)["step"] == 3       # and the untouched header still loads
