@@ -20,6 +20,8 @@ class Parameter(Tensor):
 
     ``.name`` is its dotted path in the model once it belongs to a module tree
     (``encoder.layers.0.self_attn.w_q.weight``); before that it is whatever name you gave.
+    A numpy array keeps its dtype (as torch.nn.Parameter keeps its tensor's): note that
+    ``np.zeros(n)`` is float64, so write ``np.zeros(n, np.float32)`` for a float32 weight.
     """
 
     def __init__(self, data, requires_grad=True, dtype=None):
