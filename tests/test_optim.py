@@ -56,6 +56,7 @@ CASES = {
     "adam_amsgrad": ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.01)),
     "adamw": ("AdamW", dict(lr=0.01)),
     "adamw_wd": ("AdamW", dict(lr=0.01, weight_decay=0.3, betas=(0.8, 0.99))),
+    "adamw_amsgrad_maximize": ("AdamW", dict(lr=0.01, amsgrad=True, maximize=True)),
 }
 
 
