@@ -133,7 +133,7 @@ def load(path):
             loader = _Loader(npz, arrays, path)
             try:
                 obj = loader.decode(header["root"], "obj")
-            except (KeyError, TypeError, AttributeError) as e:
+            except (KeyError, TypeError, AttributeError, RecursionError) as e:
                 raise CheckpointError(f"mt.load({path!r}): the structure is malformed "
                                       f"({type(e).__name__}: {e}); the file was damaged or "
                                       f"altered") from None
@@ -164,7 +164,7 @@ def _read_header(raw, path):
                               f"shape {raw.shape}, expected UTF-8 bytes (uint8, 1-D)")
     try:
         header = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(f"mt.load({path!r}): the structure member is not valid JSON "
                               f"({e}); the file was damaged or altered") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT or "root" not in header:
