@@ -480,6 +480,12 @@ def test_trace_marks_nan_and_saturated_softmax():
     with trace(quiet=True, saturation=0.99995) as t:    # its top weight is 0.99991
         F.softmax(scores)
     assert t.records[0].marks == []
+    causal = np.triu(np.ones((3, 3), dtype=bool), k=1)          # True = blocked
+    with trace(quiet=True) as t:
+        F.softmax(mt.zeros(3, 3), mask=causal)                  # row 0 has one allowed key
+        F.softmax(mt.zeros(2, 3), mask=np.ones((2, 3), dtype=bool))
+    assert t.records[0].marks == []
+    assert t.records[1].marks == ["2/2 rows fully masked (all zero)"]
 
 
 def test_trace_sees_ops_under_no_grad():
@@ -554,3 +560,31 @@ def test_parameter_views_share_the_parameter_box():
     m.name = "m"
     g = draw_graph((m.T @ m).sum())              # m used twice: the transpose stays an op
     assert find(g, "permute\n(3, 3)") and find(g, "m\n(3, 3)") and count_boxes(g) == 4
+
+
+def test_trace_on_the_transformer_shows_why_scores_are_scaled():
+    """Filtered to one decoder layer: both attentions' softmax, with (B, h, L_q, L_k) shapes;
+    without the 1/√d_k scale many more rows saturate (the causal mask's first row, one-hot
+    by construction, is not counted)."""
+    from transformer.config import TransformerConfig
+    from transformer.models import Transformer
+    saturated = {}
+    for scale in (True, False):
+        mt.manual_seed(0)
+        cfg = TransformerConfig.small(16, 16, d_model=256, n_heads=4, dropout=0.0,
+                                      attention_scale=scale)
+        model = Transformer(cfg)
+        rng = np.random.default_rng(0)
+        src = mt.tensor(rng.integers(4, 16, size=(2, 6)))
+        tgt_in = mt.tensor(rng.integers(4, 16, size=(2, 5)))
+        with trace(scope="decoder.layers.0", quiet=True) as t:
+            model(src, tgt_in)
+        assert {r.scope.split(".")[3] for r in t.records if r.scope.count(".") >= 3} >= \
+            {"self_attn", "cross_attn"}
+        assert all(r.scope.startswith("decoder.layers.0") for r in t.records)
+        soft = {r.scope: r for r in t.records if r.op == "softmax"}
+        assert soft["decoder.layers.0.self_attn"].output_shape == (2, 4, 5, 5)
+        assert soft["decoder.layers.0.cross_attn"].output_shape == (2, 4, 5, 6)
+        saturated[scale] = sum(int(re.match(r"saturated: (\d+)/", m).group(1))
+                               for r in soft.values() for m in r.marks if m.startswith("sat"))
+    assert saturated[False] > saturated[True] + 10

@@ -19,6 +19,7 @@ from .. import autograd
 from ..scope import current_scope
 
 SATURATION = 0.99     # a softmax row whose largest weight exceeds this is all but one-hot
+                      # (rows with one unmasked key are not counted: they are one-hot by design)
 
 
 class TraceRecord:
@@ -84,7 +85,10 @@ def _marks(op, out, saturation):
     if op == "softmax" and out.ndim >= 1 and out.size:
         rows = out.reshape(-1, out.shape[-1])
         peak = rows.max(axis=1)
-        saturated = int((peak > saturation).sum())
+        # a row with a single allowed key (the first query under a causal mask) is one-hot by
+        # construction, not saturated: count only rows that had a choice to make
+        choices = (rows > 0).sum(axis=1)
+        saturated = int(((peak > saturation) & (choices > 1)).sum())
         if saturated:
             marks.append(f"saturated: {saturated}/{len(rows)} rows max > {saturation:g}")
         blocked = int((rows.sum(axis=1) == 0).sum())
