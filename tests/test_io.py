@@ -228,7 +228,8 @@ def test_wrong_model_checkpoint_leaves_model_untouched(tmp_path):
     wrong_shape = Net().state_dict()
     wrong_shape["hidden.weight"] = np.zeros((16, 4), np.float32)
     mt.save({"model": wrong_shape}, path)
-    with pytest.raises(RuntimeError, match=r"hidden.weight: checkpoint \(16, 4\) vs model \(16, 3\)"):
+    with pytest.raises(RuntimeError, match=r"hidden.weight: checkpoint \(16, 4\) vs model "
+                                           r"\(16, 3\)"):
         net.load_state_dict(mt.load(path)["model"])
     for k, v in net.state_dict().items():
         np.testing.assert_array_equal(v, before[k])

@@ -141,7 +141,6 @@ def test_bad_arguments():
 
 
 def test_optimizer_state_dict_round_trip_continues_identically():
-    torch = pytest.importorskip("torch")  # noqa: F841  (only to share the problem set-up)
     init, grads = make_problem(seed=3, steps=12)
 
     def fresh():

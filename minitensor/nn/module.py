@@ -279,7 +279,7 @@ class Module:
             yield b
 
     def get_submodule(self, target):
-        """The module at dotted path `target` ('' is self): ``model.get_submodule('encoder.layers.0')``."""
+        """The module at dotted path `target` ('' is self), e.g. ``'encoder.layers.0'``."""
         m = self
         for part in target.split(".") if target else []:
             if part not in m._modules:
@@ -294,8 +294,9 @@ class Module:
         mpath, _, pname = target.rpartition(".")
         m = self.get_submodule(mpath)
         if pname not in m._parameters or m._parameters[pname] is None:
+            have = ", ".join(m._parameters) or "none"
             raise AttributeError(f"get_parameter({target!r}): {type(m).__name__} has no "
-                                 f"parameter {pname!r} (it has: {', '.join(m._parameters) or 'none'})")
+                                 f"parameter {pname!r} (it has: {have})")
         return m._parameters[pname]
 
     def num_parameters(self, trainable_only=False):
@@ -344,7 +345,8 @@ class Module:
         """
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
-            raise TypeError(f"{type(self).__name__}.to: expected a floating-point dtype, got {dtype}")
+            raise TypeError(f"{type(self).__name__}.to: expected a floating-point dtype, "
+                            f"got {dtype}")
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype.kind == "f" and t.dtype != dtype:
                 t._data = t._data.astype(dtype)

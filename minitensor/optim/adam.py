@@ -30,12 +30,14 @@ class Adam(Optimizer):
         super()._check_settings(group)
         b1, b2 = group["betas"]
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
-            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {group['betas']}")
+            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), "
+                             f"got {group['betas']}")
         if group["eps"] < 0 or group["weight_decay"] < 0:
             raise ValueError(f"{type(self).__name__}: eps and weight_decay must be ≥ 0")
 
     def _update(self, param, grad, state, group):
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        lr, (beta1, beta2) = group["lr"], group["betas"]
+        eps, wd = group["eps"], group["weight_decay"]
         if not state:
             state["step"] = 0
             state["exp_avg"] = np.zeros_like(param)

@@ -149,5 +149,6 @@ class WarmupCosineLR(LRScheduler):
     def lr_at(self, base_lr, epoch):
         if epoch < self.warmup_steps:
             return base_lr * (epoch + 1) / self.warmup_steps
-        progress = min(1.0, (epoch - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        decay_steps = max(1, self.total_steps - self.warmup_steps)
+        progress = min(1.0, (epoch - self.warmup_steps) / decay_steps)
         return self.min_lr + (base_lr - self.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
