@@ -588,3 +588,19 @@ def test_trace_on_the_transformer_shows_why_scores_are_scaled():
         saturated[scale] = sum(int(re.match(r"saturated: (\d+)/", m).group(1))
                                for r in soft.values() for m in r.marks if m.startswith("sat"))
     assert saturated[False] > saturated[True] + 10
+
+
+def test_budget_without_modules_to_collapse_says_why():
+    x = mt.randn(3, requires_grad=True)
+    y = x
+    for _ in range(30):
+        y = y * 1.01
+    g = draw_graph(y.sum(), max_nodes=10)
+    assert count_boxes(g) == 32
+    assert "over max_nodes=10, and no module scope left to collapse" in g.source
+    y = x
+    for i in range(30):
+        with mt.scope(f"block{i // 10}"):
+            y = y * 1.01
+    g = draw_graph(y.sum(), max_nodes=10)
+    assert count_boxes(g) == 5 and "collapsed automatically to depth=0" in g.source

@@ -434,10 +434,13 @@ def _choose_layout(items, edges, types, depth, fold, max_nodes):
     layout = _Layout(items, edges, types, depth, fold)
     if max_nodes is None or layout.count() <= max_nodes:
         return layout, ""
-    deepest = max((len(it.units) for it in items.values()), default=0)
-    start = deepest - 1 if depth is None else depth - 1
     full = layout.count()
-    for d in range(min(start, deepest - 1), -1, -1):
+    deepest = max((len(it.units) for it in items.values()), default=0)
+    start = deepest - 1 if depth is None else min(depth, deepest) - 1
+    if start < 0:
+        return layout, (f"{full} boxes, over max_nodes={max_nodes}, and no module scope left to "
+                        f"collapse (ops grouped in modules or `with mt.scope(name):` can be)")
+    for d in range(start, -1, -1):
         layout = _Layout(items, edges, types, d, fold)
         if layout.count() <= max_nodes:
             break
