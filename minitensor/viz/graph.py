@@ -528,12 +528,17 @@ def _emit_clusters(g, clusters, ids, attrs_for, types):
         if units:
             children[units[:-1]].append(units)
 
+    used = set()
+
     def emit(graph, units):
         for box in clusters.get(units, ()):
             graph.node(ids[box], **attrs_for(box))
         for child in children[units]:
             path = ".".join(child)
             name = "cluster_" + re.sub(r"\W", "_", path)
+            while name in used:             # 'my block' and 'my_block' are two clusters
+                name += "_"
+            used.add(name)
             with graph.subgraph(name=name) as sub:
                 kind = types.get(path)
                 label = child[-1] + (f" · {kind}" if kind else "")
