@@ -167,6 +167,7 @@ def test_repr_tree():
     assert "(norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)" in text
 
 
+@pytest.mark.torch
 def test_repr_matches_torch():
     torch = pytest.importorskip("torch")
     ours = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.LayerNorm(4), nn.GELU(),
@@ -244,6 +245,7 @@ def test_linear_shapes_init_and_error():
     np.testing.assert_allclose(y.data, y.data)  # runs; values checked against torch below
 
 
+@pytest.mark.torch
 def test_linear_matches_torch():
     torch = pytest.importorskip("torch")
     lin = nn.Linear(6, 4).double()
@@ -416,6 +418,7 @@ def test_double_and_float():
 
 # ----------------------------------------------------------------------------- utils
 
+@pytest.mark.torch
 def test_clip_grad_norm_matches_torch_and_returns_total():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)

@@ -60,6 +60,7 @@ CASES = {
 }
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("groups", [False, True], ids=["one_group", "two_groups"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_matches_torch_optim_over_20_steps(case, groups):
@@ -226,10 +227,19 @@ def lrs_torch(torch, make_sched, steps=30, lrs=(0.1, 0.02)):
     return np.array(out)
 
 
+def test_step_and_lambda_lr_formulas():
+    ours = lrs_ours(lambda o: lr_scheduler.StepLR(o, step_size=7, gamma=0.5))
+    np.testing.assert_allclose(ours[:, 1], [0.02 * 0.5 ** (e // 7) for e in range(31)])
+    ours = lrs_ours(lambda o: lr_scheduler.LambdaLR(o, [lambda e: 1 / (e + 1), lambda e: 2.0]))
+    np.testing.assert_allclose(ours[:, 0], [0.1 / (e + 1) for e in range(31)])
+    assert np.all(ours[:, 1] == 0.04)
+
+
 def noam(step, d_model=64, warmup=10, scale=2.0):
     return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 
+@pytest.mark.torch
 def test_lambda_and_step_lr_match_torch():
     torch = pytest.importorskip("torch")
     fn = lambda e: 0.95 ** e + 0.01 * (e % 3)        # noqa: E731
@@ -242,35 +252,52 @@ def test_lambda_and_step_lr_match_torch():
         rtol=1e-12)
 
 
-def test_noam_matches_the_formula_and_torch():
+def test_noam_follows_the_formula():
+    ours = lrs_ours(lambda o: lr_scheduler.NoamLR(o, d_model=64, warmup_steps=10, scale=2.0))
+    np.testing.assert_allclose(ours[:, 0], [noam(s) for s in range(1, 32)], rtol=1e-12)
+    assert np.array_equal(ours[:, 0], ours[:, 1])      # absolute: the groups' lrs are not used
+    peak = ours[:, 0].argmax()
+    assert peak == 9 and ours[peak, 0] == pytest.approx(2.0 / math.sqrt(64 * 10))
+    assert ours[0, 0] > 0
+
+
+@pytest.mark.torch
+def test_noam_matches_torch_lambda():
     torch = pytest.importorskip("torch")
     ours = lrs_ours(lambda o: lr_scheduler.NoamLR(o, d_model=64, warmup_steps=10, scale=2.0))
     # torch has no Noam: the same schedule as a LambdaLR over an lr of 1
     theirs = lrs_torch(torch, lambda o: torch.optim.lr_scheduler.LambdaLR(
         o, lambda e: noam(e + 1)), lrs=(1.0, 1.0))
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
-    peak = ours[:, 0].argmax()
-    assert peak == 9 and ours[peak, 0] == pytest.approx(2.0 / math.sqrt(64 * 10))
-    assert ours[0, 0] == pytest.approx(noam(1)) and ours[0, 0] > 0
 
 
-def test_warmup_cosine_matches_torch_lambda_and_shape():
+WARMUP, TOTAL, MIN_LR = 5, 25, 0.001
+
+
+def cosine_factor(e, base):
+    if e < WARMUP:
+        return (e + 1) / WARMUP
+    prog = min(1.0, (e - WARMUP) / (TOTAL - WARMUP))
+    return (MIN_LR + (base - MIN_LR) * 0.5 * (1 + math.cos(math.pi * prog))) / base
+
+
+def test_warmup_cosine_shape():
+    ours = lrs_ours(lambda o: lr_scheduler.WarmupCosineLR(o, WARMUP, TOTAL, min_lr=MIN_LR))
+    expected = [[0.1 * cosine_factor(e, 0.1), 0.02 * cosine_factor(e, 0.02)] for e in range(31)]
+    np.testing.assert_allclose(ours, expected, rtol=1e-12)
+    assert ours[0, 0] == pytest.approx(0.02) and ours[WARMUP - 1, 0] == pytest.approx(0.1)
+    assert np.all(np.diff(ours[:WARMUP, 0]) > 0)                 # rises linearly …
+    assert np.all(np.diff(ours[WARMUP:TOTAL + 1, 0]) < 0)        # … then decays …
+    assert ours[TOTAL, 0] == pytest.approx(MIN_LR) and ours[-1, 0] == pytest.approx(MIN_LR)
+
+
+@pytest.mark.torch
+def test_warmup_cosine_matches_torch_lambda():
     torch = pytest.importorskip("torch")
-    warmup, total, min_lr = 5, 25, 0.001
-
-    def factor(e, base):
-        if e < warmup:
-            return (e + 1) / warmup
-        prog = min(1.0, (e - warmup) / (total - warmup))
-        return (min_lr + (base - min_lr) * 0.5 * (1 + math.cos(math.pi * prog))) / base
-
-    ours = lrs_ours(lambda o: lr_scheduler.WarmupCosineLR(o, warmup, total, min_lr=min_lr))
+    ours = lrs_ours(lambda o: lr_scheduler.WarmupCosineLR(o, WARMUP, TOTAL, min_lr=MIN_LR))
     theirs = lrs_torch(torch, lambda o: torch.optim.lr_scheduler.LambdaLR(
-        o, [lambda e: factor(e, 0.1), lambda e: factor(e, 0.02)]))
+        o, [lambda e: cosine_factor(e, 0.1), lambda e: cosine_factor(e, 0.02)]))
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
-    assert ours[0, 0] == pytest.approx(0.02) and ours[warmup - 1, 0] == pytest.approx(0.1)
-    assert ours[total, 0] == pytest.approx(min_lr) and ours[-1, 0] == pytest.approx(min_lr)
-    assert np.all(np.diff(ours[warmup:total + 1, 0]) < 0)
 
 
 def test_scheduler_state_dict_resumes():
