@@ -3,7 +3,7 @@
     python demos/step_backward.py            # Enter: next step, q: quit
     python demos/step_backward.py --all      # run every step without waiting
     python demos/step_backward.py --all --out frames   # frames into ./frames (default
-                                                       # ./step_backward_frames; --no-frames: none)
+                                                       # runs/step_backward; --no-frames: none)
 
 The block is single-head self-attention over a few tokens with d_model = 4, a residual
 connection and LayerNorm — small enough that every gradient fits on the screen:
@@ -192,7 +192,7 @@ def parse_args(argv=None):
         description="Step through the backward pass of a tiny attention block "
                     "(Enter: next step, q: quit).")
     p.add_argument("--all", action="store_true", help="run every step without waiting for Enter")
-    p.add_argument("--out", metavar="DIR", default="step_backward_frames",
+    p.add_argument("--out", metavar="DIR", default=os.path.join("runs", "step_backward"),
                    help="write each frame into DIR (SVG with Graphviz's dot, else .dot text; "
                         "default: %(default)s)")
     p.add_argument("--no-frames", action="store_true", help="do not write frames")
