@@ -2,6 +2,7 @@
 gradient back to its own shape."""
 import math
 
+import numba
 import numpy as np
 
 from ..function import Function, unbroadcast
@@ -239,35 +240,42 @@ class Relu(Function):
         return grad * (out > 0)
 
 
-_erf = np.frompyfunc(math.erf, 1, 1)
+@numba.vectorize(cache=True)
+def _erf(v):
+    """math.erf as a numpy ufunc (numpy has no erf); compiled for each dtype on first use."""
+    return math.erf(v)
+
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 class Gelu(Function):
-    """GELU(x) = x·Φ(x). approximate="none" uses erf exactly; "tanh" is the fast
-    approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    """GELU(x) = x·Φ(x), with Φ the standard normal CDF.
+
+    approximate="none" uses Φ(x) = (1 + erf(x/√2))/2 exactly; "tanh" is the fast approximation
+    0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    """
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
-        ctx.save_for_backward(x)
         ctx.approximate = approximate
         if approximate == "tanh":
-            inner = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
-            return 0.5 * x * (1 + np.tanh(inner))
+            t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3))
+            ctx.save_for_backward(x, t)
+            return 0.5 * x * (1 + t)
         if approximate != "none":
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        cdf = 0.5 * (1 + _erf(x / math.sqrt(2)).astype(x.dtype))
+        cdf = (0.5 * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, cdf)
         return x * cdf
 
     @staticmethod
     def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
         if ctx.approximate == "tanh":
-            inner = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
-            t = np.tanh(inner)
+            x, t = ctx.saved_tensors
             d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
             return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
-        cdf = 0.5 * (1 + _erf(x / math.sqrt(2)).astype(x.dtype))
+        x, cdf = ctx.saved_tensors      # d/dx x·Φ(x) = Φ(x) + x·φ(x)
         pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
         return grad * (cdf + x * pdf)
 
