@@ -17,17 +17,18 @@ from .tensor import Tensor
 
 
 def _operand(x, like=None):
-    """Lift a number or array to an operand. A Python number takes the other tensor's float
-    dtype (so x * 2.0 stays float32); an int number with a float tensor likewise."""
+    """Lift a number, list or array `x` to an operand of a binary op whose other operand is
+    `like`. Next to a float tensor, numbers and arrays take its dtype (so x * 2.0 and
+    x + np.ones(3) stay float32, and a float64 tensor keeps full precision); a Python int next
+    to an integer tensor takes its dtype; otherwise the usual rules (floats become float32)."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, int, float)) and like is not None and isinstance(like, Tensor):
-        kind = like.dtype.kind
-        if kind == "f":
+    if isinstance(like, Tensor):
+        arr = np.asarray(x)
+        if like.dtype.kind == "f" and arr.dtype.kind in "fiub":
+            return arr.astype(like.dtype, copy=False)
+        if like.dtype.kind in "iu" and isinstance(x, int) and not isinstance(x, bool):
             return np.asarray(x, dtype=like.dtype)
-        if isinstance(x, float):
-            return np.asarray(x, dtype=np.float32)
-        return np.asarray(x, dtype=like.dtype if kind in "iu" else None)
     return Tensor(x).data
 
 

@@ -630,3 +630,17 @@ def test_cast_is_differentiable_between_float_types(leaf):
     assert x.grad.dtype == mt.float64
     np.testing.assert_array_equal(x.grad.data, 1)
     assert not x.long().requires_grad
+
+
+def test_numbers_and_arrays_take_a_float64_tensors_dtype_without_rounding():
+    x = mt.zeros(2, dtype=mt.float64)
+    for y in (x + 0.1, x + np.array([0.1, 0.1]), x + [0.1, 0.1], 0.1 + x, np.array([0.1]) + x):
+        assert y.dtype == mt.float64
+        np.testing.assert_array_equal(y.data, 0.1)       # not float32's 0.10000000149
+
+
+def test_integer_operands():
+    ids = mt.tensor([1, 2], dtype=mt.int32)
+    assert (ids + 1).dtype == mt.int32
+    assert (ids * 1.5).dtype == mt.float32
+    assert (ids / ids).dtype == mt.float32
