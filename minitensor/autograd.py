@@ -203,7 +203,7 @@ def _initial_grad(tensor, grad):
                 f"tensor has shape {tensor.shape}. Pass grad= with that shape (or reduce it, "
                 f"e.g. loss.sum()).")
         return np.ones_like(tensor.data)
-    g = grad.data if hasattr(grad, "data") and not isinstance(grad, np.ndarray) else np.asarray(grad)
+    g = grad if isinstance(grad, np.ndarray) else np.asarray(getattr(grad, "data", grad))
     if g.shape != tensor.shape:
         raise ValueError(f"backward: grad has shape {g.shape} but the output has shape {tensor.shape}")
     return g.astype(tensor.dtype, copy=False)

@@ -346,6 +346,7 @@ def _install_operators():
         "argmax", "argmin", "reshape", "view", "transpose", "permute", "swapaxes", "expand",
         "broadcast_to", "squeeze", "unsqueeze", "flatten", "split", "chunk", "masked_fill",
         "tril", "triu", "matmul", "softmax", "log_softmax", "any", "all", "neg", "pow",
+        "isnan", "isfinite",
     ]
     for name in methods:
         setattr(Tensor, name, getattr(F, name))
