@@ -194,7 +194,12 @@ def sum(x, axis=None, keepdims=False):
 
 
 def mean(x, axis=None, keepdims=False):
-    return R.Mean.apply(x, axis=axis, keepdims=keepdims)
+    return R.Mean.apply(_float_data(x), axis=axis, keepdims=keepdims)
+
+
+def _float_data(x):
+    """Integer/bool data as float32 (the mean of ids is a float32, not numpy's float64)."""
+    return x if _dtype_kind(x) == "f" else _data(x).astype(np.float32)
 
 
 def max(x, axis=None, keepdims=False):
@@ -208,7 +213,8 @@ def min(x, axis=None, keepdims=False):
 
 
 def var(x, axis=None, unbiased=True, keepdims=False):
-    return R.Var.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
+    """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
+    return R.Var.apply(_float_data(x), axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
 def std(x, axis=None, unbiased=True, keepdims=False):
@@ -399,6 +405,8 @@ def softmax(x, axis=-1, scale=1.0, mask=None):
     mask (0 where allowed, −inf where blocked). Fully blocked rows give zeros, not NaN.
     """
     m = None if mask is None else _data(mask)
+    if x.ndim == 0:
+        raise op_error("softmax", "needs at least one axis, got a 0-d tensor (shape ())")
     axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
     if axis == x.ndim - 1:
         return NN.Softmax.apply(x, scale=scale, mask=m)
@@ -414,6 +422,8 @@ def softmax(x, axis=-1, scale=1.0, mask=None):
 
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x))."""
+    if x.ndim == 0:
+        raise op_error("log_softmax", "needs at least one axis, got a 0-d tensor (shape ())")
     axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
     if axis == x.ndim - 1:
         return NN.LogSoftmax.apply(x)

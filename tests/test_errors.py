@@ -37,6 +37,7 @@ BAD_INPUT = {
     "logsumexp axis": (lambda: x23().logsumexp(axis=2), ValueError, "logsumexp", ["(2, 3)"]),
     "argmax axis": (lambda: x23().argmax(axis=2), ValueError, "argmax", ["axis 2", "(2, 3)"]),
     "softmax axis": (lambda: F.softmax(x23(), axis=2), ValueError, "softmax", ["axis 2", "(2, 3)"]),
+    "softmax of a scalar": (lambda: F.softmax(mt.tensor(1.0)), ValueError, "softmax", ["()"]),
     "log_softmax axis": (lambda: F.log_softmax(x23(), axis=-3), ValueError, "log_softmax",
                          ["(2, 3)"]),
     "swapaxes axis": (lambda: x23().swapaxes(0, 2), ValueError, "swapaxes", ["axis 2", "(2, 3)"]),

@@ -645,6 +645,8 @@ def test_integer_operands():
     assert (ids + 1).dtype == mt.int32
     assert (ids * 1.5).dtype == mt.float32
     assert (ids / ids).dtype == mt.float32
+    assert ids.mean().dtype == mt.float32 and ids.mean().item() == 1.5
+    assert ids.var().dtype == mt.float32
 
 
 # ============================================================================ gradcheck itself
