@@ -58,5 +58,11 @@ class MatMul(Function):
         if ctx.needs_input_grad[0]:
             ga = unbroadcast(K.matmul_grad_a(g, b2), a2.shape).reshape(a_shape)
         if ctx.needs_input_grad[1]:
-            gb = unbroadcast(K.matmul_grad_b(a2, g), b2.shape).reshape(b_shape)
+            if b2.ndim == 2 and a2.ndim > 2:
+                # a Linear layer's weight: Σ over the batch of aᵀ·grad is one 2-D product
+                # (B·L, k)ᵀ @ (B·L, m), cheaper than B small products summed afterwards
+                k, m = b2.shape
+                gb = K.matmul_grad_b(a2.reshape(-1, k), g.reshape(-1, m)).reshape(b_shape)
+            else:
+                gb = unbroadcast(K.matmul_grad_b(a2, g), b2.shape).reshape(b_shape)
         return ga, gb

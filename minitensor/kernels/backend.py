@@ -1,0 +1,60 @@
+"""The one switch that picks who runs the hot loops: numba kernels or their plain-numpy twins.
+
+    MINITENSOR_BACKEND=numpy python train.py      # environment variable, read at import
+    mt.set_backend("numpy")                       # process-wide, from code
+    with mt.kernels.use_backend("numpy"): ...     # for a block, restored afterwards
+
+The default is "numba". Both backends compute the same thing (tests/test_kernels.py checks it),
+so a learner can read the numpy twin and time the numba kernel.
+"""
+import contextlib
+import os
+
+BACKENDS = ("numba", "numpy")
+ENV_VAR = "MINITENSOR_BACKEND"
+
+
+def _check(name, where):
+    if name not in BACKENDS:
+        raise ValueError(f"{where}: unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return name
+
+
+_backend = [_check(os.environ.get(ENV_VAR, "numba").strip().lower() or "numba",
+                   f"environment variable {ENV_VAR}")]
+
+
+def set_backend(name):
+    """Choose the backend for every kernel call in this process: 'numba' or 'numpy'."""
+    _backend[0] = _check(name, "set_backend")
+
+
+def get_backend():
+    """The backend kernels currently dispatch to: 'numba' or 'numpy'."""
+    return _backend[0]
+
+
+@contextlib.contextmanager
+def use_backend(name):
+    """Run a block with another backend, then restore the previous one (even on error)."""
+    previous = _backend[0]
+    set_backend(name)
+    try:
+        yield name
+    finally:
+        _backend[0] = previous
+
+
+def dispatch(numba_fn, numpy_fn):
+    """One public kernel: calls `numba_fn` or its twin `numpy_fn` (same signature) according to
+    the switch. The two are kept as `.numba` and `.numpy` so benchmarks and tests can call
+    either directly."""
+    def kernel(*args, **kwargs):
+        if _backend[0] == "numba":
+            return numba_fn(*args, **kwargs)
+        return numpy_fn(*args, **kwargs)
+
+    kernel.__name__ = kernel.__qualname__ = numpy_fn.__name__.removesuffix("_numpy")
+    kernel.__doc__ = numpy_fn.__doc__
+    kernel.numba, kernel.numpy = numba_fn, numpy_fn
+    return kernel

@@ -1,0 +1,205 @@
+"""Softmax and log-softmax over the last axis: numba kernels and their numpy twins.
+
+softmax_forward(x, scale, mask) is the kernel under scaled dot-product attention: it computes
+softmax(scale·x + mask) in one pass over memory, with the mask's broadcasting done by index
+arithmetic instead of materialising a mask as large as the scores.
+"""
+import numpy as np
+from numba import prange
+
+from .jit import exp, kernel
+
+
+# ---- numpy twins (the reference a learner reads first) ----------------------------------------
+
+def softmax_forward_numpy(x, scale=1.0, mask=None):
+    """softmax(scale·x + mask) over the last axis; x (..., N) → y of the same shape and dtype.
+
+    mask: None, bool (True = blocked) or additive float (0 / −inf), broadcastable to x.
+    Numerically stable: yᵢ = exp(zᵢ − max z) / Σⱼ exp(zⱼ − max z). A row whose every entry is
+    blocked (max z = −inf) gives all zeros, never NaN."""
+    z = x * x.dtype.type(scale) if scale != 1.0 else x
+    if mask is not None:
+        z = np.where(mask, -np.inf, z) if mask.dtype == np.bool_ else z + mask.astype(x.dtype)
+    z_max = np.max(z, axis=-1, keepdims=True)
+    z_max = np.where(np.isfinite(z_max), z_max, 0.0)
+    e = np.exp(z - z_max)
+    total = e.sum(axis=-1, keepdims=True)
+    y = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    return y.astype(x.dtype, copy=False)
+
+
+def softmax_backward_numpy(y, dy, scale=1.0):
+    """dx = scale · y ⊙ (dy − Σⱼ dyⱼ·yⱼ) over the last axis; zero where y is zero (a fully
+    masked row). y, dy (..., N) → dx (..., N)."""
+    dx = y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+    return dx * y.dtype.type(scale) if scale != 1.0 else dx
+
+
+def log_softmax_forward_numpy(x):
+    """log softmax over the last axis: y = x − max x − log Σ exp(x − max x); x (..., N)."""
+    z = x - np.max(x, axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def log_softmax_backward_numpy(y, dy):
+    """dx = dy − exp(y) · Σ dy over the last axis (exp(y) is the softmax)."""
+    return dy - np.exp(y) * dy.sum(axis=-1, keepdims=True)
+
+
+# ---- numba kernels ------------------------------------------------------------------------------
+
+@kernel(parallel=True, max_reduction=True)
+def _softmax_rows(x, mask, scale, rows_per_block, y):
+    """y[a, b, c, :] = softmax(scale·x[a, b, c, :] + mask[a', b', c', :]).
+
+    x, y: (A, B, C, N) C-contiguous. mask: additive, (MA, MB, MC, N) with each of MA, MB, MC
+    either 1 (broadcast) or equal to A, B, C — so a (B, 1, 1, Lk) padding mask or an (Lq, Lk)
+    causal mask is read in place, never expanded to the scores' size.
+
+    Rows are handled in blocks of `rows_per_block` (one block per parallel task). Within a
+    block the exp — the costly part — runs as one flat loop over all the block's entries:
+    attention rows are often only 8–64 long, too short for a per-row loop to vectorise."""
+    A, B, C, N = x.shape
+    MA, MB, MC, _ = mask.shape
+    n_rows = A * B * C
+    y_flat = y.reshape(-1)
+    f = x.dtype.type                       # float32 or float64: keep all arithmetic in it
+    for block in prange((n_rows + rows_per_block - 1) // rows_per_block):
+        first = block * rows_per_block
+        last = min(first + rows_per_block, n_rows)
+        # pass 1, per row: z = scale·x + mask, and y = z − max z (−inf if the row is all blocked)
+        for row in range(first, last):
+            a, b, c = row // (B * C), (row // C) % B, row % C
+            ma, mb, mc = a if MA > 1 else 0, b if MB > 1 else 0, c if MC > 1 else 0
+            z_max = f(-np.inf)
+            for j in range(N):
+                z = x[a, b, c, j] * scale + mask[ma, mb, mc, j]
+                y[a, b, c, j] = z
+                z_max = max(z_max, z)
+            if z_max == -np.inf:           # every position blocked: exp gives 0 everywhere
+                z_max = f(0)
+            for j in range(N):
+                y[a, b, c, j] -= z_max
+        # pass 2, flat over the block: e = exp(z − max z)
+        block_values = y_flat[first * N:last * N]
+        for i in range(block_values.shape[0]):
+            block_values[i] = exp(block_values[i])
+        # pass 3, per row: divide by the row's sum (a fully blocked row sums to 0: keep zeros)
+        for row in range(first, last):
+            a, b, c = row // (B * C), (row // C) % B, row % C
+            total = f(0)
+            for j in range(N):
+                total += y[a, b, c, j]
+            inv_total = f(1) / total if total > 0 else f(0)
+            for j in range(N):
+                y[a, b, c, j] *= inv_total
+
+
+@kernel(parallel=True)
+def _softmax_backward_rows(y, dy, scale, dx):
+    """dx[r, :] = scale · y[r, :] ⊙ (dy[r, :] − Σⱼ dy[r, j]·y[r, j]); y, dy, dx (R, N)."""
+    R, N = y.shape
+    f = y.dtype.type
+    for r in prange(R):
+        dot = f(0)
+        for j in range(N):
+            dot += dy[r, j] * y[r, j]
+        for j in range(N):
+            dx[r, j] = scale * y[r, j] * (dy[r, j] - dot)
+
+
+@kernel(parallel=True, max_reduction=True)
+def _log_softmax_rows(x, y):
+    """y[r, :] = x[r, :] − max − log Σⱼ exp(x[r, j] − max); x, y (R, N)."""
+    R, N = x.shape
+    f = x.dtype.type
+    for r in prange(R):
+        x_max = f(-np.inf)
+        for j in range(N):
+            x_max = max(x_max, x[r, j])
+        total = f(0)
+        for j in range(N):
+            total += exp(x[r, j] - x_max)
+        log_total = np.log(total)
+        for j in range(N):
+            y[r, j] = x[r, j] - x_max - log_total
+
+
+@kernel(parallel=True)
+def _log_softmax_backward_rows(y, dy, dx):
+    """dx[r, :] = dy[r, :] − exp(y[r, :]) · Σⱼ dy[r, j]; y, dy, dx (R, N)."""
+    R, N = y.shape
+    f = y.dtype.type
+    for r in prange(R):
+        dy_sum = f(0)
+        for j in range(N):
+            dy_sum += dy[r, j]
+        for j in range(N):
+            dx[r, j] = dy[r, j] - exp(y[r, j]) * dy_sum
+
+
+# ---- the numba side's wrappers: shapes in, contiguous arrays to the kernels -------------------
+
+def _rows(a, dtype=None):
+    """a as a C-contiguous (R, N) array (a copy only if a is a non-contiguous view)."""
+    return np.ascontiguousarray(a, dtype=dtype).reshape(-1, a.shape[-1])
+
+
+def _as_4d(x, mask):
+    """x as contiguous (A, B, C, N); mask as additive float (MA, MB, MC, N), broadcast axes kept
+    at size 1. More than four axes of x are merged (then a mask is expanded to x's size)."""
+    n = x.shape[-1]
+    x = np.ascontiguousarray(x)
+    if mask is None:
+        mask = np.zeros((1, 1, 1, n), dtype=x.dtype)
+    else:
+        if mask.dtype == np.bool_:
+            mask = np.where(mask, x.dtype.type(-np.inf), x.dtype.type(0))
+        mask = mask.astype(x.dtype, copy=False)
+        mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)
+    if x.ndim > 4:
+        mask = np.broadcast_to(mask, x.shape).reshape(-1, *x.shape[-3:])
+        x = x.reshape(-1, *x.shape[-3:])
+    x = x.reshape((1,) * (4 - x.ndim) + x.shape)
+    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+    mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:3] + (n,)))
+    return x, mask
+
+
+# entries per parallel task of the forward kernel: large enough to amortise scheduling and to
+# give the flat exp loop a long run, small enough (16 KiB of float32) to stay in L1 between passes.
+_BLOCK_ENTRIES = 4096
+
+
+def softmax_forward_numba(x, scale=1.0, mask=None):
+    """Numba twin of softmax_forward_numpy (same arguments, same result)."""
+    x4, mask4 = _as_4d(x, mask)
+    y = np.empty_like(x4)
+    rows_per_block = max(1, _BLOCK_ENTRIES // x4.shape[-1])
+    _softmax_rows(x4, mask4, x.dtype.type(scale), rows_per_block, y)
+    return y.reshape(x.shape)
+
+
+def softmax_backward_numba(y, dy, scale=1.0):
+    """Numba twin of softmax_backward_numpy."""
+    y2, dy2 = _rows(y), _rows(dy, y.dtype)
+    dx = np.empty_like(y2)
+    _softmax_backward_rows(y2, dy2, y.dtype.type(scale), dx)
+    return dx.reshape(y.shape)
+
+
+def log_softmax_forward_numba(x):
+    """Numba twin of log_softmax_forward_numpy."""
+    x2 = _rows(x)
+    y = np.empty_like(x2)
+    _log_softmax_rows(x2, y)
+    return y.reshape(x.shape)
+
+
+def log_softmax_backward_numba(y, dy):
+    """Numba twin of log_softmax_backward_numpy."""
+    y2, dy2 = _rows(y), _rows(dy, y.dtype)
+    dx = np.empty_like(y2)
+    _log_softmax_backward_rows(y2, dy2, dx)
+    return dx.reshape(y.shape)
