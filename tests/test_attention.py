@@ -83,10 +83,10 @@ def test_mha_returns_per_head_weights_and_records_them(rng):
     np.testing.assert_allclose(w.data.sum(-1), 1.0, rtol=1e-5)
 
 
-def test_fused_qkv_equals_separate_projections(rng):
+def test_self_attention_equals_attention_to_a_copy(rng):
     mha = MultiHeadAttention(8, 2).double()
     x = mt.tensor(rng.standard_normal((2, 3, 8)), dtype=mt.float64)
-    fused, _ = mha(x)                                   # key is query: one fused matmul
+    fused, _ = mha(x)                                   # key is query: projections share x2
     separate, _ = mha(x, mt.tensor(x.data, dtype=mt.float64), mt.tensor(x.data, dtype=mt.float64))
     np.testing.assert_allclose(fused.data, separate.data, rtol=1e-12)
 
