@@ -3,10 +3,12 @@
 Each function checks and converts its arguments, then applies one `Function` from
 `minitensor.ops` (or composes a few). Tensor methods and operators call these.
 """
+import builtins         # sum, max, min, abs, any, all and pow are ops in this module
+
 import numpy as np
 
 from . import random as _random
-from .function import ShapeError, op_error
+from .function import op_error
 from .ops import elementwise as E
 from .ops import linalg as LA
 from .ops import nn as NN
@@ -149,6 +151,7 @@ def clip(x, low=None, high=None):
 
 
 def cast(x, dtype):
+    """x as `dtype`: differentiable between float types; an integer result has no gradient."""
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x
@@ -158,6 +161,7 @@ def cast(x, dtype):
 
 
 def clone(x):
+    """A copy of x that stays in the graph (its gradient flows back to x)."""
     return E.Clone.apply(x)
 
 
@@ -190,10 +194,12 @@ def all(x, axis=None, keepdims=False):
 
 # --------------------------------------------------------------------------- reductions
 def sum(x, axis=None, keepdims=False):
+    """Sum over `axis` (an int, a tuple, or None for all axes); keepdims keeps them as size 1."""
     return R.Sum.apply(x, axis=axis, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
+    """Mean over `axis` (an int, a tuple, or None for all axes)."""
     return R.Mean.apply(_float_data(x), axis=axis, keepdims=keepdims)
 
 
@@ -218,14 +224,17 @@ def var(x, axis=None, unbiased=True, keepdims=False):
 
 
 def std(x, axis=None, unbiased=True, keepdims=False):
+    """Standard deviation: the square root of `var` (same arguments)."""
     return sqrt(var(x, axis=axis, unbiased=unbiased, keepdims=keepdims))
 
 
 def logsumexp(x, axis=None, keepdims=False):
+    """log Σ exp(x) over `axis`, without overflow; its gradient is softmax(x)."""
     return R.LogSumExp.apply(x, axis=axis, keepdims=keepdims)
 
 
 def argmax(x, axis=None, keepdims=False):
+    """Index of the maximum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
     if axis is not None:
         normalize_axis(axis, d.ndim, "argmax", d.shape)
@@ -233,6 +242,7 @@ def argmax(x, axis=None, keepdims=False):
 
 
 def argmin(x, axis=None, keepdims=False):
+    """Index of the minimum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
     if axis is not None:
         normalize_axis(axis, d.ndim, "argmin", d.shape)
@@ -247,6 +257,8 @@ def _shape_arg(shape):
 
 
 def reshape(x, *shape):
+    """The same elements in a new shape (one size may be -1): reshape(x, 2, 3) or
+    reshape(x, (2, 3)). A view of x when numpy can make one."""
     return S.Reshape.apply(x, shape=_shape_arg(shape))
 
 
@@ -254,6 +266,8 @@ view = reshape
 
 
 def permute(x, *axes):
+    """Reorder the axes: out.shape[i] == x.shape[axes[i]] (e.g. (B, L, h, d) → (B, h, L, d)
+    with permute(x, 0, 2, 1, 3))."""
     return S.Permute.apply(x, axes=_shape_arg(axes))
 
 
@@ -281,6 +295,7 @@ def expand(x, *shape):
 
 
 def broadcast_to(x, shape):
+    """Broadcast to `shape` without copying (numpy's rules); the gradient sums the copies."""
     return S.Expand.apply(x, shape=tuple(shape))
 
 
@@ -297,6 +312,7 @@ def squeeze(x, axis=None):
 
 
 def unsqueeze(x, axis):
+    """Insert an axis of size 1 at position `axis` (negative counts from the end of the result)."""
     axis = normalize_axis(axis, x.ndim + 1, "unsqueeze", x.shape)
     shape = list(x.shape)
     shape.insert(axis, 1)
@@ -304,6 +320,8 @@ def unsqueeze(x, axis):
 
 
 def flatten(x, start_axis=0, end_axis=-1):
+    """Merge axes start_axis..end_axis (inclusive) into one: (B, L, d) → (B·L, d) with
+    flatten(x, 0, 1)."""
     if x.ndim == 0:
         return reshape(x, (1,))
     s = normalize_axis(start_axis, x.ndim, "flatten", x.shape)
@@ -313,6 +331,7 @@ def flatten(x, start_axis=0, end_axis=-1):
 
 
 def concat(tensors, axis=0):
+    """Join tensors along an existing axis; their other sizes must match."""
     return S.Concat.apply(*tensors, axis=axis)
 
 
@@ -320,6 +339,7 @@ cat = concat
 
 
 def stack(tensors, axis=0):
+    """Join tensors of one shape along a new axis: n tensors (a, b) → (n, a, b) with axis=0."""
     return S.Stack.apply(*tensors, axis=axis)
 
 
@@ -336,7 +356,7 @@ def split(x, split_size_or_sections, axis=0):
         sizes = [size] * (n // size) + ([n % size] if n % size else [])
     else:
         sizes = list(split_size_or_sections)
-        if builtins_sum(sizes) != n:
+        if builtins.sum(sizes) != n:
             raise op_error("split", f"sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
     out, start = [], 0
     for size in sizes:
@@ -366,6 +386,8 @@ def _index_arg(index):
 
 
 def getitem(x, index):
+    """x[index]: ints, slices, None, Ellipsis, integer arrays/lists/tensors and boolean masks,
+    as in numpy. Repeated indices receive the sum of their gradients."""
     return S.GetItem.apply(x, index=_index_arg(index))
 
 
@@ -382,10 +404,12 @@ def masked_fill(x, mask, value):
 
 
 def tril(x, k=0):
+    """Keep the lower triangle of the last two axes (j ≤ i + k), zero elsewhere."""
     return S.Tril.apply(x, k=k)
 
 
 def triu(x, k=0):
+    """Keep the upper triangle of the last two axes (j ≥ i + k), zero elsewhere."""
     return S.Triu.apply(x, k=k)
 
 
@@ -491,7 +515,3 @@ def mse_loss(input, target, reduction="mean"):
         return sum(sq)
     return sq
 
-
-import builtins as _builtins  # noqa: E402  (sum is shadowed above by the op)
-
-builtins_sum = _builtins.sum
