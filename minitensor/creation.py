@@ -5,14 +5,9 @@ generator that `mt.manual_seed` seeds.
 """
 import numpy as np
 
+from .ops._axes import shape_arg
 from .random import generator
 from .tensor import Tensor, _DEFAULT_FLOAT
-
-
-def _shape(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
 
 
 def _float(dtype):
@@ -25,11 +20,11 @@ def tensor(data, dtype=None, requires_grad=False, name=None):
 
 
 def zeros(*shape, dtype=None, requires_grad=False, name=None):
-    return Tensor(np.zeros(_shape(shape)), requires_grad, dtype=_float(dtype), name=name)
+    return Tensor(np.zeros(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
 def ones(*shape, dtype=None, requires_grad=False, name=None):
-    return Tensor(np.ones(_shape(shape)), requires_grad, dtype=_float(dtype), name=name)
+    return Tensor(np.ones(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
 def full(shape, value, dtype=None, requires_grad=False, name=None):
@@ -42,13 +37,13 @@ def full(shape, value, dtype=None, requires_grad=False, name=None):
 
 def randn(*shape, dtype=None, requires_grad=False, name=None):
     """Standard normal samples."""
-    data = generator().standard_normal(_shape(shape))
+    data = generator().standard_normal(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
 def rand(*shape, dtype=None, requires_grad=False, name=None):
     """Uniform samples in [0, 1)."""
-    data = generator().random(_shape(shape))
+    data = generator().random(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 

@@ -14,7 +14,7 @@ from .ops import linalg as LA
 from .ops import nn as NN
 from .ops import reduce as R
 from .ops import shape as S
-from .ops._axes import normalize_axis
+from .ops._axes import normalize_axis, shape_arg
 from .tensor import Tensor
 
 
@@ -250,16 +250,10 @@ def argmin(x, axis=None, keepdims=False):
 
 
 # --------------------------------------------------------------------------- shape
-def _shape_arg(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
-
-
 def reshape(x, *shape):
     """The same elements in a new shape (one size may be -1): reshape(x, 2, 3) or
     reshape(x, (2, 3)). A view of x when numpy can make one."""
-    return S.Reshape.apply(x, shape=_shape_arg(shape))
+    return S.Reshape.apply(x, shape=shape_arg(shape))
 
 
 view = reshape
@@ -268,7 +262,7 @@ view = reshape
 def permute(x, *axes):
     """Reorder the axes: out.shape[i] == x.shape[axes[i]] (e.g. (B, L, h, d) → (B, h, L, d)
     with permute(x, 0, 2, 1, 3))."""
-    return S.Permute.apply(x, axes=_shape_arg(axes))
+    return S.Permute.apply(x, axes=shape_arg(axes))
 
 
 def transpose(x, axis0=None, axis1=None):
@@ -288,7 +282,7 @@ def swapaxes(x, axis0, axis1):
 
 def expand(x, *shape):
     """Broadcast to `shape` without copying (-1 keeps a size)."""
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     lead = len(shape) - x.ndim
     full = tuple(x.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
     return S.Expand.apply(x, shape=full)

@@ -74,7 +74,9 @@ class Tensor:
 
     @classmethod
     def _make(cls, array, requires_grad=False):
-        """Wrap an op's output array without copying or changing its dtype."""
+        """Wrap an op's output array without copying or changing its dtype.
+
+        Sets the same fields as `_init`, without its checks: this runs once per op."""
         t = cls.__new__(cls)
         t._data = array
         t.requires_grad = requires_grad

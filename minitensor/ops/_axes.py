@@ -4,6 +4,13 @@ import numpy as np
 from ..function import op_error
 
 
+def shape_arg(args):
+    """The shape given either as separate ints or as one tuple/list: f(2, 3) or f((2, 3))."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return tuple(args)
+
+
 def normalize_axis(axis, ndim, op, shape):
     """One axis, negative allowed, as a non-negative int; a clear error when out of range.
 

@@ -63,7 +63,12 @@ class Min(_Extremum):
 
 
 class Var(Function):
-    """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
+    """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default).
+
+    The gradient is 2·(x − mean)/denominator (the mean's own dependence on x cancels, since
+    the deviations sum to zero). With a single element the unbiased denominator would be 0:
+    it is taken as 1, so the variance is 0 rather than PyTorch's NaN.
+    """
 
     @staticmethod
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
