@@ -564,6 +564,7 @@ def test_embedding(leaf):
     close(out, table.data[ids.data])
     assert out.shape == (2, 3, 3)
     assert gradcheck(lambda t: F.embedding(ids, t), table)
+    assert gradcheck(lambda t: F.embedding(ids, t.T), leaf(3, 5))        # a transposed table
     table.grad = None
     F.embedding(ids, table).sum().backward()
     np.testing.assert_array_equal(table.grad.data[:, 0], [3, 1, 0, 0, 2])   # counts of each id
