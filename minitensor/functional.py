@@ -269,12 +269,17 @@ def transpose(x, axis0=None, axis1=None):
     """transpose(x) reverses all axes (like .T); transpose(x, a, b) swaps axes a and b."""
     if axis0 is None and axis1 is None:
         return S.Permute.apply(x, axes=tuple(reversed(range(x.ndim))))
-    return swapaxes(x, axis0, axis1)
+    return _swap(x, axis0, axis1, "transpose")
 
 
 def swapaxes(x, axis0, axis1):
-    a = normalize_axis(axis0, x.ndim, "swapaxes", x.shape)
-    b = normalize_axis(axis1, x.ndim, "swapaxes", x.shape)
+    """Swap two axes (a view): swapaxes(k, -1, -2) turns keys (…, L, d) into (…, d, L)."""
+    return _swap(x, axis0, axis1, "swapaxes")
+
+
+def _swap(x, axis0, axis1, op):
+    a = normalize_axis(axis0, x.ndim, op, x.shape)
+    b = normalize_axis(axis1, x.ndim, op, x.shape)
     axes = list(range(x.ndim))
     axes[a], axes[b] = axes[b], axes[a]
     return S.Permute.apply(x, axes=tuple(axes))
