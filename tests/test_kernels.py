@@ -1,0 +1,370 @@
+"""minitensor.kernels: every numba kernel against its numpy twin, the edge cases, both backends
+through the ops (gradcheck in float64), and the backend switch.
+
+"Agree" means: the same shape and dtype, and max |kernel − twin| ≤ tol · max |twin| with
+tol = 1e-5 for float32 and 1e-12 for float64 (relative to the array's scale, so entries that
+are ~0 — a softmax weight of 1e-30 — do not demand impossible relative precision).
+Kernels compile once per machine (numba's on-disk cache); the tests reuse the same few
+signatures, so nothing recompiles per test.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.functional as F
+from minitensor import kernels as K
+
+DTYPES = [np.float32, np.float64]
+TOL = {np.float32: 1e-5, np.float64: 1e-12}
+
+
+def assert_agree(got, ref, dtype):
+    got, ref = np.asarray(got), np.asarray(ref)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    assert got.dtype == ref.dtype == np.dtype(dtype), (got.dtype, ref.dtype)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)), "NaN pattern differs"
+    scale = max(float(np.max(np.abs(ref), initial=0.0)), np.finfo(dtype).tiny)
+    err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)), initial=0.0))
+    assert err <= TOL[dtype] * scale, f"max error {err:.3g} vs scale {scale:.3g}"
+
+
+def both(kernel, *args):
+    """(numba result, numpy result) of one public kernel."""
+    return kernel.numba(*args), kernel.numpy(*args)
+
+
+def transposed(rng, shape, dtype):
+    """A random array of `shape` that is a non-contiguous view (last two axes swapped)."""
+    base = rng.standard_normal(shape[:-2] + (shape[-1], shape[-2])).astype(dtype)
+    view = np.swapaxes(base, -1, -2)
+    assert not view.flags.c_contiguous
+    return view
+
+
+# ---- softmax ---------------------------------------------------------------------------------
+
+SOFTMAX_CASES = [  # (scores shape, mask shape or None)
+    ((7,), None),                   # a single row
+    ((5, 1), None),                 # L = 1
+    ((3, 4, 1, 1), (3, 1, 1, 1)),   # Lq = Lk = 1 with a padding mask
+    ((2, 3, 5, 9), (2, 1, 1, 9)),   # padding mask broadcast over heads and queries
+    ((2, 3, 6, 6), (6, 6)),         # causal mask broadcast over batch and heads
+    ((4, 2, 3, 8), (4, 2, 3, 8)),   # a full mask
+    ((2, 2, 3, 4, 5), (2, 1, 3, 1, 5)),  # more than four axes
+    ((33, 130), (130,)),            # rows longer than the kernel's block stride
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,mask_shape", SOFTMAX_CASES)
+@pytest.mark.parametrize("mask_kind", ["bool", "additive"])
+def test_softmax_forward_backward_match_twin(shape, mask_shape, mask_kind, dtype, rng):
+    x = (3 * rng.standard_normal(shape)).astype(dtype)
+    mask = None
+    if mask_shape is not None:
+        blocked = rng.random(mask_shape) < 0.3
+        mask = blocked if mask_kind == "bool" else np.where(blocked, -np.inf, 0.0).astype(dtype)
+    y, y_ref = both(K.softmax_forward, x, 0.37, mask)
+    assert_agree(y, y_ref, dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    dx, dx_ref = both(K.softmax_backward, y_ref, dy, 0.37)
+    assert_agree(dx, dx_ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_non_contiguous_inputs(dtype, rng):
+    x = transposed(rng, (3, 4, 6, 5), dtype)
+    mask = np.swapaxes(rng.random((3, 1, 5, 6)) < 0.3, -1, -2)        # a non-contiguous mask
+    y, y_ref = both(K.softmax_forward, x, 0.5, mask)
+    assert_agree(y, y_ref, dtype)
+    dy = transposed(rng, x.shape, dtype)
+    assert_agree(*both(K.softmax_backward, y_ref, dy, 0.5), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_fully_masked_rows_are_zero_not_nan(dtype, rng):
+    x = rng.standard_normal((2, 2, 4, 6)).astype(dtype)
+    mask = np.zeros((2, 1, 4, 6), dtype=bool)
+    mask[0, 0, 1, :] = True                      # one query row blocked everywhere
+    mask[1, 0, :, :] = True                      # a whole sequence blocked
+    for additive in (False, True):
+        m = np.where(mask, -np.inf, 0.0).astype(dtype) if additive else mask
+        for kernel in (K.softmax_forward.numba, K.softmax_forward.numpy):
+            y = kernel(x, 1.0, m)
+            assert not np.isnan(y).any()
+            assert np.all(y[0, :, 1] == 0) and np.all(y[1] == 0)
+            assert np.allclose(y[0, :, 0].sum(-1), 1)
+            dx = K.softmax_backward.numba(y, rng.standard_normal(y.shape).astype(dtype), 1.0)
+            assert not np.isnan(dx).any() and np.all(dx[1] == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_extreme_logits(dtype, rng):
+    x = rng.choice(np.array([-1e4, 0.0, 1e4, 3.0]), size=(6, 11)).astype(dtype)
+    x[0] = -1e4                                              # all equal and very negative
+    y, y_ref = both(K.softmax_forward, x, 1.0, None)
+    assert np.isfinite(y).all()
+    assert_agree(y, y_ref, dtype)
+    assert np.allclose(y.sum(-1), 1)
+    z, z_ref = both(K.log_softmax_forward, x)
+    assert np.isfinite(z).all()
+    assert_agree(z, z_ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_scale_is_applied_before_the_mask(dtype, rng):
+    x = rng.standard_normal((3, 5)).astype(dtype)
+    mask = np.array([0, 0, -np.inf, 0, 0], dtype=dtype)
+    expected = K.softmax_forward.numpy(x * dtype(0.125), 1.0, mask)
+    assert_agree(K.softmax_forward.numba(x, 0.125, mask), expected, dtype)
+
+
+def test_float32_exp_is_accurate_over_its_whole_range():
+    from numba import njit
+
+    from minitensor.kernels.jit import exp
+
+    @njit
+    def apply(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = exp(x[i])
+        return out
+
+    x = np.linspace(-86.9, 88.0, 200_001).astype(np.float32)
+    ref = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(apply(x) - ref) / ref) < 1e-6
+    special = apply(np.array([-np.inf, -1e4, -88.0, 0.0], dtype=np.float32))
+    assert special.tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
+# ---- log_softmax, cross_entropy, layer_norm ------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(9,), (4, 1), (3, 5, 17), (2, 300)])
+def test_log_softmax_matches_twin(shape, dtype, rng):
+    x = (4 * rng.standard_normal(shape)).astype(dtype)
+    y, y_ref = both(K.log_softmax_forward, x)
+    assert_agree(y, y_ref, dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    assert_agree(*both(K.log_softmax_backward, y_ref, dy), dtype)
+    if len(shape) >= 2 and shape[-1] > 1:
+        xt = np.swapaxes(x, -1, -2).copy()
+        assert_agree(*both(K.log_softmax_forward, np.swapaxes(xt, -1, -2)), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("n,c", [(1, 5), (13, 7), (40, 300)])
+def test_cross_entropy_matches_twin(n, c, smoothing, dtype, rng):
+    logits = (3 * rng.standard_normal((n, c))).astype(dtype)
+    logits[0, 0] = 1e4
+    if n > 2:
+        logits[1, :] = -1e4
+    targets = rng.integers(0, c, size=n)
+    targets[n // 2] = -1                                  # an ignored row
+    (rows, lse), (rows_ref, lse_ref) = both(K.cross_entropy_forward, logits, targets, -1,
+                                            smoothing)
+    assert rows[n // 2] == 0 and np.isfinite(rows).all()
+    assert_agree(rows, rows_ref, dtype)
+    assert_agree(lse, lse_ref, dtype)
+    g = rng.standard_normal(n).astype(dtype)
+    dx, dx_ref = both(K.cross_entropy_backward, logits, targets, lse_ref, g, -1, smoothing)
+    assert np.all(dx[n // 2] == 0)
+    assert_agree(dx, dx_ref, dtype)
+    # non-contiguous logits (a transposed view)
+    lt = np.swapaxes(logits.T.copy(), 0, 1)
+    assert_agree(K.cross_entropy_forward.numba(lt, targets, -1, smoothing)[0], rows_ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("n,d", [(1, 8), (7, 33), (64, 128)])
+def test_layer_norm_matches_twin(n, d, affine, dtype, rng):
+    x = (2 + 3 * rng.standard_normal((n, d))).astype(dtype)
+    w = rng.standard_normal(d).astype(dtype) if affine else None
+    b = rng.standard_normal(d).astype(dtype) if affine else None
+    out, ref = both(K.layer_norm_forward, x, w, b, 1e-5)
+    for got, want in zip(out, ref):
+        assert_agree(got, want, dtype)
+    dy = rng.standard_normal((n, d)).astype(dtype)
+    _, mean, rstd = ref
+    grads, grads_ref = both(K.layer_norm_backward, dy, x, mean, rstd, w)
+    assert (grads[1] is None) == (grads_ref[1] is None) == (not affine)
+    for got, want in zip(grads, grads_ref):
+        if want is not None:
+            assert_agree(got, want, dtype)
+    # a non-contiguous x gives the same result
+    xt = np.swapaxes(x.T.copy(), 0, 1)
+    assert_agree(K.layer_norm_forward.numba(xt, w, b, 1e-5)[0], ref[0], dtype)
+
+
+# ---- matmul ------------------------------------------------------------------------------------
+
+MATMUL_CASES = [  # (a shape, b shape)
+    ((5, 7), (7, 3)),                    # 2-D (BLAS)
+    ((2, 3, 8, 16), (16, 24)),           # (B, h, L, d) @ (d, e): folded into one 2-D product
+    ((6, 8, 16), (6, 16, 8)),            # attention scores q·kᵀ
+    ((4, 1, 9, 9), (1, 3, 9, 5)),        # batch axes broadcast both ways
+    ((3, 1, 4), (3, 4, 6)),              # n = 1
+    ((2, 70, 70), (2, 70, 70)),          # above the kernel's size limit: BLAS
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a_shape,b_shape", MATMUL_CASES)
+def test_matmul_and_its_gradients_match_twin(a_shape, b_shape, dtype, rng):
+    a = rng.standard_normal(a_shape).astype(dtype)
+    b = rng.standard_normal(b_shape).astype(dtype)
+    out, out_ref = both(K.matmul, a, b)
+    assert_agree(out, out_ref, dtype)
+    g = rng.standard_normal(out_ref.shape).astype(dtype)
+    assert_agree(*both(K.matmul_grad_a, g, b), dtype)
+    assert_agree(*both(K.matmul_grad_b, a, g), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_reads_transposed_views(dtype, rng):
+    q = rng.standard_normal((2, 8, 5, 16)).astype(dtype).transpose(0, 2, 1, 3)  # split heads
+    k = rng.standard_normal((2, 8, 5, 16)).astype(dtype).transpose(0, 2, 1, 3)
+    k_t = np.swapaxes(k, -1, -2)
+    assert_agree(*both(K.matmul, q, k_t), dtype)
+    g = transposed(rng, (2, 5, 8, 8), dtype)
+    assert_agree(*both(K.matmul_grad_a, g, k_t), dtype)
+    assert_agree(*both(K.matmul_grad_b, q, g), dtype)
+
+
+# ---- both backends through the ops (float64 gradcheck) -------------------------------------------
+
+@pytest.fixture(params=["numba", "numpy"])
+def backend(request):
+    with K.use_backend(request.param):
+        yield request.param
+
+
+def test_softmax_op_gradcheck_with_mask_and_scale(backend, leaf):
+    x = leaf(2, 3, 4, 5)
+    mask = np.zeros((2, 1, 4, 5), dtype=bool)
+    mask[0, 0, :, 3:] = True
+    mask[1, 0, 2, :] = True                                  # a fully masked row
+    assert mt.gradcheck(lambda t: F.softmax(t, scale=0.5, mask=mask), x)
+    y = F.softmax(x, scale=0.5, mask=mask)
+    y.sum().backward()
+    assert not np.isnan(x.grad).any()
+
+
+def test_softmax_op_gradcheck_on_a_transposed_view_and_other_axis(backend, leaf):
+    x = leaf(4, 6)
+    assert mt.gradcheck(lambda t: F.softmax(t.transpose(1, 0), mask=np.tril(np.ones((6, 4),
+                                                                                   bool))), x)
+    assert mt.gradcheck(lambda t: F.softmax(t, axis=0), x)
+
+
+def test_log_softmax_and_cross_entropy_op_gradcheck(backend, leaf, rng):
+    x = leaf(3, 4, 7)
+    assert mt.gradcheck(lambda t: F.log_softmax(t), x)
+    targets = rng.integers(0, 7, size=(3, 4))
+    targets[0, 1] = -100
+    assert mt.gradcheck(lambda t: F.cross_entropy(t, targets, label_smoothing=0.1), x)
+    assert mt.gradcheck(lambda t: F.cross_entropy(t, targets, reduction="none"), x)
+
+
+def test_layer_norm_op_gradcheck(backend, leaf):
+    x, w, b = leaf(2, 3, 8), leaf(8), leaf(8)
+    assert mt.gradcheck(lambda t, w, b: F.layer_norm(t, 8, w, b), x, w, b)
+    assert mt.gradcheck(lambda t: F.layer_norm(t, (3, 8)), x)
+
+
+def test_matmul_op_gradcheck_with_broadcasting(backend, leaf):
+    a, b, w = leaf(2, 1, 4, 5), leaf(3, 5, 6), leaf(5, 2)
+    assert mt.gradcheck(lambda a, b: a @ b, a, b)
+    assert mt.gradcheck(lambda a, w: a @ w, a, w)                 # Linear-style weight
+    assert mt.gradcheck(lambda a, b: a @ b.transpose(-1, -2), a, leaf(3, 6, 5))
+
+
+def test_backends_give_the_same_attention_step(rng):
+    """One scaled dot-product attention forward and backward under each backend."""
+    q, k, v = (rng.standard_normal((2, 4, 6, 8)) for _ in range(3))
+    mask = np.triu(np.ones((6, 6), dtype=bool), 1)
+    results = {}
+    for name in K.BACKENDS:
+        with K.use_backend(name):
+            tq, tk, tv = (mt.tensor(a, dtype=mt.float64, requires_grad=True) for a in (q, k, v))
+            weights = F.softmax(tq @ tk.transpose(-1, -2), scale=8 ** -0.5, mask=mask)
+            out = weights @ tv
+            (out * out).sum().backward()
+            results[name] = [out.data, tq.grad, tk.grad, tv.grad]
+    for got, want in zip(results["numba"], results["numpy"]):
+        assert_agree(got, want, np.float64)
+
+
+# ---- the switch --------------------------------------------------------------------------------
+
+def test_set_backend_get_backend_and_context_manager():
+    assert mt.set_backend is K.set_backend and mt.get_backend is K.get_backend
+    before = mt.get_backend()
+    try:
+        mt.set_backend("numpy")
+        assert mt.get_backend() == "numpy"
+        with K.use_backend("numba"):
+            assert mt.get_backend() == "numba"
+            with pytest.raises(RuntimeError):
+                with K.use_backend("numpy"):
+                    assert mt.get_backend() == "numpy"
+                    raise RuntimeError("boom")
+            assert mt.get_backend() == "numba"          # restored after the error
+        assert mt.get_backend() == "numpy"
+    finally:
+        mt.set_backend(before)
+
+
+def test_dispatch_calls_the_selected_backend():
+    calls = []
+    kernel = K.backend.dispatch(lambda x: calls.append("numba"), lambda x: calls.append("numpy"))
+    with K.use_backend("numpy"):
+        kernel(1)
+    with K.use_backend("numba"):
+        kernel(1)
+    assert calls == ["numpy", "numba"]
+
+
+def test_bad_backend_name_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"set_backend: unknown backend 'torch'; choose one of "
+                                         r"numba, numpy"):
+        mt.set_backend("torch")
+    with pytest.raises(ValueError, match="unknown backend"):
+        with K.use_backend("cuda"):
+            pass
+
+
+def _run(code, **env):
+    full_env = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full_env, timeout=120)
+
+
+def test_environment_variable_selects_the_backend():
+    done = _run("import minitensor as mt; print(mt.get_backend())", MINITENSOR_BACKEND="numpy")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "numpy"
+    done = _run("import minitensor as mt; print(mt.get_backend())", MINITENSOR_BACKEND="NUMBA")
+    assert done.stdout.strip() == "numba"
+    bad = _run("import minitensor", MINITENSOR_BACKEND="gpu")
+    assert bad.returncode != 0
+    assert "environment variable MINITENSOR_BACKEND: unknown backend 'gpu'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_first_use_prints_one_compile_line_and_the_cache_silences_it(tmp_path):
+    """A fresh numba cache compiles (one line per kernel family); a second process loads it."""
+    code = ("import numpy as np, minitensor.kernels as K; x = np.ones((2, 3), np.float32);"
+            "K.softmax_forward(x); K.softmax_backward(x, x)")
+    first = _run(code, NUMBA_CACHE_DIR=str(tmp_path), MINITENSOR_BACKEND="numba")
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("minitensor: compiling numba kernels for softmax") == 1
+    second = _run(code, NUMBA_CACHE_DIR=str(tmp_path), MINITENSOR_BACKEND="numba")
+    assert second.returncode == 0 and "compiling" not in second.stderr
