@@ -38,6 +38,10 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
         if t.dtype != np.float64:
             raise TypeError(f"gradcheck: input {i} is {t.dtype}; use float64 inputs "
                             f"(mt.tensor(..., dtype=mt.float64) or t.double())")
+        if not t.is_leaf:
+            raise ValueError(f"gradcheck: input {i} of shape {t.shape} was made by "
+                             f"`{t.grad_fn.name}`, so it gets no .grad; pass a leaf "
+                             f"(t.detach().requires_grad_()) and do the op inside fn")
         if not t.data.flags.c_contiguous:
             raise ValueError(f"gradcheck: input {i} of shape {t.shape} is not contiguous; pass "
                              f"a contiguous copy (and make the non-contiguous view inside fn)")

@@ -248,6 +248,9 @@ def test_gradcheck_rejects_float32_and_non_contiguous_inputs():
     t = mt.Tensor._make(np.asfortranarray(np.ones((2, 3))), requires_grad=True)
     with pytest.raises(ValueError, match="contiguous"):
         mt.gradcheck(lambda x: x * 2, t)
+    non_leaf = mt.randn(3, dtype=mt.float64, requires_grad=True) * 2
+    with pytest.raises(ValueError, match="input 0 of shape \\(3,\\) was made by `mul`"):
+        mt.gradcheck(lambda x: x * 2, non_leaf)
 
 
 def test_error_message_prefix_is_not_doubled():
