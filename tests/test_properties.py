@@ -182,3 +182,28 @@ def test_indexing_a_transposed_view(case, seed):
     x = f64(np.random.default_rng(seed).standard_normal(shape[::-1]))     # x.T has `shape`
     np.testing.assert_array_equal(x.T[index].data, x.data.T[index])
     assert mt.gradcheck(lambda x: x.T[index], x)
+
+
+# ---------------------------------------------------------------------------- matmul
+
+@st.composite
+def matmul_shapes(draw):
+    """Two shapes that numpy's matmul accepts: 1-D to 4-D, batch axes broadcasting."""
+    n, k, m = (draw(st.integers(1, 3)) for _ in range(3))
+    batch = draw(mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=2))
+    ba, bb = batch.input_shapes
+    a = (k,) if draw(st.booleans()) and not ba else ba + (n, k)
+    b = (k,) if draw(st.booleans()) and not bb else bb + (k, m)
+    return a, b
+
+
+@FEW
+@given(shapes=matmul_shapes(), seed=st.integers(0, 2**16))
+def test_matmul_on_random_shapes(shapes, seed):
+    rng = np.random.default_rng(seed)
+    a, b = f64(rng.standard_normal(shapes[0])), f64(rng.standard_normal(shapes[1]))
+    expected = np.matmul(a.data, b.data)
+    out = a @ b
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(out.data, expected, rtol=1e-12, atol=1e-12)
+    assert mt.gradcheck(lambda a, b: a @ b, a, b)
