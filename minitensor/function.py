@@ -129,7 +129,8 @@ class Function:
     - ``forward(ctx, *arrays, **params) -> ndarray``: compute the output from numpy arrays.
     - ``backward(ctx, grad) -> ndarray | tuple``: given dLoss/dOutput, return dLoss/dInput for
       each positional input (None where there is no gradient). Each gradient must have its
-      input's shape: use :func:`unbroadcast` when forward broadcast.
+      input's shape: use :func:`unbroadcast` when forward broadcast. Do not modify `grad` in
+      place: it may be a read-only broadcast view, or shared with another node.
     - Set ``is_view = True`` when the output may share memory with the first input (reshape,
       transpose, basic indexing): when it does, the two tensors share one version counter, so
       an in-place change to either is seen by the in-place check of both.
