@@ -108,7 +108,8 @@ def attention_heatmaps(maps, src_tokens, tgt_in_tokens, out_dir, example=0, titl
         fig, axes = plt.subplots(len(paths), n_heads, squeeze=False,
                                  figsize=(2.3 * n_heads + 0.6, 2.3 * len(paths) + 0.8))
         for r, path in enumerate(paths):
-            w = np.asarray(maps[path])[example]
+            # drop the <pad> rows and columns: nothing attends to them or from them
+            w = np.asarray(maps[path])[example][:, :len(q_labels), :len(k_labels)]
             for h in range(n_heads):
                 ax = axes[r][h]
                 ax.imshow(w[h], vmin=0.0, vmax=1.0, cmap="viridis")
