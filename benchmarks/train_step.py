@@ -18,7 +18,13 @@ import pstats
 import sys
 import time
 
-import numpy as np
+# Thread pools must be told before numpy, numba or torch load (PERFORMANCE.md, item 6): idle
+# workers that spin steal the core another library is computing on. Same settings for both.
+for _var, _value in (("OPENBLAS_THREAD_TIMEOUT", "4"), ("OMP_WAIT_POLICY", "PASSIVE"),
+                     ("NUMBA_THREADING_LAYER", "workqueue")):
+    os.environ.setdefault(_var, _value)
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -63,6 +69,7 @@ def make_torch(model, threads):
     import torch
     from transformer.interop import to_torch
     torch.set_num_threads(threads)
+
     twin = to_torch(model)
     twin.train()
     opt = torch.optim.Adam(twin.parameters(), lr=1e-4)
@@ -79,24 +86,41 @@ def make_torch(model, threads):
     return step
 
 
-def timed(fn, batches):
-    times = []
+def timed(fn, batches, wall, cpu):
+    """Append each step's wall time and process CPU time (all threads) to the lists."""
     for b in batches:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn(b)
-        times.append(time.perf_counter() - t0)
-    return times
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+
+
+def limit_threads(n):
+    """Give numpy's BLAS, numba and torch the same number of threads (see PERFORMANCE.md:
+    pools that spin while another library works steal each other's cores)."""
+    try:
+        import threadpoolctl
+        threadpoolctl.threadpool_limits(n)
+    except ImportError:
+        print("(threadpoolctl not installed: BLAS threads not limited)")
+    try:
+        import numba
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    except ImportError:
+        pass
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20, help="steps per block")
     ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
-    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="threads for torch, numpy's BLAS and numba alike")
     ap.add_argument("--profile", action="store_true", help="cProfile our steps")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
 
+    limit_threads(args.threads)
     rng = np.random.default_rng(0)
     batches = [make_batch(rng) for _ in range(args.steps)]
     model = build()
@@ -108,23 +132,26 @@ def main():
         if torch_step:
             torch_step(b)
 
-    ours, theirs = [], []
+    ours, theirs, ours_cpu, theirs_cpu = [], [], [], []
     for _ in range(args.rounds):
-        ours += timed(lambda b: ours_step(model, opt, b), batches)
+        timed(lambda b: ours_step(model, opt, b), batches, ours, ours_cpu)
         if torch_step:
-            theirs += timed(torch_step, batches)
+            timed(torch_step, batches, theirs, theirs_cpu)
 
     print(f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
           f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)")
     print(f"kernels backend: {mt.get_backend()}")
-    med = float(np.median(ours)) * 1e3
-    print(f"minitensor: median {med:7.1f} ms/step  (min {min(ours) * 1e3:.1f}, "
-          f"{len(ours)} steps)")
+    print(f"threads: {args.threads} (torch, BLAS, numba); {len(ours)} steps each; wall = elapsed, "
+          f"cpu = process CPU time summed over threads (steadier on a busy machine)")
+    med, cmed = float(np.median(ours)) * 1e3, float(np.median(ours_cpu)) * 1e3
+    print(f"minitensor: median {med:7.1f} ms/step wall (min {min(ours) * 1e3:.1f}), "
+          f"{cmed:7.1f} ms cpu")
     if theirs:
-        tmed = float(np.median(theirs)) * 1e3
-        print(f"torch     : median {tmed:7.1f} ms/step  (min {min(theirs) * 1e3:.1f}, "
-              f"{len(theirs)} steps, {args.threads} threads)")
-        print(f"ratio minitensor / torch: {med / tmed:.2f}x")
+        tmed, tcmed = float(np.median(theirs)) * 1e3, float(np.median(theirs_cpu)) * 1e3
+        print(f"torch     : median {tmed:7.1f} ms/step wall (min {min(theirs) * 1e3:.1f}), "
+              f"{tcmed:7.1f} ms cpu")
+        print(f"ratio minitensor / torch: {med / tmed:.2f}x wall (medians), "
+              f"{min(ours) / min(theirs):.2f}x (minima), {cmed / tcmed:.2f}x cpu")
 
     if args.profile:
         prof = cProfile.Profile()
