@@ -27,6 +27,7 @@ from .backend import BACKENDS, dispatch, get_backend, set_backend, use_backend
 matmul = dispatch(_mm.matmul_numba, _mm.matmul_numpy)
 matmul_grad_a = dispatch(_mm.matmul_grad_a_numba, _mm.matmul_grad_a_numpy)
 matmul_grad_b = dispatch(_mm.matmul_grad_b_numba, _mm.matmul_grad_b_numpy)
+matmul_route = _mm.route        # which path the numba backend takes for a @ b: kernel or BLAS
 
 softmax_forward = dispatch(_sm.softmax_forward_numba, _sm.softmax_forward_numpy)
 softmax_backward = dispatch(_sm.softmax_backward_numba, _sm.softmax_backward_numpy)
@@ -46,4 +47,4 @@ KERNELS = (matmul, matmul_grad_a, matmul_grad_b, softmax_forward, softmax_backwa
            cross_entropy_backward, layer_norm_forward, layer_norm_backward)
 
 __all__ = [k.__name__ for k in KERNELS] + ["BACKENDS", "KERNELS", "get_backend", "set_backend",
-                                            "use_backend"]
+                                            "use_backend", "matmul_route"]

@@ -4,7 +4,7 @@ from the saved log-sum-exp instead of keeping an (N, C) probability matrix alive
 import numpy as np
 from numba import prange
 
-from .jit import exp, kernel
+from .jit import exp, kernel, maximum
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def _cross_entropy_rows(x, targets, ignore_index, smoothing, loss, lse):
         x_max = f(-np.inf)
         x_sum = f(0)
         for c in range(C):
-            x_max = max(x_max, x[i, c])
+            x_max = maximum(x_max, x[i, c])
             x_sum += x[i, c]
         total = f(0)
         for c in range(C):

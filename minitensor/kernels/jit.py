@@ -27,10 +27,9 @@ def kernel(parallel=False, max_reduction=False):
     """@njit with the on-disk cache (compile once per machine, not once per process) and the
     fastmath flags above; parallel=True for kernels whose outer loop is a prange.
 
-    max_reduction=True adds "nnan" so that a running maximum vectorises (LLVM will not reorder
-    a max whose NaN behaviour it must preserve; without it the max is a serial chain and softmax
-    forward runs ~3× slower). NaN inputs still give NaN outputs — the arithmetic propagates
-    them — only which value wins the max is then unspecified."""
+    max_reduction=True adds "nnan" so that a running `maximum` (below) vectorises: LLVM will not
+    reorder a max whose NaN behaviour it must preserve, and without it the max is a serial chain.
+    NaN inputs still give NaN outputs — the arithmetic after the max propagates them."""
     flags = FASTMATH | {"nnan"} if max_reduction else FASTMATH
     return njit(cache=True, fastmath=flags, parallel=parallel)
 
@@ -73,6 +72,23 @@ def _exp_overload(x):
     if x == types.float32:
         return lambda x: _exp_float32(x)
     return lambda x: np.exp(x)
+
+
+# ---- a maximum that vectorises ---------------------------------------------------------------
+
+@intrinsic
+def maximum(typingctx, a, b):
+    """max(a, b) of two floats of one type, as LLVM's maxnum: unlike Python's max (a compare
+    and a branch), the vectoriser turns a running maximum of maxnum into packed vmaxps — the
+    row maximum of softmax runs ~10× faster (with the "nnan" flag, see kernel())."""
+    if not isinstance(a, types.Float) or a != b:
+        return None
+
+    def codegen(context, builder, signature, args):
+        ty = args[0].type
+        fn = builder.module.declare_intrinsic("llvm.maxnum", [ty], ir.FunctionType(ty, [ty, ty]))
+        return builder.call(fn, args)
+    return a(a, b), codegen
 
 
 # ---- "compiling…" notice ---------------------------------------------------------------------

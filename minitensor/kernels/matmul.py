@@ -77,17 +77,31 @@ def _batched_dot_product(a, b_t, out):
             out[p, i, j] = s
 
 
+def route(a, b):
+    """Who computes a @ b on the numba backend: "blas-2d" (b has no batch axes: one 2-D BLAS
+    product), "kernel" (a batch of small matrices: the numba kernel) or "blas" (np.matmul)."""
+    if b.ndim == 2:
+        return "blas-2d"
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    small = n * k * m <= _NUMBA_MAX_WORK
+    if small and a.ndim > 2 and a.dtype == b.dtype and a.dtype.kind == "f":
+        return "kernel"
+    return "blas"
+
+
 def _product(a, b):
     """a @ b (numpy broadcasting rules, a and b at least 2-D), computed by BLAS or by the numba
     kernel — see the module docstring for the rule and why."""
-    if b.ndim == 2 or a.ndim == 2 and b.ndim == 2:
+    path = route(a, b)
+    if path == "blas-2d":
         # Linear-layer case: fold a's batch axes into its rows, one 2-D BLAS product
-        n, k = a.shape[-2:]
+        k = a.shape[-1]
         return np.matmul(a.reshape(-1, k), b).reshape(*a.shape[:-1], b.shape[-1])
+    if path == "blas":
+        return np.matmul(a, b)
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    if n * k * m > _NUMBA_MAX_WORK or a.dtype != b.dtype or a.dtype.kind != "f":
-        return np.matmul(a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     P = int(np.prod(batch))
     a3 = np.ascontiguousarray(np.broadcast_to(a, batch + (n, k))).reshape(P, n, k)

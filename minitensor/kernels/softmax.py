@@ -1,13 +1,13 @@
 """Softmax and log-softmax over the last axis: numba kernels and their numpy twins.
 
 softmax_forward(x, scale, mask) is the kernel under scaled dot-product attention: it computes
-softmax(scale·x + mask) in one pass over memory, with the mask's broadcasting done by index
-arithmetic instead of materialising a mask as large as the scores.
+softmax(scale·x + mask) in one kernel, without temporaries as large as the scores: the mask's
+broadcasting is done by index arithmetic instead of materialising a mask of the scores' size.
 """
 import numpy as np
 from numba import prange
 
-from .jit import exp, kernel
+from .jit import exp, kernel, maximum
 
 
 # ---- numpy twins (the reference a learner reads first) ----------------------------------------
@@ -50,47 +50,34 @@ def log_softmax_backward_numpy(y, dy):
 # ---- numba kernels ------------------------------------------------------------------------------
 
 @kernel(parallel=True, max_reduction=True)
-def _softmax_rows(x, mask, scale, rows_per_block, y):
+def _softmax_rows(x, mask, scale, y):
     """y[a, b, c, :] = softmax(scale·x[a, b, c, :] + mask[a', b', c', :]).
 
     x, y: (A, B, C, N) C-contiguous. mask: additive, (MA, MB, MC, N) with each of MA, MB, MC
     either 1 (broadcast) or equal to A, B, C — so a (B, 1, 1, Lk) padding mask or an (Lq, Lk)
-    causal mask is read in place, never expanded to the scores' size.
-
-    Rows are handled in blocks of `rows_per_block` (one block per parallel task). Within a
-    block the exp — the costly part — runs as one flat loop over all the block's entries:
-    attention rows are often only 8–64 long, too short for a per-row loop to vectorise."""
+    causal mask is read in place, never expanded to the scores' size. One parallel task per
+    (a, b): C rows of N."""
     A, B, C, N = x.shape
     MA, MB, MC, _ = mask.shape
-    n_rows = A * B * C
-    y_flat = y.reshape(-1)
     f = x.dtype.type                       # float32 or float64: keep all arithmetic in it
-    for block in prange((n_rows + rows_per_block - 1) // rows_per_block):
-        first = block * rows_per_block
-        last = min(first + rows_per_block, n_rows)
-        # pass 1, per row: z = scale·x + mask, and y = z − max z (−inf if the row is all blocked)
-        for row in range(first, last):
-            a, b, c = row // (B * C), (row // C) % B, row % C
-            ma, mb, mc = a if MA > 1 else 0, b if MB > 1 else 0, c if MC > 1 else 0
+    for ab in prange(A * B):
+        a, b = ab // B, ab % B
+        ma, mb = a if MA > 1 else 0, b if MB > 1 else 0
+        for c in range(C):
+            mc = c if MC > 1 else 0
+            # pass 1: the row maximum of z = scale·x + mask (z is recomputed below rather than
+            # stored: cheaper than a store and a reload for short rows)
             z_max = f(-np.inf)
             for j in range(N):
-                z = x[a, b, c, j] * scale + mask[ma, mb, mc, j]
-                y[a, b, c, j] = z
-                z_max = max(z_max, z)
-            if z_max == -np.inf:           # every position blocked: exp gives 0 everywhere
-                z_max = f(0)
-            for j in range(N):
-                y[a, b, c, j] -= z_max
-        # pass 2, flat over the block: e = exp(z − max z)
-        block_values = y_flat[first * N:last * N]
-        for i in range(block_values.shape[0]):
-            block_values[i] = exp(block_values[i])
-        # pass 3, per row: divide by the row's sum (a fully blocked row sums to 0: keep zeros)
-        for row in range(first, last):
-            a, b, c = row // (B * C), (row // C) % B, row % C
+                z_max = maximum(z_max, x[a, b, c, j] * scale + mask[ma, mb, mc, j])
+            if z_max == -np.inf:           # every position blocked: exp(−inf) = 0 everywhere,
+                z_max = f(0)               # and the row stays zero below (not NaN)
+            # pass 2: e = exp(z − max z) and their sum; pass 3: normalise
             total = f(0)
             for j in range(N):
-                total += y[a, b, c, j]
+                e = exp(x[a, b, c, j] * scale + mask[ma, mb, mc, j] - z_max)
+                y[a, b, c, j] = e
+                total += e
             inv_total = f(1) / total if total > 0 else f(0)
             for j in range(N):
                 y[a, b, c, j] *= inv_total
@@ -117,7 +104,7 @@ def _log_softmax_rows(x, y):
     for r in prange(R):
         x_max = f(-np.inf)
         for j in range(N):
-            x_max = max(x_max, x[r, j])
+            x_max = maximum(x_max, x[r, j])
         total = f(0)
         for j in range(N):
             total += exp(x[r, j] - x_max)
@@ -167,17 +154,11 @@ def _as_4d(x, mask):
     return x, mask
 
 
-# entries per parallel task of the forward kernel: large enough to amortise scheduling and to
-# give the flat exp loop a long run, small enough (16 KiB of float32) to stay in L1 between passes.
-_BLOCK_ENTRIES = 4096
-
-
 def softmax_forward_numba(x, scale=1.0, mask=None):
     """Numba twin of softmax_forward_numpy (same arguments, same result)."""
     x4, mask4 = _as_4d(x, mask)
     y = np.empty_like(x4)
-    rows_per_block = max(1, _BLOCK_ENTRIES // x4.shape[-1])
-    _softmax_rows(x4, mask4, x.dtype.type(scale), rows_per_block, y)
+    _softmax_rows(x4, mask4, x.dtype.type(scale), y)
     return y.reshape(x.shape)
 
 

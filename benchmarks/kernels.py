@@ -1,0 +1,221 @@
+"""minitensor.kernels: numba kernel vs its numpy twin vs PyTorch, side by side, float32.
+
+    python benchmarks/kernels.py [--quick] [--no-torch] [--only softmax|bmm|matmul|other]
+
+Each row: the median time of one call (µs) after warm-up, over many repeats, for the numba
+backend, the numpy twin and torch (when installed, torch.set_num_threads(2)), and the ratios
+numpy/numba and torch/numba (> 1 means numba is faster). The machine is shared and noisy:
+trust ratios measured in one run more than absolute times.
+
+What is compared:
+* softmax fwd: ours computes softmax(scale·x + mask) with a causal (L, L) bool mask on the 3-D
+  attention shapes (plain softmax on (4096, 1024)); torch runs plain torch.softmax(x, -1) —
+  one op, no mask, so the comparison is conservative.
+* softmax bwd: ours the fused y ⊙ (dy − Σ dy·y)·scale; torch its aten backward kernel.
+* bmm: q·kᵀ with kᵀ a transposed view (as attention computes it) and weights·v.
+* matmul: square products and the addition model's Linear shapes (B·L = 896, d_model 128,
+  d_ff 512): forward, dX = dY·Wᵀ and dW = Xᵀ·dY. The "path" column says whether the numba
+  backend ran its kernel or handed the product to BLAS.
+
+Torch is timed in its own phase after the others: torch's OpenMP workers spin for a while
+after each op and would otherwise steal the second core from numba's workers (and vice versa).
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from minitensor import kernels as K                      # noqa: E402
+
+try:
+    import torch
+    torch.set_num_threads(2)
+except ImportError:                                      # torch is optional here
+    torch = None
+
+
+def median_us(fn, min_time=0.25, min_reps=30, max_reps=3000):
+    """Median wall time of fn() in µs: 5 warm-up calls, then at least min_reps timed calls and
+    at least min_time seconds."""
+    for _ in range(5):
+        fn()
+    times, start = [], time.perf_counter()
+    while len(times) < min_reps or (time.perf_counter() - start < min_time
+                                    and len(times) < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+class Case:
+    def __init__(self, group, label, numba_fn, numpy_fn, torch_fn=None, path=""):
+        self.group, self.label, self.path = group, label, path
+        self.numba_fn, self.numpy_fn, self.torch_fn = numba_fn, numpy_fn, torch_fn
+        self.times = {}
+
+
+def softmax_cases(rng, quick):
+    shapes = [(256, 8, 8), (512, 16, 16), (512, 32, 32), (512, 64, 64), (4096, 1024)]
+    cases = []
+    for shape in shapes[:2] if quick else shapes:
+        x = rng.standard_normal(shape, dtype=np.float32)
+        attention = len(shape) == 3
+        mask = np.triu(np.ones(shape[-2:], dtype=bool), 1) if attention else None
+        scale = 0.125 if attention else 1.0
+        y = K.softmax_forward.numpy(x, scale, mask)
+        dy = rng.standard_normal(shape, dtype=np.float32)
+        tx, ty, tdy = (torch.from_numpy(a) for a in (x, y, dy)) if torch else (None,) * 3
+        what = "masked, scaled" if attention else "plain"
+        cases.append(Case("softmax", f"softmax fwd {shape} {what}",
+                          lambda x=x, s=scale, m=mask: K.softmax_forward.numba(x, s, m),
+                          lambda x=x, s=scale, m=mask: K.softmax_forward.numpy(x, s, m),
+                          torch and (lambda tx=tx: torch.softmax(tx, -1))))
+        cases.append(Case("softmax", f"softmax bwd {shape}",
+                          lambda y=y, dy=dy, s=scale: K.softmax_backward.numba(y, dy, s),
+                          lambda y=y, dy=dy, s=scale: K.softmax_backward.numpy(y, dy, s),
+                          torch and (lambda ty=ty, tdy=tdy: torch.ops.aten._softmax_backward_data(
+                              tdy, ty, -1, torch.float32))))
+    return cases
+
+
+def bmm_cases(rng, quick):
+    cases = []
+    for bh in (256,) if quick else (256, 512):
+        for L in (8, 16, 32, 64):
+            for d in (16, 32):
+                q, k = (rng.standard_normal((bh, L, d), dtype=np.float32) for _ in range(2))
+                w = rng.standard_normal((bh, L, L), dtype=np.float32)
+                v = rng.standard_normal((bh, L, d), dtype=np.float32)
+                k_t = np.swapaxes(k, 1, 2)
+                tq, tk, tw, tv = (torch.from_numpy(a) for a in (q, k, w, v)) if torch else (None,) * 4
+                cases.append(Case("bmm", f"bmm q·kᵀ ({bh},{L},{d})@({bh},{d},{L})",
+                                  lambda q=q, k_t=k_t: K.matmul.numba(q, k_t),
+                                  lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
+                                  torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
+                                  path=K.matmul_route(q, k_t)))
+                cases.append(Case("bmm", f"bmm w·v ({bh},{L},{L})@({bh},{L},{d})",
+                                  lambda w=w, v=v: K.matmul.numba(w, v),
+                                  lambda w=w, v=v: K.matmul.numpy(w, v),
+                                  torch and (lambda tw=tw, tv=tv: torch.bmm(tw, tv)),
+                                  path=K.matmul_route(w, v)))
+    return cases
+
+
+def matmul_cases(rng, quick):
+    cases = []
+    sizes = (128, 512) if quick else (128, 256, 512, 1024)
+    for n in sizes:
+        a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+        ta, tb = (torch.from_numpy(t) for t in (a, b)) if torch else (None, None)
+        cases.append(Case("matmul", f"matmul {n}³", lambda a=a, b=b: K.matmul.numba(a, b),
+                          lambda a=a, b=b: K.matmul.numpy(a, b),
+                          torch and (lambda ta=ta, tb=tb: torch.mm(ta, tb)),
+                          path=K.matmul_route(a, b)))
+    rows = 896
+    for d_in, d_out in ((128, 384), (128, 512), (128, 128), (512, 128)):
+        x = rng.standard_normal((rows, d_in), dtype=np.float32)
+        w = rng.standard_normal((d_in, d_out), dtype=np.float32)
+        g = rng.standard_normal((rows, d_out), dtype=np.float32)
+        tx, tw, tg = (torch.from_numpy(t) for t in (x, w, g)) if torch else (None,) * 3
+        shape = f"({rows},{d_in})@({d_in},{d_out})"
+        cases.append(Case("matmul", f"Linear fwd {shape}", lambda x=x, w=w: K.matmul.numba(x, w),
+                          lambda x=x, w=w: K.matmul.numpy(x, w),
+                          torch and (lambda tx=tx, tw=tw: torch.mm(tx, tw)),
+                          path=K.matmul_route(x, w)))
+        if quick:
+            continue
+        cases.append(Case("matmul", f"Linear dX=dY·Wᵀ {shape}",
+                          lambda g=g, w=w: K.matmul_grad_a.numba(g, w),
+                          lambda g=g, w=w: K.matmul_grad_a.numpy(g, w),
+                          torch and (lambda tg=tg, tw=tw: torch.mm(tg, tw.t())),
+                          path=K.matmul_route(g, w.T)))
+        cases.append(Case("matmul", f"Linear dW=Xᵀ·dY {shape}",
+                          lambda x=x, g=g: K.matmul_grad_b.numba(x, g),
+                          lambda x=x, g=g: K.matmul_grad_b.numpy(x, g),
+                          torch and (lambda tx=tx, tg=tg: torch.mm(tx.t(), tg)),
+                          path=K.matmul_route(x.T, g)))
+    return cases
+
+
+def other_cases(rng, quick):
+    """The other fused kernels of a Transformer step, at the addition model's sizes."""
+    cases = []
+    x = rng.standard_normal((896, 128), dtype=np.float32)
+    w, b = np.ones(128, np.float32), np.zeros(128, np.float32)
+    y, mean, rstd = K.layer_norm_forward.numpy(x, w, b, 1e-5)
+    dy = rng.standard_normal(x.shape, dtype=np.float32)
+    tx, tw, tb, tdy = (torch.from_numpy(a) for a in (x, w, b, dy)) if torch else (None,) * 4
+    cases.append(Case("other", "layer_norm fwd (896,128)",
+                      lambda: K.layer_norm_forward.numba(x, w, b, 1e-5),
+                      lambda: K.layer_norm_forward.numpy(x, w, b, 1e-5),
+                      torch and (lambda: torch.nn.functional.layer_norm(tx, (128,), tw, tb))))
+    cases.append(Case("other", "layer_norm bwd (896,128)",
+                      lambda: K.layer_norm_backward.numba(dy, x, mean, rstd, w),
+                      lambda: K.layer_norm_backward.numpy(dy, x, mean, rstd, w)))
+    logits = rng.standard_normal((640, 16), dtype=np.float32)
+    targets = rng.integers(0, 16, 640)
+    rows, lse = K.cross_entropy_forward.numpy(logits, targets, 0, 0.1)
+    g = np.full(640, 1 / 640, np.float32)
+    tl, tt = (torch.from_numpy(logits), torch.from_numpy(targets)) if torch else (None, None)
+    cases.append(Case("other", "cross_entropy fwd (640,16)",
+                      lambda: K.cross_entropy_forward.numba(logits, targets, 0, 0.1),
+                      lambda: K.cross_entropy_forward.numpy(logits, targets, 0, 0.1),
+                      torch and (lambda: torch.nn.functional.cross_entropy(
+                          tl, tt, ignore_index=0, label_smoothing=0.1, reduction="none"))))
+    cases.append(Case("other", "cross_entropy bwd (640,16)",
+                      lambda: K.cross_entropy_backward.numba(logits, targets, lse, g, 0, 0.1),
+                      lambda: K.cross_entropy_backward.numpy(logits, targets, lse, g, 0, 0.1)))
+    return cases
+
+
+GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "matmul": matmul_cases,
+          "other": other_cases}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few shapes, shorter timing")
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch column")
+    parser.add_argument("--only", choices=sorted(GROUPS), help="one group of kernels")
+    args = parser.parse_args()
+    global torch
+    if args.no_torch:
+        torch = None
+    rng = np.random.default_rng(0)
+    groups = [args.only] if args.only else list(GROUPS)
+    cases = [c for g in groups for c in GROUPS[g](rng, args.quick)]
+    min_time = 0.05 if args.quick else 0.25
+
+    print(f"numba threads {os.environ.get('NUMBA_NUM_THREADS', 'default')}, "
+          f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
+          f"{len(cases)} cases, float32, median µs per call", file=sys.stderr)
+    for case in cases:                                   # phase 1: numba and the numpy twin
+        case.times["numba"] = median_us(case.numba_fn, min_time)
+        case.times["numpy"] = median_us(case.numpy_fn, min_time)
+    if torch:                                            # phase 2: torch, on quiet workers
+        time.sleep(0.5)
+        for case in cases:
+            if case.torch_fn:
+                case.times["torch"] = median_us(case.torch_fn, min_time)
+
+    header = (f"| {'kernel, shape':<48} | {'path':<7} | {'numba µs':>9} | {'numpy µs':>9} | "
+              f"{'torch µs':>9} | {'numpy/numba':>11} | {'torch/numba':>11} |")
+    print(header)
+    print("|" + "|".join("-" * (len(col)) for col in header.split("|")[1:-1]) + "|")
+    for case in cases:
+        t = case.times
+        torch_us = f"{t['torch']:9.1f}" if "torch" in t else f"{'-':>9}"
+        torch_ratio = f"{t['torch'] / t['numba']:11.2f}" if "torch" in t else f"{'-':>11}"
+        print(f"| {case.label:<48} | {case.path or 'kernel':<7} | {t['numba']:9.1f} | "
+              f"{t['numpy']:9.1f} | {torch_us} | {t['numpy'] / t['numba']:11.2f} | "
+              f"{torch_ratio} |")
+
+
+if __name__ == "__main__":
+    main()
