@@ -90,12 +90,14 @@ class Dropout(Function):
 
     @staticmethod
     def forward(ctx, x, keep, p):
-        ctx.scaled_keep = keep.astype(x.dtype) / (1.0 - p)
-        return x * ctx.scaled_keep
+        scaled_keep = keep.astype(x.dtype) / (1.0 - p)
+        ctx.save_for_backward(scaled_keep)      # freed after backward, like every saved array
+        return x * scaled_keep
 
     @staticmethod
     def backward(ctx, grad):
-        return grad * ctx.scaled_keep
+        (scaled_keep,) = ctx.saved_tensors
+        return grad * scaled_keep
 
 
 class Embedding(Function):
