@@ -272,8 +272,13 @@ def _walk(order, g0, retain_graph):
     gradient through its backward to its inputs."""
     grads = {id(order[0]): g0}      # gradients that reached each node's output, so far
     done = set()
-    leaf_grads_before = {}          # to undo a half-finished backward that raised
+    grads_before = {}               # .grad of every tensor this pass touched, to undo a failure
     anomaly = _anomaly[0]
+
+    def give(t, g):                 # accumulate into a leaf's (or retained tensor's) .grad
+        grads_before.setdefault(id(t), (t, t.grad))
+        t._accumulate_grad(g)
+
     try:
         for index, node in enumerate(order):
             g_out = grads.pop(id(node), None)
@@ -284,14 +289,14 @@ def _walk(order, g0, retain_graph):
             if anomaly:
                 _check_backward(node, g_in)
             node.grad = g_out
-            if node._retained is not None and node._retained() is not None:
-                node._retained()._accumulate_grad(g_out)      # Tensor.retain_grad()
+            retained = node._retained() if node._retained is not None else None
+            if retained is not None:                  # Tensor.retain_grad()
+                give(retained, g_out)
             for t, g in zip(node.inputs, g_in):
                 if g is None:
                     continue
                 if t.grad_fn is None:
-                    leaf_grads_before.setdefault(id(t), (t, t.grad))
-                    t._accumulate_grad(g)
+                    give(t, g)
                 else:
                     key = id(t.grad_fn)
                     prev = grads.get(key)
@@ -303,7 +308,7 @@ def _walk(order, g0, retain_graph):
     except Exception:
         # A backward that raised (a bug in an op's backward, anomaly mode) must not leave some
         # leaves with this pass's gradient and others without: put every .grad back.
-        for t, before in leaf_grads_before.values():
+        for t, before in grads_before.values():
             t.grad = before
         raise
 
