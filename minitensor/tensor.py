@@ -24,11 +24,11 @@ _DEFAULT_FLOAT = float32
 def _as_array(data, dtype=None):
     """Convert user data to a numpy array with minitensor's dtype rules.
 
-    Floats become float32 unless `dtype` says otherwise (float64 arrays included); ints stay
-    int64; bools stay bool.
+    Floats become float32 unless `dtype` says otherwise (float64 arrays included); Python ints
+    become int64; bools stay bool. A Tensor keeps its dtype (it already follows these rules).
     """
     if isinstance(data, Tensor):
-        data = data.data
+        return np.array(data.data, dtype=dtype if dtype is not None else data.dtype)
     if dtype is not None:
         return np.array(data, dtype=np.dtype(dtype))
     arr = np.array(data)

@@ -24,6 +24,9 @@ def test_tensor_copies_its_data():
     a[0] = 5
     assert t.data[0] == 1
     assert mt.tensor(t).data is not t.data
+    t64 = mt.tensor([1.0], dtype=mt.float64)
+    assert mt.tensor(t64).dtype == mt.float64           # a Tensor keeps its dtype
+    assert mt.tensor(t64, dtype=mt.float32).dtype == mt.float32
 
 
 def test_numpy_item_tolist_float_int():
