@@ -150,6 +150,7 @@ def test_mha_input_errors():
 
 
 # ---------------------------------------------------------------------------- torch parity
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-4), (np.float64, 1e-9)])
 @pytest.mark.parametrize("kind", ["self", "cross"])
 def test_mha_matches_torch_multihead_attention(rng, dtype, tol, kind):

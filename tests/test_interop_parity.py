@@ -12,6 +12,7 @@ from transformer import interop
 from transformer import masks as M
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 PAD = 0
 

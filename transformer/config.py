@@ -63,7 +63,8 @@ class TransformerConfig:
     def __post_init__(self):
         if self.d_model <= 0 or self.n_heads <= 0 or self.d_model % self.n_heads:
             raise ValueError(f"TransformerConfig: d_model={self.d_model} must be a positive "
-                             f"multiple of n_heads={self.n_heads} (each head gets d_model / n_heads)")
+                             f"multiple of n_heads={self.n_heads} (each head gets "
+                             f"d_model / n_heads)")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"TransformerConfig: activation must be one of {ACTIVATIONS}, "
                              f"got {self.activation!r}")
@@ -77,7 +78,8 @@ class TransformerConfig:
             raise ValueError(f"TransformerConfig: dropout must be in [0, 1), got {self.dropout}")
         for name in ("d_ff", "max_len"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"TransformerConfig: {name} must be positive, got {getattr(self, name)}")
+                raise ValueError(f"TransformerConfig: {name} must be positive, got "
+                                 f"{getattr(self, name)}")
 
     @property
     def d_k(self):
@@ -99,7 +101,7 @@ class TransformerConfig:
 
     @classmethod
     def tiny(cls, src_vocab_size, tgt_vocab_size, **overrides):
-        """A model small enough for gradchecks and quick tests: d_model 16, 2 heads, 1 + 1 layers."""
+        """Small enough for gradchecks and quick tests: d_model 16, 2 heads, 1 + 1 layers."""
         base = dict(d_model=16, n_heads=2, num_encoder_layers=1, num_decoder_layers=1,
                     d_ff=32, dropout=0.0, max_len=64)
         base.update(overrides)

@@ -225,8 +225,10 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty
     with _EvalMode(model):
         # every source is repeated k times: row b·k + j is beam j of source b
         rep = np.repeat(np.arange(batch), k)
-        mask = None if src_padding_mask is None else np.asarray(
-            src_padding_mask.data if isinstance(src_padding_mask, Tensor) else src_padding_mask)[rep]
+        mask = None
+        if src_padding_mask is not None:
+            mask = np.asarray(src_padding_mask.data if isinstance(src_padding_mask, Tensor)
+                              else src_padding_mask)[rep]
         stepper = _Seq2SeqStepper(model, src[rep], mask, use_cache)
         ys = np.full((batch * k, 1), bos_id, dtype=np.int64)
         scores = np.full((batch, k), -np.inf)

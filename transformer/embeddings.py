@@ -6,9 +6,11 @@ The input to the first layer is (paper, seed 3.2–3.3)
 
 - `TokenEmbedding`: the trainable table E ∈ R^{|V| × d_model}, optionally scaled by √d_model.
 - `SinusoidalPositionalEncoding` (the paper's, default): a fixed table
-      PE(pos, 2i) = sin(pos / 10000^(2i / d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model)).
+      PE(pos, 2i)   = sin(pos / 10000^(2i / d_model)),
+      PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model)).
   Values stay in [−1, 1]; each pair of dimensions is a rotation at its own frequency, so
-  PE(pos + k) is a linear function of PE(pos) — relative offsets are easy to read (seed 004 §3.1).
+  PE(pos + k) is a linear function of PE(pos) — relative offsets are easy to read
+  (seed 004 §3.1).
 - `LearnedPositionalEmbedding`: a trainable table P ∈ R^{max_len × d_model} (BERT, GPT-2).
 - `RotaryEmbedding` (RoPE): no vector is added to x; instead the queries and keys of each
   self-attention head are rotated by an angle proportional to their position, so q·k depends on
@@ -120,7 +122,8 @@ class RotaryEmbedding(nn.Module):
     """Rotary positions (RoPE) for q or k of shape (B, h, L, d_k).
 
     Pair dimension i with i + d_k/2 and rotate each pair by angle pos · θ_i,
-    θ_i = 10000^(−2i/d_k):  x ↦ x ⊙ cos + rotate_half(x) ⊙ sin,  rotate_half(x) = [−x₂, x₁].
+    θ_i = 10000^(−2i/d_k):   x ↦ x ⊙ cos + rotate_half(x) ⊙ sin,
+    rotate_half(x) = [−x₂, x₁].
     Rotating q at position m and k at position n makes q·k depend only on m − n. rotate_half is
     one matmul with a fixed signed permutation matrix (its gradient is the transpose).
     """
@@ -149,7 +152,8 @@ class RotaryEmbedding(nn.Module):
 
 
 class Embeddings(nn.Module):
-    """The input block of a stack: ids (B, L) → dropout(TokenEmbedding(ids) + positions), (B, L, d_model).
+    """The input block of a stack: ids (B, L) → dropout(TokenEmbedding(ids) + positions),
+    (B, L, d_model).
 
     Children: `token` (TokenEmbedding), `position` (sinusoidal or learned; absent for
     "rotary", which acts inside attention, and for "none"), `dropout`. `offset` shifts the

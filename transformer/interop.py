@@ -158,8 +158,9 @@ def _torch_seq2seq_class():
                 self.register_buffer("pe", torch.tensor(
                     sinusoidal_table(cfg.max_len, cfg.d_model)).to(dtype))
             elif cfg.positional == "learned":
-                self.src_pos_embed = nn.Parameter(torch.zeros(cfg.max_len, cfg.d_model, dtype=dtype))
-                self.tgt_pos_embed = nn.Parameter(torch.zeros(cfg.max_len, cfg.d_model, dtype=dtype))
+                shape = (cfg.max_len, cfg.d_model)
+                self.src_pos_embed = nn.Parameter(torch.zeros(shape, dtype=dtype))
+                self.tgt_pos_embed = nn.Parameter(torch.zeros(shape, dtype=dtype))
             self.drop = nn.Dropout(cfg.dropout)
             self.transformer = nn.Transformer(
                 d_model=cfg.d_model, nhead=cfg.n_heads, num_encoder_layers=cfg.num_encoder_layers,
@@ -230,8 +231,9 @@ def from_torch(model, torch_transformer, src_embedding=None, tgt_embedding=None,
         return model
     tt = torch_transformer
     if cfg.final_norm != (tt.encoder.norm is not None):
-        raise ValueError(f"from_torch: the torch encoder {'has' if tt.encoder.norm is not None else 'has no'} "
-                         f"final norm but cfg.final_norm={cfg.final_norm}")
+        has = "has a" if tt.encoder.norm is not None else "has no"
+        raise ValueError(f"from_torch: the torch encoder {has} final norm but "
+                         f"cfg.final_norm={cfg.final_norm}")
     pairs = stack_name_map(cfg)
     torch_state = dict(tt.state_dict())
     extra = [(src_embedding, "src_embed.token.weight", "weight"),

@@ -13,7 +13,6 @@ added inside the decoder. Each forward builds every mask once, as a numpy consta
 """
 import numpy as np
 
-import minitensor.functional as F
 from minitensor import Tensor, nn
 
 from . import masks as M
