@@ -224,8 +224,9 @@ def var(x, axis=None, unbiased=True, keepdims=False):
 
 
 def std(x, axis=None, unbiased=True, keepdims=False):
-    """Standard deviation: the square root of `var` (same arguments)."""
-    return sqrt(var(x, axis=axis, unbiased=unbiased, keepdims=keepdims))
+    """Standard deviation: the square root of `var` (same arguments). Where it is 0 (all
+    elements equal) the gradient is 0, as in PyTorch, not NaN."""
+    return R.Std.apply(_float_data(x), axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
 def logsumexp(x, axis=None, keepdims=False):

@@ -703,3 +703,11 @@ def test_gradcheck_restores_inputs_and_their_grads(leaf):
     assert gradcheck(lambda x: (x.exp(), x.sum(axis=0)), x)    # several outputs are fine
     np.testing.assert_array_equal(x.data, before)
     np.testing.assert_array_equal(x.grad.data, 1)
+
+
+def test_std_of_equal_elements_has_zero_gradient_not_nan():
+    x = mt.tensor([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], dtype=mt.float64, requires_grad=True)
+    x.std(axis=1).sum().backward()
+    np.testing.assert_array_equal(x.grad.data[0], 0)
+    xc = x.data[1] - x.data[1].mean()
+    np.testing.assert_allclose(x.grad.data[1], xc / ((3 - 1) * np.std(x.data[1], ddof=1)))

@@ -62,21 +62,26 @@ class Min(_Extremum):
     reduce = staticmethod(np.min)
 
 
+def _centered(ctx, x, axis, unbiased, keepdims, op):
+    """x minus its mean over `axis`; sets ctx.axes, ctx.keepdims and ctx.denom (n, or n − 1
+    when unbiased — taken as 1 for a single element, so the variance is 0, not NaN)."""
+    ctx.axes = normalize_axes(axis, x.ndim, op, x.shape)
+    n = int(np.prod([x.shape[a] for a in ctx.axes]))
+    ctx.denom = max(n - (1 if unbiased else 0), 1)
+    ctx.keepdims = keepdims
+    return x - x.mean(axis=ctx.axes, keepdims=True)
+
+
 class Var(Function):
     """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default).
 
     The gradient is 2·(x − mean)/denominator (the mean's own dependence on x cancels, since
-    the deviations sum to zero). With a single element the unbiased denominator would be 0:
-    it is taken as 1, so the variance is 0 rather than PyTorch's NaN.
+    the deviations sum to zero).
     """
 
     @staticmethod
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
-        ctx.axes = normalize_axes(axis, x.ndim, "var", x.shape)
-        n = int(np.prod([x.shape[a] for a in ctx.axes]))
-        ctx.denom = max(n - (1 if unbiased else 0), 1)
-        ctx.keepdims = keepdims
-        xc = x - x.mean(axis=ctx.axes, keepdims=True)
+        xc = _centered(ctx, x, axis, unbiased, keepdims, "var")
         ctx.save_for_backward(xc)
         return np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom
 
@@ -85,6 +90,30 @@ class Var(Function):
         (xc,) = ctx.saved_tensors
         g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
         return g * (2.0 / ctx.denom) * xc
+
+
+class Std(Function):
+    """Standard deviation √var (same arguments as Var).
+
+    d std = d var / (2·std). Where std is 0 (all elements equal) that is 0/0; the gradient is
+    taken as 0 there, as PyTorch does, rather than NaN.
+    """
+
+    @staticmethod
+    def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
+        xc = _centered(ctx, x, axis, unbiased, keepdims, "std")
+        out = np.sqrt(np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom)
+        ctx.save_for_backward(xc, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xc, out = ctx.saved_tensors
+        g_var = np.divide(grad, 2 * out, out=np.zeros(np.shape(out), dtype=xc.dtype),
+                          where=out > 0)
+        if not ctx.keepdims:
+            g_var = np.expand_dims(g_var, ctx.axes)
+        return g_var * (2.0 / ctx.denom) * xc
 
 
 class LogSumExp(Function):
