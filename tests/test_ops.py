@@ -711,3 +711,9 @@ def test_std_of_equal_elements_has_zero_gradient_not_nan():
     np.testing.assert_array_equal(x.grad.data[0], 0)
     xc = x.data[1] - x.data[1].mean()
     np.testing.assert_allclose(x.grad.data[1], xc / ((3 - 1) * np.std(x.data[1], ddof=1)))
+
+
+def test_power_zero_has_zero_gradient_even_at_zero():
+    x = mt.tensor([0.0, 2.0], requires_grad=True)
+    (x ** 0).sum().backward()
+    np.testing.assert_array_equal(x.grad.data, [0, 0])      # not NaN (0 · 0⁻¹)

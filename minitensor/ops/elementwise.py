@@ -61,7 +61,8 @@ class Div(Function):
 
 
 class Pow(Function):
-    """a ** b. d/da = b·a^(b−1); d/db = a^b·ln a (taken as 0 where a ≤ 0)."""
+    """a ** b. d/da = b·a^(b−1) (0 where b = 0, even at a = 0, where it would be 0·∞);
+    d/db = a^b·ln a (taken as 0 where a ≤ 0)."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -74,7 +75,9 @@ class Pow(Function):
         a, b, out = ctx.saved_tensors
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = unbroadcast(grad * b * a ** (b - 1), a.shape)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                slope = np.where(b == 0, 0, b * a ** (b - 1))
+            ga = unbroadcast(grad * slope, a.shape)
         if ctx.needs_input_grad[1]:
             log_a = np.log(np.where(a > 0, a, 1))
             gb = unbroadcast(grad * out * log_a, b.shape)
