@@ -35,6 +35,7 @@ from transformer.masks import padding_mask               # noqa: E402
 
 VOCAB, PAD, BOS, EOS = 16, 0, 1, 2
 BATCH, SRC_LEN, TGT_LEN = 128, 7, 5
+DROPOUT = float(os.environ.get("TRAIN_STEP_DROPOUT", "0.1"))
 
 
 def make_batch(rng):
@@ -51,7 +52,7 @@ def make_batch(rng):
 
 def build(seed=0):
     mt.manual_seed(seed)
-    cfg = TransformerConfig.small(VOCAB, VOCAB, max_len=64, pad_id=PAD)
+    cfg = TransformerConfig.small(VOCAB, VOCAB, max_len=64, pad_id=PAD, dropout=DROPOUT)
     return Transformer(cfg)
 
 

@@ -48,13 +48,13 @@ def test_sdpa_gradcheck_with_mask(leaf):
 
 
 def _mha64(**kw):
-    mha = MultiHeadAttention(8, 2, **kw)
+    mha = MultiHeadAttention(4, 2, **kw)
     return mha.double()
 
 
 def test_mha_gradcheck_self_attention_inputs_and_weights(leaf):
     mha = _mha64()
-    x = leaf(2, 3, 8)
+    x = leaf(2, 3, 4)
     kpm = np.array([[False, False, True], [False, False, False]])
     params = [mha.w_q.weight, mha.w_k.bias, mha.w_v.weight, mha.w_o.weight, mha.w_o.bias]
     assert mt.gradcheck(lambda x, *ps: mha(x, key_padding_mask=kpm)[0], x, *params)
@@ -62,14 +62,14 @@ def test_mha_gradcheck_self_attention_inputs_and_weights(leaf):
 
 def test_mha_gradcheck_cross_attention(leaf):
     mha = _mha64()
-    x, memory = leaf(2, 3, 8), leaf(2, 4, 8)
+    x, memory = leaf(2, 3, 4), leaf(2, 4, 4)
     params = [mha.w_q.weight, mha.w_k.weight, mha.w_v.bias]
     assert mt.gradcheck(lambda x, m, *ps: mha(x, m, m)[0], x, memory, *params)
 
 
 def test_mha_gradcheck_rotary(leaf):
-    mha = MultiHeadAttention(8, 2, rotary=RotaryEmbedding(4, 16)).double()
-    x = leaf(1, 4, 8)
+    mha = MultiHeadAttention(4, 2, rotary=RotaryEmbedding(2, 8)).double()
+    x = leaf(1, 4, 4)
     assert mt.gradcheck(lambda x, w: mha(x, attn_mask=M.causal_mask(4))[0], x, mha.w_k.weight)
 
 

@@ -198,8 +198,9 @@ def test_decoder_only_lm_has_no_cross_attention(rng):
 # ---------------------------------------------------------------------------- gradchecks
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_gradcheck(leaf, norm_first):
-    layer = EncoderLayer(TransformerConfig.tiny(5, 5, d_model=8, d_ff=12, norm_first=norm_first)).double()
-    x = leaf(2, 3, 8)
+    cfg = TransformerConfig.tiny(5, 5, d_model=4, d_ff=6, norm_first=norm_first)
+    layer = EncoderLayer(cfg).double()
+    x = leaf(2, 3, 4)
     mask = M.combine_masks(np.array([[False, False, True], [False, False, False]]))
     params = [layer.self_attn.w_v.weight, layer.ffn.linear1.bias, layer.norm1.weight,
               layer.norm2.bias, layer.ffn.linear2.weight]
@@ -208,9 +209,9 @@ def test_encoder_layer_gradcheck(leaf, norm_first):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_gradcheck(leaf, norm_first):
-    layer = DecoderLayer(TransformerConfig.tiny(5, 5, d_model=8, d_ff=12, norm_first=norm_first,
+    layer = DecoderLayer(TransformerConfig.tiny(5, 5, d_model=4, d_ff=6, norm_first=norm_first,
                                                 activation="swiglu")).double()
-    x, memory = leaf(2, 3, 8), leaf(2, 4, 8)
+    x, memory = leaf(2, 3, 4), leaf(2, 4, 4)
     self_mask = M.combine_masks(np.array([[False, False, True], [False] * 3]), M.causal_mask(3))
     cross_mask = M.combine_masks(np.array([[False] * 3 + [True], [False] * 4]))
     params = [layer.cross_attn.w_q.weight, layer.self_attn.w_o.bias, layer.norm3.weight,
@@ -220,7 +221,7 @@ def test_decoder_layer_gradcheck(leaf, norm_first):
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "rotary", "learned"])
 def test_tiny_full_model_gradcheck(rng, positional):
-    cfg = TransformerConfig.tiny(6, 7, d_model=8, d_ff=8, positional=positional, max_len=8)
+    cfg = TransformerConfig.tiny(6, 7, d_model=4, d_ff=6, positional=positional, max_len=6)
     model = Transformer(cfg).double()
     src = rng.integers(0, 6, (2, 4))
     src[0, 0] = 1
