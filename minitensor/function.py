@@ -27,6 +27,7 @@ import numpy as np
 
 from . import autograd
 from .scope import current_scope
+from .tensor import Tensor
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -155,7 +156,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **params):
-        from .tensor import Tensor
         arrays = [a.data if isinstance(a, Tensor) else a for a in args]
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         record = autograd.is_grad_enabled() and any(needs)
@@ -187,7 +187,6 @@ class Function:
 def _saved_versions(ctx, args, result):
     """For each saved array that is (a view of) an input's or the output's data, remember that
     tensor's version: backward checks it did not change (the in-place safety check)."""
-    from .tensor import Tensor
     tracked = []
     for arr in ctx._saved:
         if not isinstance(arr, np.ndarray):
