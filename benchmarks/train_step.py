@@ -96,12 +96,12 @@ def timed(fn, batches, wall, cpu):
         cpu.append(time.process_time() - c0)
 
 
-def limit_threads(n):
-    """Give numpy's BLAS, numba and torch the same number of threads (see PERFORMANCE.md:
-    pools that spin while another library works steal each other's cores)."""
+def limit_threads(n, blas=None):
+    """Give numpy's BLAS (`blas`, default n) and numba n threads (see PERFORMANCE.md: pools
+    that spin while another library works steal each other's cores)."""
     try:
         import threadpoolctl
-        threadpoolctl.threadpool_limits(n)
+        threadpoolctl.threadpool_limits(n if blas is None else blas)
     except ImportError:
         print("(threadpoolctl not installed: BLAS threads not limited)")
     try:
@@ -117,11 +117,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
     ap.add_argument("--threads", type=int, default=2,
                     help="threads for torch, numpy's BLAS and numba alike")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="numpy's BLAS threads if not --threads (1 can win on a busy machine)")
     ap.add_argument("--profile", action="store_true", help="cProfile our steps")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
 
-    limit_threads(args.threads)
+    limit_threads(args.threads, args.blas_threads)
     rng = np.random.default_rng(0)
     batches = [make_batch(rng) for _ in range(args.steps)]
     model = build()
@@ -142,8 +144,10 @@ def main():
     print(f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
           f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)")
     print(f"kernels backend: {mt.get_backend()}")
-    print(f"threads: {args.threads} (torch, BLAS, numba); {len(ours)} steps each; wall = elapsed, "
-          f"cpu = process CPU time summed over threads (steadier on a busy machine)")
+    blas = args.threads if args.blas_threads is None else args.blas_threads
+    print(f"threads: torch {args.threads}, numba {args.threads}, BLAS {blas}; {len(ours)} steps "
+          f"each; wall = elapsed, cpu = process CPU time summed over threads (steadier on a "
+          f"busy machine)")
     med, cmed = float(np.median(ours)) * 1e3, float(np.median(ours_cpu)) * 1e3
     print(f"minitensor: median {med:7.1f} ms/step wall (min {min(ours) * 1e3:.1f}), "
           f"{cmed:7.1f} ms cpu")
