@@ -1,6 +1,7 @@
 """minitensor.kernels: numba kernel vs its numpy twin vs PyTorch, side by side, float32.
 
-    python benchmarks/kernels.py [--quick] [--no-torch] [--only softmax|bmm|matmul|other]
+    python benchmarks/kernels.py [--quick] [--no-torch] [--only GROUP]
+    GROUP: softmax | bmm | bmm-kernel | matmul | other
 
 Each row: the median time of one call (µs) after warm-up, over many repeats, for the numba
 backend, the numpy twin and torch (when installed, torch.set_num_threads(2)), and the ratios
@@ -12,25 +13,35 @@ What is compared:
   attention shapes (plain softmax on (4096, 1024)); torch runs plain torch.softmax(x, -1) —
   one op, no mask, so the comparison is conservative.
 * softmax bwd: ours the fused y ⊙ (dy − Σ dy·y)·scale; torch its aten backward kernel.
-* bmm: q·kᵀ with kᵀ a transposed view (as attention computes it) and weights·v.
+* bmm: q·kᵀ with kᵀ a transposed view (as attention computes it) and weights·v; then a few
+  rows with the numba bmm kernel forced, which show why the numba backend routes these
+  products to BLAS on this machine.
 * matmul: square products and the addition model's Linear shapes (B·L = 896, d_model 128,
   d_ff 512): forward, dX = dY·Wᵀ and dW = Xᵀ·dY. The "path" column says whether the numba
   backend ran its kernel or handed the product to BLAS.
 
-Torch is timed in its own phase after the others: torch's OpenMP workers spin for a while
-after each op and would otherwise steal the second core from numba's workers (and vice versa).
+Torch is timed in a child process started with this script's original environment: torch
+keeps its own default thread settings (minitensor's thread-pool defaults, set at import, are
+for numpy and numba), and its OpenMP workers, which spin for a while after each op, cannot
+steal the second core from numba's workers. The child builds the same inputs (same seed).
 """
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
-import numpy as np
+_ORIGINAL_ENV = dict(os.environ)           # before minitensor adds its thread-pool defaults
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+# minitensor first: it sets the thread-pool defaults (minitensor/__init__.py) before numpy,
+# numba and torch load, so all three libraries run under the same settings
 from minitensor import kernels as K                      # noqa: E402
+
+import numpy as np                                       # noqa: E402
 
 try:
     import torch
@@ -107,6 +118,21 @@ def bmm_cases(rng, quick):
     return cases
 
 
+def bmm_kernel_cases(rng, quick):
+    """The numba bmm kernel forced (route does not pick it here): why matmul uses BLAS."""
+    cases = []
+    for L, d in ((8, 16), (16, 32), (32, 32), (64, 32)):
+        q, k = (rng.standard_normal((512, L, d), dtype=np.float32) for _ in range(2))
+        k_t = np.swapaxes(k, 1, 2)
+        tq, tk = (torch.from_numpy(a) for a in (q, k)) if torch else (None, None)
+        cases.append(Case("bmm-kernel", f"bmm q·kᵀ (512,{L},{d}) numba kernel forced",
+                          lambda q=q, k_t=k_t: K.batched_matmul_kernel(q, k_t),
+                          lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
+                          torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
+                          path="kernel"))
+    return cases[:1] if quick else cases
+
+
 def matmul_cases(rng, quick):
     cases = []
     sizes = (128, 512) if quick else (128, 256, 512, 1024)
@@ -174,8 +200,8 @@ def other_cases(rng, quick):
     return cases
 
 
-GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "matmul": matmul_cases,
-          "other": other_cases}
+GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "bmm-kernel": bmm_kernel_cases,
+          "matmul": matmul_cases, "other": other_cases}
 
 
 def main():
@@ -183,6 +209,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a few shapes, shorter timing")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch column")
     parser.add_argument("--only", choices=sorted(GROUPS), help="one group of kernels")
+    parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     global torch
     if args.no_torch:
@@ -192,17 +219,24 @@ def main():
     cases = [c for g in groups for c in GROUPS[g](rng, args.quick)]
     min_time = 0.05 if args.quick else 0.25
 
+    if args.torch_child:                                 # we are the child: time torch only
+        print(json.dumps([median_us(c.torch_fn, min_time) if c.torch_fn else None
+                          for c in cases]))
+        return
+
     print(f"numba threads {os.environ.get('NUMBA_NUM_THREADS', 'default')}, "
           f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
           f"{len(cases)} cases, float32, median µs per call", file=sys.stderr)
-    for case in cases:                                   # phase 1: numba and the numpy twin
+    for case in cases:                                   # numba and the numpy twin
         case.times["numba"] = median_us(case.numba_fn, min_time)
         case.times["numpy"] = median_us(case.numpy_fn, min_time)
-    if torch:                                            # phase 2: torch, on quiet workers
-        time.sleep(0.5)
-        for case in cases:
-            if case.torch_fn:
-                case.times["torch"] = median_us(case.torch_fn, min_time)
+    if torch:                                            # torch, in a child process
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-child"]
+                               + sys.argv[1:], env=_ORIGINAL_ENV, capture_output=True,
+                               text=True, check=True)
+        for case, us in zip(cases, json.loads(child.stdout.strip().splitlines()[-1])):
+            if us is not None:
+                case.times["torch"] = us
 
     header = (f"| {'kernel, shape':<48} | {'path':<7} | {'numba µs':>9} | {'numpy µs':>9} | "
               f"{'torch µs':>9} | {'numpy/numba':>11} | {'torch/numba':>11} |")

@@ -7,7 +7,19 @@
     loss = F.relu(x @ mt.randn(4, 2)).sum()
     loss.backward()          # x.grad now holds d loss / d x
 """
-from . import autograd, kernels, random
+# Thread pools (PERFORMANCE.md item 6, measured again in benchmarks/README.md): numpy's OpenBLAS
+# workers and numba's workers each spin while idle and steal the core the other one computes
+# on; a training step on 2 cores ran 3-5x slower with the libraries' defaults. These defaults
+# (a user's own settings win) only take effect when set before numpy / numba load, hence here,
+# first. The workqueue layer is numba's simplest pool; it must not be called from several
+# Python threads at once (set NUMBA_THREADING_LAYER=omp or tbb if you need that).
+import os as _os
+
+for _var, _value in (("OPENBLAS_THREAD_TIMEOUT", "4"), ("OMP_WAIT_POLICY", "PASSIVE"),
+                     ("NUMBA_THREADING_LAYER", "workqueue")):
+    _os.environ.setdefault(_var, _value)
+
+from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .creation import (arange, eye, full, full_like, ones, ones_like, rand, rand_like, randint,
                        randn, randn_like, tensor, zeros, zeros_like)

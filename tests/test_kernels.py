@@ -238,6 +238,26 @@ def test_matmul_reads_transposed_views(dtype, rng):
     assert_agree(*both(K.matmul_grad_b, q, g), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a_shape,b_shape,b_transposed", [
+    ((6, 8, 16), (6, 8, 16), True),           # q·kᵀ with kᵀ a transposed view
+    ((6, 8, 8), (6, 8, 16), False),           # weights·v
+    ((3, 1, 5, 7), (1, 4, 7, 6), False),      # batch axes broadcast both ways
+    ((2, 1, 7), (2, 7, 5), False),            # n = 1, m not a multiple of 4
+])
+def test_batched_matmul_kernel_matches_numpy(a_shape, b_shape, b_transposed, dtype, rng):
+    """The numba bmm kernel (which `route` does not pick on this machine, see matmul.py) is
+    still exact: it must stay correct for machines where it is switched on."""
+    a = rng.standard_normal(a_shape).astype(dtype)
+    b = rng.standard_normal(b_shape).astype(dtype)
+    if b_transposed:
+        b = np.swapaxes(b, -1, -2)
+    assert_agree(K.batched_matmul_kernel(a, b), np.matmul(a, b), dtype)
+    q = rng.standard_normal((2, 5, 3, 8)).astype(dtype).transpose(0, 2, 1, 3)  # head-split view
+    assert_agree(K.batched_matmul_kernel(q, np.swapaxes(q, -1, -2)),
+                 np.matmul(q, np.swapaxes(q, -1, -2)), dtype)
+
+
 # ---- both backends through the ops (float64 gradcheck) -------------------------------------------
 
 @pytest.fixture(params=["numba", "numpy"])

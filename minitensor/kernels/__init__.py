@@ -9,8 +9,8 @@ Ops call only the names below; each dispatches to a numba kernel or to its plain
 
 One module per family, kernel and twin side by side — read the twin first:
 
-    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (numba for attention-sized batches,
-                                                              BLAS for large products)
+    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (BLAS, where it measured fastest;
+                                                              a batched numba kernel beside it)
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward
@@ -28,6 +28,7 @@ matmul = dispatch(_mm.matmul_numba, _mm.matmul_numpy)
 matmul_grad_a = dispatch(_mm.matmul_grad_a_numba, _mm.matmul_grad_a_numpy)
 matmul_grad_b = dispatch(_mm.matmul_grad_b_numba, _mm.matmul_grad_b_numpy)
 matmul_route = _mm.route        # which path the numba backend takes for a @ b: kernel or BLAS
+batched_matmul_kernel = _mm.batched_matmul_kernel      # the numba bmm kernel, whatever route says
 
 softmax_forward = dispatch(_sm.softmax_forward_numba, _sm.softmax_forward_numpy)
 softmax_backward = dispatch(_sm.softmax_backward_numba, _sm.softmax_backward_numpy)
@@ -47,4 +48,4 @@ KERNELS = (matmul, matmul_grad_a, matmul_grad_b, softmax_forward, softmax_backwa
            cross_entropy_backward, layer_norm_forward, layer_norm_backward)
 
 __all__ = [k.__name__ for k in KERNELS] + ["BACKENDS", "KERNELS", "get_backend", "set_backend",
-                                            "use_backend", "matmul_route"]
+                                            "use_backend", "matmul_route", "batched_matmul_kernel"]

@@ -9,13 +9,21 @@ the float's exponent bits. It is plain arithmetic, so the loop vectorises (~10×
 relative error is below 5e-7 on float32. float64 keeps the exact np.exp (the float64 tests
 demand agreement with the numpy twin to 1e-12).
 """
+import os
 import sys
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import event
 from numba.extending import intrinsic, overload
+
+# numba reads NUMBA_THREADING_LAYER when it is imported; if it was imported before minitensor
+# set the default (minitensor/__init__.py explains why), apply it now — the pool starts only at
+# the first parallel kernel call.
+if numba.config.THREADING_LAYER == "default" and "NUMBA_THREADING_LAYER" in os.environ:
+    numba.config.THREADING_LAYER = os.environ["NUMBA_THREADING_LAYER"]
 
 # fastmath flags that are safe here: re-associate sums (so reductions vectorise), fuse
 # multiply-adds, approximate reciprocals/functions, ignore the sign of zero. NOT "nnan"/"ninf":

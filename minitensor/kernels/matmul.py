@@ -1,31 +1,40 @@
-"""Matrix products: a batched numba kernel for attention-sized matrices, BLAS for the rest.
+"""Matrix products: BLAS for every product on this machine, and a batched numba kernel kept
+for the small q·kᵀ-style stacks where it can win on other machines.
 
 Every matmul of the framework comes here three times per step — the forward product and the
-two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, which
-decides who computes it:
+two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, and
+`route` decides who computes it. The rule was measured with benchmarks/kernels.py on the
+2-core machine this project runs on (tables in benchmarks/README.md):
 
-* **Large matrices go to BLAS (np.matmul).** numpy's OpenBLAS runs a packed, register-blocked,
-  hand-written-assembly kernel at close to the machine's peak (measured ~200 GFLOP/s at 512³
-  and at the Linear shapes (900, 128) @ (128, 512) on this 2-core machine); the best numba
-  kernel we wrote reached a third of that. A product whose right operand has no batch axes —
-  every Linear layer, (B, L, d) @ (d, e) — is folded into one 2-D product (B·L, d) @ (d, e)
-  and handed to BLAS as well.
-* **Many small matrices go to the numba kernel.** For a stack of attention-sized matrices,
-  (B·h, L, d_k) @ (B·h, d_k, L) with L, d_k ≤ 64, np.matmul calls BLAS once per matrix, on one
-  thread, paying its per-call set-up each time; `_batched_dot_product` instead runs the whole
-  stack in one parallel loop over the batch.
+* **2-D products and Linear layers go to BLAS.** numpy's OpenBLAS runs a packed,
+  register-blocked kernel written in assembly at close to the machine's peak (~200 GFLOP/s at
+  512³ and at the Linear shapes (896, 128) @ (128, 512), with AVX-512). A product whose right
+  operand has no batch axes — (B, L, d) @ (d, e) — is folded into one 2-D product
+  (B·L, d) @ (d, e).
+* **Stacks of attention matrices go to np.matmul too**, after copying a transposed right
+  operand (kᵀ) to contiguous memory when the matrices are large: np.matmul on a transposed
+  stack measured up to 2–3× slower than on a contiguous one at L = 64, more than the copy costs.
+* **`batched_matmul_kernel`**, the numba kernel, reads q and kᵀ along their contiguous axis and
+  runs the whole stack in one parallel loop. On this machine it lost to np.matmul on every
+  attention shape we measured (0.2–0.6×): LLVM vectorises only the innermost loop, which for
+  d_k, L ≤ 64 is too short to fill a vector body, and numba offers no way to keep a tile of
+  accumulators in registers the way BLAS does. So `_KERNEL_MAX_WORK` is 0 and route never picks
+  it; raise it where benchmarks/kernels.py shows the kernel ahead.
 
-The numpy twins are np.matmul itself (it is the reference, and it is exact to rounding).
+The numpy twins are np.matmul itself.
 """
 import numpy as np
 from numba import prange
 
 from .jit import kernel
 
-# Per-matrix work (n·k·m multiply-adds) up to which a batched product runs in the numba kernel;
-# above it np.matmul's BLAS calls are cheap compared with their work and win. Measured with
-# benchmarks/kernels.py on the attention shapes.
-_NUMBA_MAX_WORK = 64 * 64 * 64
+# Per-matrix work (n·k·m multiply-adds) up to which a stack of q·kᵀ-style products runs in the
+# numba kernel. 0: np.matmul won on every shape measured here (see the module docstring).
+_KERNEL_MAX_WORK = 0
+# From this per-matrix work on, np.matmul gets a contiguous copy of a transposed right operand
+# (measured: a clear gain at L = 64; at L = 32 the copy's fresh allocation cost as much as it
+# saved).
+_COPY_MIN_WORK = 64 * 64 * 16
 
 
 # ---- numpy twins ------------------------------------------------------------------------------
@@ -77,35 +86,50 @@ def _batched_dot_product(a, b_t, out):
             out[p, i, j] = s
 
 
+def _is_transposed_view(b):
+    """True when b's rows are not contiguous, as in kᵀ (its columns are): the layout for which
+    the kernel reads bᵀ in place, and np.matmul does worst."""
+    return b.shape[-1] > 1 and b.strides[-1] != b.itemsize
+
+
 def route(a, b):
     """Who computes a @ b on the numba backend: "blas-2d" (b has no batch axes: one 2-D BLAS
-    product), "kernel" (a batch of small matrices: the numba kernel) or "blas" (np.matmul)."""
+    product), "kernel" (a stack of small matrices times a transposed view: the numba kernel)
+    or "blas" (np.matmul)."""
     if b.ndim == 2:
         return "blas-2d"
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    small = n * k * m <= _NUMBA_MAX_WORK
-    if small and a.ndim > 2 and a.dtype == b.dtype and a.dtype.kind == "f":
+    if (n * k * m <= _KERNEL_MAX_WORK and _is_transposed_view(b) and a.dtype == b.dtype
+            and a.dtype.kind == "f"):
         return "kernel"
     return "blas"
 
 
 def _product(a, b):
-    """a @ b (numpy broadcasting rules, a and b at least 2-D), computed by BLAS or by the numba
-    kernel — see the module docstring for the rule and why."""
+    """a @ b (numpy broadcasting rules, a and b at least 2-D), by BLAS or by the numba kernel
+    — see the module docstring for the rule and why."""
     path = route(a, b)
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
     if path == "blas-2d":
         # Linear-layer case: fold a's batch axes into its rows, one 2-D BLAS product
-        k = a.shape[-1]
-        return np.matmul(a.reshape(-1, k), b).reshape(*a.shape[:-1], b.shape[-1])
+        return np.matmul(a.reshape(-1, k), b).reshape(*a.shape[:-1], m)
     if path == "blas":
+        if n * k * m >= _COPY_MIN_WORK and not b.flags.c_contiguous:
+            b = np.ascontiguousarray(b)
         return np.matmul(a, b)
+    return batched_matmul_kernel(a, b)
+
+
+def batched_matmul_kernel(a, b):
+    """a @ b for a, b with batch axes (≥ 3-D, same float dtype), always by the numba kernel."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     P = int(np.prod(batch))
     a3 = np.ascontiguousarray(np.broadcast_to(a, batch + (n, k))).reshape(P, n, k)
-    # the kernel wants bᵀ contiguous: free when b is itself a transposed view (as kᵀ in q·kᵀ)
+    # no copies when q and k are contiguous stacks; copies when they are head-split views
     b_t = np.ascontiguousarray(np.swapaxes(np.broadcast_to(b, batch + (k, m)), -1, -2))
     out = np.empty((P, n, m), dtype=a.dtype)
     _batched_dot_product(a3, b_t.reshape(P, m, k), out)
@@ -113,7 +137,7 @@ def _product(a, b):
 
 
 def matmul_numba(a, b):
-    """a @ b like matmul_numpy; attention-sized batches run in the numba kernel."""
+    """a @ b like matmul_numpy, computed as `route` decides (BLAS on this machine)."""
     return _product(a, b)
 
 
