@@ -107,7 +107,8 @@ def _check_backward(node, grads):
             line = node.source_line()
             raise FloatingPointError(
                 f"anomaly: the backward of {node.where()} produced {bad} in the gradient for "
-                f"input {i} (shape {g.shape})" + (f"; the node was created by: {line}" if line else ""))
+                f"input {i} (shape {g.shape})"
+                + (f"; the node was created by: {line}" if line else ""))
 
 
 # ----------------------------------------------------------------------------- forward hooks
@@ -205,7 +206,8 @@ def _initial_grad(tensor, grad):
         return np.ones_like(tensor.data)
     g = grad if isinstance(grad, np.ndarray) else np.asarray(getattr(grad, "data", grad))
     if g.shape != tensor.shape:
-        raise ValueError(f"backward: grad has shape {g.shape} but the output has shape {tensor.shape}")
+        raise ValueError(f"backward: grad has shape {g.shape} but the output has shape "
+                         f"{tensor.shape}")
     return g.astype(tensor.dtype, copy=False)
 
 

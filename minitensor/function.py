@@ -62,8 +62,8 @@ class Context:
     Attributes a node carries (read by the viewer, the step-through and error messages):
     ``name`` (op name), ``inputs`` (the input Tensors, None for non-tensor arguments),
     ``scope`` (module path), ``source`` ((filename, lineno, function) of the user's line),
-    ``out_shape``/``out_dtype`` (of the output), ``grad`` (the gradient that reached this node's output
-    during the last backward), ``needs_input_grad``.
+    ``out_shape``/``out_dtype`` (of the output), ``grad`` (the gradient that reached this node's
+    output    during the last backward), ``needs_input_grad``.
     """
 
     def __init__(self, fn, needs_input_grad):

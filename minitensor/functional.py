@@ -357,7 +357,8 @@ def split(x, split_size_or_sections, axis=0):
     else:
         sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n:
-            raise op_error("split", f"sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
+            raise op_error("split", f"sizes {sizes} do not add up to {n} "
+                                    f"(axis {axis} of {x.shape})")
     out, start = [], 0
     for size in sizes:
         index = (slice(None),) * axis + (slice(start, start + size),)
@@ -470,7 +471,8 @@ def dropout(x, p=0.5, training=True):
     """Zero each element with probability p and scale the rest by 1/(1 − p) (inverted
     dropout). Identity when not training or p == 0. Seeded by mt.manual_seed."""
     if not 0.0 <= p <= 1.0:
-        raise op_error("dropout", f"p must be in [0, 1], got {p} (input shape {x.shape})", ValueError)
+        raise op_error("dropout", f"p must be in [0, 1], got {p} (input shape {x.shape})",
+                       ValueError)
     if not training or p == 0.0:
         return x
     if p == 1.0:

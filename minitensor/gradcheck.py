@@ -1,10 +1,10 @@
 """gradcheck: compare an op's backward with finite differences — the test for a new op.
 
 For each input x that requires grad, and each element x[i], the numeric derivative is the
-central difference (f(x + eps·e_i) − f(x − eps·e_i)) / (2·eps). Rather than the whole Jacobian
-of a vector-valued f, we check the gradient of a scalar: the outputs dotted with fixed random
-weights w. If backward is right for a random w it is right for all (a wrong Jacobian entry
-would need an accident of measure zero to hide).
+central difference (f(x + eps·e_i) − f(x − eps·e_i)) / (2·eps). Rather than the whole
+Jacobian of a vector-valued f, we check the gradient of a scalar: the outputs dotted with
+fixed random weights w. If backward is right for a random w it is right for all (a wrong
+Jacobian entry would need an accident of measure zero to hide).
 """
 import numpy as np
 

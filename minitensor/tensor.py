@@ -45,7 +45,8 @@ def _check_grad_dtype(dtype, shape, op="requires_grad"):
     if np.dtype(dtype).kind != "f":
         raise TypeError(
             f"{op}: only floating-point tensors can require gradients; this tensor is "
-            f"{np.dtype(dtype)} of shape {tuple(shape)} (ids and masks are integer/bool on purpose)")
+            f"{np.dtype(dtype)} of shape {tuple(shape)} (ids and masks are integer/bool on "
+            f"purpose)")
 
 
 class Tensor:

@@ -161,11 +161,13 @@ class MaskedFill(Function):
     @staticmethod
     def forward(ctx, x, mask, value=0.0):
         if mask.dtype != np.bool_:
-            raise TypeError(f"mask must be bool (True = fill), got {mask.dtype} of shape {mask.shape}")
+            raise TypeError(f"mask must be bool (True = fill), got {mask.dtype} of shape "
+                            f"{mask.shape}")
         try:
             out = np.where(mask, np.asarray(value, dtype=x.dtype), x)
         except ValueError:
-            raise ShapeError(f"mask of shape {mask.shape} does not broadcast to {x.shape}") from None
+            raise ShapeError(f"mask of shape {mask.shape} does not broadcast to "
+                             f"{x.shape}") from None
         if out.shape != x.shape:
             raise ShapeError(f"mask of shape {mask.shape} would grow x of shape {x.shape}")
         ctx.save_for_backward(mask)
@@ -183,7 +185,8 @@ class Tril(Function):
     @staticmethod
     def forward(ctx, x, k=0):
         if x.ndim < 2:
-            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape {x.shape}")
+            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape "
+                             f"{x.shape}")
         ctx.k = k
         return np.tril(x, k)
 
@@ -198,7 +201,8 @@ class Triu(Function):
     @staticmethod
     def forward(ctx, x, k=0):
         if x.ndim < 2:
-            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape {x.shape}")
+            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape "
+                             f"{x.shape}")
         ctx.k = k
         return np.triu(x, k)
 
