@@ -368,3 +368,15 @@ def test_anomaly_mode_names_the_op():
         with pytest.raises(FloatingPointError, match="`log`.*NaN"):
             with mt.scope("here"):
                 x.log()
+
+
+def test_backward_frees_saved_arrays_unless_retain_graph():
+    x = mt.randn(3, requires_grad=True)
+    y = x.exp()
+    loss = (y * y).sum()
+    loss.backward(retain_graph=True)
+    assert len(y.grad_fn.saved_tensors) == 1            # still there
+    loss.backward()
+    assert y.grad_fn._saved == () and loss.grad_fn.inputs[0].grad_fn._saved == ()
+    with pytest.raises(RuntimeError, match="saved tensors were freed"):
+        y.grad_fn.saved_tensors
