@@ -4,9 +4,9 @@ torch is imported only inside these functions: minitensor never needs it to run.
 
 `torch.nn.Transformer` is only the two stacks; a sequence model also needs embeddings,
 positions and an output projection (seed 11.2's list). `to_torch(model)` therefore returns a
-`TorchSeq2Seq` module holding all of them — `src_embed`, `tgt_embed` (nn.Embedding), a `pe` buffer
-(or learned `pos_embed`), `transformer` (nn.Transformer, batch_first=True) and `generator`
-(nn.Linear) — whose forward(src, tgt_in, src_padding_mask, tgt_padding_mask) computes what ours
+`TorchSeq2Seq` module holding all of them — `src_embed`, `tgt_embed` (nn.Embedding), a `pe`
+buffer (or learned `src_pos_embed`, `tgt_pos_embed`), `transformer` (nn.Transformer,
+batch_first=True) and `generator` (nn.Linear) — whose forward(src, tgt_in, src_padding_mask, tgt_padding_mask) computes what ours
 does. `from_torch(model, torch_transformer, src_embedding, tgt_embedding, generator)` loads
 weights the other way.
 
@@ -27,6 +27,7 @@ The name mapping (ours ← torch; N is the layer index; d = d_model):
                                               when cfg.final_norm — the default)
     src_embed.token.weight                  ← the source nn.Embedding's weight
     tgt_embed.token.weight                  ← the target nn.Embedding's weight
+    src_embed.position.weight (learned)     ← TorchSeq2Seq.src_pos_embed (tgt likewise)
     generator.*                             ← the output nn.Linear
 
 Both store Linear weights as (out_features, in_features), so no matrix is transposed.
