@@ -203,6 +203,32 @@ def test_layer_norm_matches_twin(n, d, affine, dtype, rng):
     assert_agree(K.layer_norm_forward.numba(xt, w, b, 1e-5)[0], ref[0], dtype)
 
 
+def test_parallel_builds_match_twins(monkeypatch, rng):
+    """Large inputs run the parallel build of each kernel; force it on small ones here."""
+    from minitensor.kernels import jit
+    monkeypatch.setattr(jit, "PARALLEL_MIN_WORK", 0)
+    for dtype in DTYPES:
+        x = rng.standard_normal((3, 4, 5, 6)).astype(dtype)
+        mask = rng.random((3, 1, 1, 6)) < 0.3
+        y, y_ref = both(K.softmax_forward, x, 0.5, mask)
+        assert_agree(y, y_ref, dtype)
+        assert_agree(*both(K.softmax_backward, y_ref, x, 0.5), dtype)
+        assert_agree(*both(K.log_softmax_forward, x), dtype)
+        assert_agree(*both(K.log_softmax_backward, x, x), dtype)
+        logits, targets = x.reshape(-1, 6), rng.integers(0, 6, 60)
+        for got, want in zip(*both(K.cross_entropy_forward, logits, targets, 0, 0.1)):
+            assert_agree(got, want, dtype)
+        _, lse = K.cross_entropy_forward.numpy(logits, targets, 0, 0.1)
+        g = rng.standard_normal(60).astype(dtype)
+        assert_agree(*both(K.cross_entropy_backward, logits, targets, lse, g, 0, 0.1), dtype)
+        w = rng.standard_normal(6).astype(dtype)
+        out, ref = both(K.layer_norm_forward, logits, w, w, 1e-5)
+        for got, want in zip(out, ref):
+            assert_agree(got, want, dtype)
+        for got, want in zip(*both(K.layer_norm_backward, logits, logits, ref[1], ref[2], w)):
+            assert_agree(got, want, dtype)
+
+
 # ---- matmul ------------------------------------------------------------------------------------
 
 MATMUL_CASES = [  # (a shape, b shape)

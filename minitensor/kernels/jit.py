@@ -11,6 +11,7 @@ demand agreement with the numpy twin to 1e-12).
 """
 import os
 import sys
+import types as types_module
 
 import numba
 import numpy as np
@@ -31,15 +32,46 @@ if numba.config.THREADING_LAYER == "default" and "NUMBA_THREADING_LAYER" in os.e
 FASTMATH = {"reassoc", "contract", "arcp", "afn", "nsz"}
 
 
+# Entries of the input from which a kernel marked parallel runs on all threads. Starting numba's
+# thread pool costs ~10 µs on an idle machine and far more on a busy one (40 µs measured here),
+# more than a small kernel's whole work (~0.5 ns per entry): below this, the serial build runs.
+PARALLEL_MIN_WORK = 1 << 18
+
+
+class Kernel:
+    """A numba kernel compiled two ways from one Python function: `.parallel` (its prange loop
+    spread over the threads) and `.serial` (prange runs as range). Calling it picks by the
+    size of the first argument, the kernel's main input: see PARALLEL_MIN_WORK."""
+
+    def __init__(self, py_func, flags):
+        self.py_func = py_func
+        self.parallel = njit(cache=True, fastmath=flags, parallel=True)(py_func)
+        # numba's on-disk cache is keyed by the function's name and bytecode, not by the
+        # parallel flag: the serial build gets a copy of the function under a name of its own
+        serial_func = types_module.FunctionType(py_func.__code__, py_func.__globals__,
+                                                py_func.__name__ + "_serial",
+                                                py_func.__defaults__, py_func.__closure__)
+        serial_func.__qualname__ = py_func.__qualname__ + "_serial"
+        self.serial = njit(cache=True, fastmath=flags)(serial_func)
+        self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
+
+    def __call__(self, *args):
+        big = args[0].size >= PARALLEL_MIN_WORK
+        return (self.parallel if big else self.serial)(*args)
+
+
 def kernel(parallel=False, max_reduction=False):
     """@njit with the on-disk cache (compile once per machine, not once per process) and the
-    fastmath flags above; parallel=True for kernels whose outer loop is a prange.
+    fastmath flags above. parallel=True: the kernel's outer loop is a prange, and it is built
+    both parallel and serial (class Kernel).
 
     max_reduction=True adds "nnan" so that a running `maximum` (below) vectorises: LLVM will not
     reorder a max whose NaN behaviour it must preserve, and without it the max is a serial chain.
     NaN inputs still give NaN outputs — the arithmetic after the max propagates them."""
     flags = FASTMATH | {"nnan"} if max_reduction else FASTMATH
-    return njit(cache=True, fastmath=flags, parallel=parallel)
+    if parallel:
+        return lambda py_func: Kernel(py_func, flags)
+    return njit(cache=True, fastmath=flags)
 
 
 # ---- a vectorisable exp for float32 --------------------------------------------------------
