@@ -9,6 +9,16 @@ forward, cross-entropy over non-pad targets, backward, Adam. We alternate blocks
 the two libraries (the machine is shared and noisy: compare ratios from one run) and print the
 median ms per step of each and the ratio. --profile adds a cProfile of our steps: where the
 time goes, by function.
+
+Where the time went (04:50 UTC on a busy 2-core machine, 1 thread, process CPU time per step,
+numba backend): forward 47 ms, backward 50 ms, Adam 6 ms (torch: ~100 ms in all). Inside ops:
+matmul 56 ms (20 forward, 35 backward: ~70-80 GFLOP/s, BLAS speed), residual/bias adds 5,
+layer_norm 4.5, dropout 3 (+ ~6 drawing its float64 random masks in F.dropout), softmax 2,
+embedding backward 2 (np.add.at), relu 2, reshapes/transposes 2.5. The rest (~20 ms) is
+Python: the autograd engine, Function.apply, module calls. The model's own code (masks,
+head splitting, module calls) is ~2 ms. With 2 BLAS threads on a loaded machine the BLAS
+workers' waiting doubled our CPU time and made steps several times slower: try
+--blas-threads 1 there (TRAIN_STEP_DROPOUT=0 removes dropout from both models).
 """
 import argparse
 import cProfile
