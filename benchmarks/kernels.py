@@ -2,6 +2,7 @@
 
     python benchmarks/kernels.py [--quick] [--no-torch] [--only GROUP]
     GROUP: softmax | bmm | bmm-kernel | matmul | other
+    python benchmarks/kernels.py --compile-time      # first use: cold vs on-disk cache
 
 Each row: the median time of one call (µs) after warm-up, over many repeats, for the numba
 backend, the numpy twin and torch (when installed, torch.set_num_threads(2)), and the ratios
@@ -200,6 +201,46 @@ def other_cases(rng, quick):
     return cases
 
 
+FIRST_USE = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+import minitensor.kernels as K
+t1 = time.perf_counter()
+for dtype in (np.float32, np.float64):          # every kernel once (forward and backward)
+    x = np.ones((4, 2, 3, 5), dtype)
+    y = K.softmax_forward(x, 0.5, x[0, 0, 0] < 0)
+    K.softmax_backward(y, x, 0.5)
+    K.log_softmax_backward(K.log_softmax_forward(x), x)
+    x2, t = x.reshape(-1, 5), np.zeros(24, np.int64)
+    rows, lse = K.cross_entropy_forward(x2, t, -100, 0.1)
+    K.cross_entropy_backward(x2, t, lse, rows, -100, 0.1)
+    out, mean, rstd = K.layer_norm_forward(x2, x2[0], x2[0], 1e-5)
+    K.layer_norm_backward(x2, x2, mean, rstd, x2[0])
+    K.batched_matmul_kernel(x, np.swapaxes(x, -1, -2))
+t2 = time.perf_counter()
+print(f"{t1 - t0:.2f} {t2 - t1:.2f}")
+"""
+
+
+def compile_time():
+    """Time a fresh process's import and first call of every kernel (float32 and float64,
+    serial builds), first with an empty numba cache directory, then again with the cache it
+    filled."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as cache_dir:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, MINITENSOR_BACKEND="numba")
+        for label in ("cold (empty cache)", "warm (on-disk cache)"):
+            t0 = time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", FIRST_USE], env=env,
+                                  capture_output=True, text=True, check=True)
+            total = time.perf_counter() - t0
+            import_s, first_calls_s = done.stdout.split()
+            notices = done.stderr.count("minitensor: compiling")
+            print(f"{label:<22} process {total:5.1f} s = import {import_s} s + first kernel calls "
+                  f"{first_calls_s} s (+ interpreter start); compile notices printed: {notices}")
+
+
 GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "bmm-kernel": bmm_kernel_cases,
           "matmul": matmul_cases, "other": other_cases}
 
@@ -209,8 +250,12 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a few shapes, shorter timing")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch column")
     parser.add_argument("--only", choices=sorted(GROUPS), help="one group of kernels")
+    parser.add_argument("--compile-time", action="store_true",
+                        help="time the first use of every kernel, cold and from the cache")
     parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.compile_time:
+        return compile_time()
     global torch
     if args.no_torch:
         torch = None
