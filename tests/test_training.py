@@ -60,8 +60,9 @@ def test_loss_ignores_pad_positions_and_smooths():
 def test_module_of_groups_parameters_by_sublayer():
     assert module_of("encoder.layers.0.self_attn.w_q.weight") == "encoder.layers.0.self_attn"
     assert module_of("decoder.layers.11.ff.linear1.bias") == "decoder.layers.11.ff"
-    assert module_of("src_embed.weight") == "src_embed"
+    assert module_of("src_embed.token.weight") == "src_embed.token"
     assert module_of("decoder.norm.weight") == "decoder.norm"
+    assert module_of("encoder.layers.1.norm2.bias") == "encoder.layers.1.norms"
 
 
 class AlignedCopy(nn.Module):

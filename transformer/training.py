@@ -171,11 +171,16 @@ def module_of(param_name):
     """The module a parameter is reported under in the diagnostics table.
 
     ``encoder.layers.0.self_attn.w_q.weight`` → ``encoder.layers.0.self_attn`` (a layer's
-    sublayer); ``src_embed.weight`` → ``src_embed``; ``decoder.norm.weight`` → ``decoder.norm``.
+    sublayer); ``encoder.layers.0.norm1.weight`` → ``encoder.layers.0.norms`` (a layer's
+    LayerNorms share one row); ``src_embed.token.weight`` → ``src_embed.token``;
+    ``decoder.norm.weight`` → ``decoder.norm``.
     """
     parts = param_name.split(".")[:-1] or [param_name]
     for i, p in enumerate(parts):
         if p.isdigit():
+            sub = parts[i + 1] if i + 1 < len(parts) else ""
+            if sub.startswith("norm"):
+                return ".".join(parts[:i + 1] + ["norms"])
             return ".".join(parts[:i + 2])
     return ".".join(parts[:2])
 
@@ -201,9 +206,19 @@ def score_ranges(model):
     return out
 
 
-def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None):
-    """The compact table `train` prints: one row per module, then the losses."""
-    rows = sorted(set(grad_norms) | set(scores), key=_module_order)
+def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None, order=None):
+    """The compact table `train` prints: one row per module, then the losses.
+
+    order: module paths in data-flow order (``[name for name, _ in model.named_modules()]``);
+    rows follow it, so the table reads from the embeddings to the output layer.
+    """
+    rank = {name: i for i, name in enumerate(order or [])}
+
+    def position(row):     # "….norms" rows sit where their layer's first norm does
+        key = row[:-len("norms")] + "norm1" if row.endswith(".norms") else row
+        return (rank.get(key, rank.get(row, len(rank))), row)
+
+    rows = sorted(set(grad_norms) | set(scores), key=position)
     width = max([len(r) for r in rows] + [len("module")])
     lines = [f"── diagnostics at step {step} " + "─" * max(0, width + 10 - len(str(step))),
              f"{'module':<{width}}  {'grad norm':>10}  {'max|score|':>10}"]
@@ -218,16 +233,11 @@ def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None
         if gap > 0.5 * max(train_loss, 1e-3) and gap > 0.05:
             summary += "  (val ≫ train: over-fitting?)"
     for k, v in (extra or {}).items():
-        summary += f" | {k} {v:.4g}" if isinstance(v, float) else f" | {k} {v}"
+        summary += " | " + _fmt(k, v)
     lines.append(summary)
+    lines.append("(grad norm: of the module's parameters this step; max|score|: largest "
+                 "|QKᵀ·scale| its softmax saw — tens and more mean a saturated softmax)")
     return "\n".join(lines)
-
-
-def _module_order(name):
-    # embeddings, then encoder layers, decoder layers, then the rest — the order data flows
-    rank = 0 if "embed" in name else 1 if name.startswith("encoder") else \
-        2 if name.startswith("decoder") else 3
-    return (rank, [int(p) if p.isdigit() else p for p in name.split(".")].__repr__())
 
 
 # --------------------------------------------------------------------------- the loop
@@ -362,7 +372,8 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
             if want_diag:
                 extra = {k: v for k, v in metrics.items()
                          if k not in ("step", "train_loss", "val_loss")}
-                say(diagnostics_table(step, grads, scores, smoothed, val, extra))
+                say(diagnostics_table(step, grads, scores, smoothed, val, extra,
+                                      order=[name for name, _ in model.named_modules()]))
             if want_eval and stop_when is not None and metrics is not None and stop_when(metrics):
                 history.stopped_early = True
                 break
