@@ -174,10 +174,16 @@ class BackwardStep:
     input, None where nothing), ``saved`` (the arrays it saved for backward).
     """
 
-    def __init__(self, index, total, node, grad_output, grad_inputs, saved, done):
+    def __init__(self, index, total, node, grad_output, grad_inputs, saved, run, n_run):
         self.index, self.total, self.node = index, total, node
         self.grad_output, self.grad_inputs, self.saved = grad_output, grad_inputs, saved
-        self.done = done   # set of ids of the nodes whose backward has run, this one included
+        self._run, self._n_run = run, n_run   # the walk's shared run list, and its length now
+
+    @property
+    def done(self):
+        """Ids of the nodes whose backward had run when this step was taken (this one
+        included). A snapshot: it does not grow as the walk goes on."""
+        return frozenset(self._run[:self._n_run])
 
     @property
     def op(self):
@@ -273,7 +279,7 @@ def _walk(order, g0, retain_graph):
     """The engine proper: visit the nodes in topological order, sending each node's output
     gradient through its backward to its inputs."""
     grads = {id(order[0]): g0}      # gradients that reached each node's output, so far
-    done = set()
+    run = []                        # ids of the nodes whose backward has run, in order
     grads_before = {}               # .grad of every tensor this pass touched, to undo a failure
     anomaly = _anomaly[0]
 
@@ -303,8 +309,8 @@ def _walk(order, g0, retain_graph):
                     key = id(t.grad_fn)
                     prev = grads.get(key)
                     grads[key] = g if prev is None else prev + g
-            done.add(id(node))
-            yield BackwardStep(index, len(order), node, g_out, g_in, saved, done)
+            run.append(id(node))
+            yield BackwardStep(index, len(order), node, g_out, g_in, saved, run, len(run))
             if not retain_graph:
                 node.release()
     except Exception:

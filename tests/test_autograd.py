@@ -380,3 +380,14 @@ def test_backward_frees_saved_arrays_unless_retain_graph():
     assert y.grad_fn._saved == () and loss.grad_fn.inputs[0].grad_fn._saved == ()
     with pytest.raises(RuntimeError, match="saved tensors were freed"):
         y.grad_fn.saved_tensors
+
+
+def test_backward_step_done_is_a_snapshot_of_its_moment():
+    x = mt.randn(3, requires_grad=True)
+    loss = ((x * 2).exp() + x).sum()
+    steps = list(loss.backward_steps())
+    for k, step in enumerate(steps):
+        # each kept step still tells how far the walk had got when it was taken
+        assert len(step.done) == k + 1
+        assert id(step.node) in step.done
+        assert all(id(later.node) not in step.done for later in steps[k + 1:])

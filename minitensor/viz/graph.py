@@ -26,7 +26,6 @@ from collections import defaultdict
 import graphviz
 import numpy as np
 
-from ..autograd import topological_order
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
 
@@ -368,21 +367,9 @@ def _escape(text):
 class _Highlight:
     """Which nodes a BackwardStep has reached: the current node and those whose backward ran."""
 
-    def __init__(self, step, outputs):
+    def __init__(self, step):
         self.current = ("op", id(step.node))
-        # step.done keeps growing as the walk goes on; the steps up to this one are exactly the
-        # prefix of the engine's order (the same `topological_order`), so recompute from it.
-        done = None
-        for t in outputs:
-            if t.grad_fn is None:
-                continue
-            order = topological_order(t.grad_fn)
-            if step.index < len(order) and order[step.index] is step.node:
-                done = {id(n) for n in order[:step.index + 1]} & set(step.done)
-                break
-        if done is None:
-            done = set(step.done)
-        self.done = {("op", i) for i in done}
+        self.done = {("op", i) for i in step.done}
         self.step = step
 
     def known(self, it, consumers):
@@ -425,7 +412,7 @@ def draw_graph(*outputs, depth=None, show_grad=False, show_values=False, highlig
         raise ValueError(f"draw_graph: max_nodes must be None or >= 1, got {max_nodes!r}")
     items, edges, types, output_keys = _collect(outputs, model)
     layout, note = _choose_layout(items, edges, types, depth, fold, max_nodes)
-    hl = _Highlight(highlight, outputs) if highlight is not None else None
+    hl = _Highlight(highlight) if highlight is not None else None
     return _draw(layout, output_keys, hl, show_grad, show_values, note, title)
 
 
