@@ -82,6 +82,7 @@ def test_logits_and_every_gradient_match_torch(rng, dtype, tol, norm_first, extr
     assert checked == set(ours), set(ours) - checked         # every parameter was compared
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor")
 def test_from_torch_loads_a_plain_nn_transformer(rng):
     cfg = TransformerConfig.tiny(11, 13, norm_first=True, dropout=0.0)
     tt = torch.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,

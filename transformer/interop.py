@@ -34,6 +34,8 @@ Both store Linear weights as (out_features, in_features), so no matrix is transp
 What torch's nn.Transformer cannot express: rotary positions, gated FFNs (swiglu/geglu) and
 attention without the 1/√d_k scale — `to_torch` refuses those configurations.
 """
+import warnings
+
 import numpy as np
 
 
@@ -163,11 +165,14 @@ def _torch_seq2seq_class():
                 self.src_pos_embed = nn.Parameter(torch.zeros(shape, dtype=dtype))
                 self.tgt_pos_embed = nn.Parameter(torch.zeros(shape, dtype=dtype))
             self.drop = nn.Dropout(cfg.dropout)
-            self.transformer = nn.Transformer(
-                d_model=cfg.d_model, nhead=cfg.n_heads, num_encoder_layers=cfg.num_encoder_layers,
-                num_decoder_layers=cfg.num_decoder_layers, dim_feedforward=cfg.d_ff,
-                dropout=cfg.dropout, activation=act, layer_norm_eps=cfg.layer_norm_eps,
-                batch_first=True, norm_first=cfg.norm_first, dtype=dtype)
+            with warnings.catch_warnings():   # "enable_nested_tensor is True, but ...": we
+                warnings.filterwarnings("ignore", message="enable_nested_tensor")  # turn it off
+                self.transformer = nn.Transformer(
+                    d_model=cfg.d_model, nhead=cfg.n_heads,
+                    num_encoder_layers=cfg.num_encoder_layers,
+                    num_decoder_layers=cfg.num_decoder_layers, dim_feedforward=cfg.d_ff,
+                    dropout=cfg.dropout, activation=act, layer_norm_eps=cfg.layer_norm_eps,
+                    batch_first=True, norm_first=cfg.norm_first, dtype=dtype)
             # eval-mode "fast path" packs padded batches into nested tensors and returns zeros
             # at <pad> positions; turn it off so both models compute the same thing everywhere
             self.transformer.encoder.use_nested_tensor = False
