@@ -16,9 +16,12 @@ matmul 56 ms (20 forward, 35 backward: ~70-80 GFLOP/s, BLAS speed), residual/bia
 layer_norm 4.5, dropout 3 (+ ~6 drawing its float64 random masks in F.dropout), softmax 2,
 embedding backward 2 (np.add.at), relu 2, reshapes/transposes 2.5. The rest (~20 ms) is
 Python: the autograd engine, Function.apply, module calls. The model's own code (masks,
-head splitting, module calls) is ~2 ms. With 2 BLAS threads on a loaded machine the BLAS
-workers' waiting doubled our CPU time and made steps several times slower: try
---blas-threads 1 there (TRAIN_STEP_DROPOUT=0 removes dropout from both models).
+head splitting, module calls) is ~2 ms.
+
+With 2 OpenBLAS threads (numpy's), the weight gradients xᵀ·dy — (128, 896) @ (896, 128) and
+the like: small output, long inner axis — took 15-24 ms each instead of 0.3 ms with 1 thread
+(measured alone too, on the same busy machine), so a step took 400-800 ms. The other products
+were fine. Compare with --blas-threads 1 (TRAIN_STEP_DROPOUT=0 removes dropout from both).
 """
 import argparse
 import cProfile
