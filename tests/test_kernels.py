@@ -265,6 +265,19 @@ def test_matmul_reads_transposed_views(dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_routes_tiny_q_kt_stacks_to_the_kernel(dtype, rng):
+    q, k = (rng.standard_normal((6, 8, 16)).astype(dtype) for _ in range(2))
+    k_t = np.swapaxes(k, -1, -2)
+    assert K.matmul_route(q, k_t) == "kernel"
+    assert K.matmul_route(q, np.ascontiguousarray(k_t)) == "blas"
+    assert K.matmul_route(q.reshape(48, 16), k_t[0]) == "blas-2d"
+    assert_agree(*both(K.matmul, q, k_t), dtype)
+    g = rng.standard_normal((6, 8, 8)).astype(dtype)
+    assert_agree(*both(K.matmul_grad_a, g, k_t), dtype)
+    assert_agree(*both(K.matmul_grad_b, q, g), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("a_shape,b_shape,b_transposed", [
     ((6, 8, 16), (6, 8, 16), True),           # q·kᵀ with kᵀ a transposed view
     ((6, 8, 8), (6, 8, 16), False),           # weights·v

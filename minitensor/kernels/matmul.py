@@ -1,5 +1,5 @@
-"""Matrix products: BLAS for every product on this machine, and a batched numba kernel kept
-for the small q·kᵀ-style stacks where it can win on other machines.
+"""Matrix products: BLAS for nearly every product, a batched numba kernel for the tiny q·kᵀ
+stacks where it measured faster.
 
 Every matmul of the framework comes here three times per step — the forward product and the
 two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, and
@@ -15,11 +15,12 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   operand (kᵀ) to contiguous memory when the matrices are large: np.matmul on a transposed
   stack measured up to 2–3× slower than on a contiguous one at L = 64, more than the copy costs.
 * **`batched_matmul_kernel`**, the numba kernel, reads q and kᵀ along their contiguous axis and
-  runs the whole stack in one parallel loop. On this machine it lost to np.matmul on every
-  attention shape we measured (0.2–0.6×): LLVM vectorises only the innermost loop, which for
-  d_k, L ≤ 64 is too short to fill a vector body, and numba offers no way to keep a tile of
-  accumulators in registers the way BLAS does. So `_KERNEL_MAX_WORK` is 0 and route never picks
-  it; raise it where benchmarks/kernels.py shows the kernel ahead.
+  runs the whole stack in one loop. route gives it only what it measured faster on: contiguous
+  stacks of q·kᵀ with d_k ≤ 16 and L ≤ 8 (1.3–1.7× np.matmul; OpenBLAS is oddly slow at
+  k = 16 for tiny matrices). Everywhere else it lost (0.4–0.9×, and worse on head-split views,
+  which it must copy): LLVM vectorises only the innermost loop, which for d_k, L ≤ 64 is too
+  short to fill a vector body, and numba offers no way to keep a tile of accumulators in
+  registers the way BLAS does. benchmarks/kernels.py --only bmm-kernel shows the comparison.
 
 The numpy twins are np.matmul itself.
 """
@@ -28,9 +29,10 @@ from numba import prange
 
 from .jit import kernel
 
-# Per-matrix work (n·k·m multiply-adds) up to which a stack of q·kᵀ-style products runs in the
-# numba kernel. 0: np.matmul won on every shape measured here (see the module docstring).
-_KERNEL_MAX_WORK = 0
+# The numba kernel takes contiguous q·kᵀ stacks with k ≤ _KERNEL_MAX_K and n·m ≤ _KERNEL_MAX_NM
+# (measured, see the module docstring).
+_KERNEL_MAX_K = 16
+_KERNEL_MAX_NM = 8 * 8
 # From this per-matrix work on, np.matmul gets a contiguous copy of a transposed right operand
 # (measured: a clear gain at L = 64; at L = 32 the copy's fresh allocation cost as much as it
 # saved).
@@ -86,22 +88,23 @@ def _batched_dot_product(a, b_t, out):
             out[p, i, j] = s
 
 
-def _is_transposed_view(b):
-    """True when b's rows are not contiguous, as in kᵀ (its columns are): the layout for which
-    the kernel reads bᵀ in place, and np.matmul does worst."""
-    return b.shape[-1] > 1 and b.strides[-1] != b.itemsize
+def _reads_in_place(a, b):
+    """True when the kernel needs no copies: a is a contiguous stack and b the transposed view
+    of one (as kᵀ of a contiguous k)."""
+    return a.flags.c_contiguous and np.swapaxes(b, -1, -2).flags.c_contiguous
 
 
 def route(a, b):
     """Who computes a @ b on the numba backend: "blas-2d" (b has no batch axes: one 2-D BLAS
-    product), "kernel" (a stack of small matrices times a transposed view: the numba kernel)
-    or "blas" (np.matmul)."""
+    product), "kernel" (a stack of tiny q·kᵀ products: the numba kernel) or "blas"
+    (np.matmul)."""
     if b.ndim == 2:
         return "blas-2d"
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    if (n * k * m <= _KERNEL_MAX_WORK and _is_transposed_view(b) and a.dtype == b.dtype
-            and a.dtype.kind == "f"):
+    if (k <= _KERNEL_MAX_K and n * m <= _KERNEL_MAX_NM and a.ndim == b.ndim
+            and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype and a.dtype.kind == "f"
+            and _reads_in_place(a, b)):
         return "kernel"
     return "blas"
 
