@@ -477,7 +477,8 @@ def dropout(x, p=0.5, training=True):
         return x
     if p == 1.0:
         return x * 0.0
-    keep = _random.generator().random(x.shape) >= p
+    # float32 draws: half the random bits of float64, and a dropout mask needs no more
+    keep = _random.generator().random(x.shape, dtype=np.float32) >= p
     return NN.Dropout.apply(x, keep=keep, p=p)
 
 
