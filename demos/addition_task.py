@@ -54,6 +54,9 @@ def parse_args(argv=None):
     p.add_argument("--d-ff", type=int, default=None, help="feed-forward width (default 4·d_model)")
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (Adam)")
     p.add_argument("--warmup", type=int, default=200, help="linear warmup steps")
+    p.add_argument("--clip", type=float, default=1.0,
+                   help="clip the gradients' global norm to this (0: no clipping)")
+    p.add_argument("--beta2", type=float, default=0.999, help="Adam's second-moment decay")
     p.add_argument("--label-smoothing", type=float, default=0.0)
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
@@ -71,7 +74,8 @@ def parse_args(argv=None):
                    help="print gradient norms, attention score ranges and train/val loss every N steps")
     p.add_argument("--trace", action="store_true", help="print every op of the first step (mt.viz.trace)")
     p.add_argument("--out", default="runs/addition", help="output folder")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz up to "
+                   "--steps (the checkpoint's model and task settings win over the flags)")
     p.add_argument("--eval-only", action="store_true", help="load OUT/checkpoint.npz, evaluate, draw")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG/SVG files")
     p.add_argument("--quiet", action="store_true", help="no progress bar; only the final report")
@@ -126,14 +130,20 @@ def main(argv=None):
     say = print
     os.makedirs(args.out, exist_ok=True)
     ckpt_path = os.path.join(args.out, "checkpoint.npz")
+    ckpt = None
+    if args.resume or args.eval_only:
+        # the checkpoint's model and task win over the flags (only --steps etc. apply)
+        model, config, ckpt = common.load_model(ckpt_path)
+        saved = ckpt.get("extra") or {}
+        args.digits = int(str(saved.get("task", f"addition-{args.digits}")).split("-")[1])
+        args.normal_order = not bool(saved.get("reverse_answer", not args.normal_order))
     task = AdditionTask(digits=args.digits, reverse_answer=not args.normal_order)
     tok = task.tokenizer
     heldout_src, heldout_tgt = task.heldout()
     val_batches = [seq2seq_batch(heldout_src[:256], heldout_tgt[:256])]
 
     mt.manual_seed(args.seed)
-    if args.resume or args.eval_only:
-        model, config, ckpt = common.load_model(ckpt_path)
+    if ckpt is not None:
         model.train()
         history = common.restore_history(ckpt)
         start_step = int(ckpt["step"])
@@ -143,10 +153,10 @@ def main(argv=None):
     else:
         config = build_config(args, len(tok))
         model = Transformer(config)
-        history, start_step, ckpt = None, 0, None
+        history, start_step = None, 0
         rng = np.random.default_rng(args.seed)
 
-    optimizer = mt.optim.Adam(model.parameters(), lr=args.lr)
+    optimizer = mt.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, args.beta2))
     scheduler = mt.optim.lr_scheduler.WarmupCosineLR(optimizer, warmup_steps=min(args.warmup, args.steps),
                                                       total_steps=args.steps,
                                                       min_lr=args.lr * 0.05)
@@ -175,6 +185,7 @@ def main(argv=None):
         history = train(
             model, optimizer, lambda step: seq2seq_batch(*task.batch(args.batch_size, rng)),
             steps=remaining, scheduler=scheduler, label_smoothing=args.label_smoothing,
+            max_grad_norm=args.clip or None,
             eval_fn=eval_fn, eval_every=args.eval_every,
             stop_when=lambda metrics: metrics.get("exact_match", 0.0) >= args.target,
             val_batches=val_batches, diagnostics=args.diagnostics > 0,
