@@ -35,6 +35,9 @@ import sys
 import time
 
 _ORIGINAL_ENV = dict(os.environ)           # before minitensor adds its thread-pool defaults
+if "--threads" in sys.argv:                # must reach numpy's BLAS and numba before they load
+    _n = sys.argv[sys.argv.index("--threads") + 1]
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["NUMBA_NUM_THREADS"] = _n
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -250,6 +253,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a few shapes, shorter timing")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch column")
     parser.add_argument("--only", choices=sorted(GROUPS), help="one group of kernels")
+    parser.add_argument("--threads", type=int,
+                        help="threads for numpy's BLAS and numba (default: minitensor's, 1 on "
+                             "a machine with 2 cores or fewer; torch always gets 2)")
     parser.add_argument("--compile-time", action="store_true",
                         help="time the first use of every kernel, cold and from the cache")
     parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
@@ -269,15 +275,19 @@ def main():
                           for c in cases]))
         return
 
-    print(f"numba threads {os.environ.get('NUMBA_NUM_THREADS', 'default')}, "
+    import numba
+    print(f"numba threads {numba.get_num_threads()}, BLAS threads "
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
           f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
           f"{len(cases)} cases, float32, median µs per call", file=sys.stderr)
     for case in cases:                                   # numba and the numpy twin
         case.times["numba"] = median_us(case.numba_fn, min_time)
         case.times["numpy"] = median_us(case.numpy_fn, min_time)
     if torch:                                            # torch, in a child process
+        args_without_threads = [a for i, a in enumerate(sys.argv[1:])
+                                if a != "--threads" and sys.argv[i] != "--threads"]
         child = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-child"]
-                               + sys.argv[1:], env=_ORIGINAL_ENV, capture_output=True,
+                               + args_without_threads, env=_ORIGINAL_ENV, capture_output=True,
                                text=True, check=True)
         for case, us in zip(cases, json.loads(child.stdout.strip().splitlines()[-1])):
             if us is not None:

@@ -7,14 +7,30 @@
     loss = F.relu(x @ mt.randn(4, 2)).sum()
     loss.backward()          # x.grad now holds d loss / d x
 """
-# Thread pools (PERFORMANCE.md item 6, measured again in benchmarks/README.md): numpy's OpenBLAS
-# workers and numba's workers each spin while idle and steal the core the other one computes
-# on; a training step on 2 cores ran 3-5x slower with the libraries' defaults. These defaults
-# (a user's own settings win) only take effect when set before numpy / numba load, hence here,
-# first. The workqueue layer is numba's simplest pool; it must not be called from several
-# Python threads at once (set NUMBA_THREADING_LAYER=omp or tbb if you need that).
+# Thread pools (PERFORMANCE.md item 6; measured again in benchmarks/README.md). These defaults
+# (a user's own environment settings win) only work when set before numpy and numba load,
+# hence here, first.
+# * On two cores or fewer, one thread for numpy's BLAS and for numba: the addition-task training
+#   step took 88 ms single-threaded and 532 ms with 2 threads while other processes shared the
+#   2 cores (a 2-thread BLAS call waits for a descheduled worker: up to a 16–24 ms time slice);
+#   on an idle 2-core machine 2 threads would gain at most ~1.3×.
+# * With more threads: idle OpenBLAS and numba workers must not spin and steal the core the
+#   other library computes on (3–5× slower steps with the libraries' own defaults). The
+#   workqueue layer is numba's simplest pool; it must not be called from several Python threads
+#   at once (set NUMBA_THREADING_LAYER=omp or tbb if you need that).
 import os as _os
+import sys as _sys
 
+if (_os.cpu_count() or 1) <= 2 and "OPENBLAS_NUM_THREADS" not in _os.environ:
+    if "numpy" in _sys.modules:    # BLAS already loaded: limit it at run time, if we can
+        try:
+            import threadpoolctl as _threadpoolctl
+            _threadpoolctl.threadpool_limits(1, user_api="blas")
+        except ImportError:
+            pass
+    _os.environ["OPENBLAS_NUM_THREADS"] = "1"
+if (_os.cpu_count() or 1) <= 2:
+    _os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 for _var, _value in (("OPENBLAS_THREAD_TIMEOUT", "4"), ("OMP_WAIT_POLICY", "PASSIVE"),
                      ("NUMBA_THREADING_LAYER", "workqueue")):
     _os.environ.setdefault(_var, _value)
