@@ -15,3 +15,11 @@ def test_readme_python_blocks_run():
     namespace = {"__name__": "readme"}
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)
+
+
+def test_nn_and_optim_page_runs():
+    page = README.parent / "docs" / "nn_and_optim.md"
+    namespace = {"__name__": "nn_and_optim"}
+    for block in python_blocks(page.read_text()):
+        exec(compile(block, str(page), "exec"), namespace)
+    assert namespace["ckpt"]["step"] == 300
