@@ -108,11 +108,13 @@ def bmm_cases(rng, quick):
                 w = rng.standard_normal((bh, L, L), dtype=np.float32)
                 v = rng.standard_normal((bh, L, d), dtype=np.float32)
                 k_t = np.swapaxes(k, 1, 2)
-                tq, tk, tw, tv = (torch.from_numpy(a) for a in (q, k, w, v)) if torch else (None,) * 4
+                tq, tk, tw, tv = ((torch.from_numpy(a) for a in (q, k, w, v)) if torch
+                                  else (None,) * 4)
                 cases.append(Case("bmm", f"bmm q·kᵀ ({bh},{L},{d})@({bh},{d},{L})",
                                   lambda q=q, k_t=k_t: K.matmul.numba(q, k_t),
                                   lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
-                                  torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
+                                  torch and (lambda tq=tq, tk=tk:
+                                             torch.bmm(tq, tk.transpose(1, 2))),
                                   path=K.matmul_route(q, k_t)))
                 cases.append(Case("bmm", f"bmm w·v ({bh},{L},{L})@({bh},{L},{d})",
                                   lambda w=w, v=v: K.matmul.numba(w, v),
