@@ -103,6 +103,17 @@ def test_softmax_fully_masked_rows_are_zero_not_nan(dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_a_nan_input_gives_a_nan_row_in_both_backends(dtype, rng):
+    """NaN must stay visible (anomaly mode looks for it), not be renormalised away."""
+    x = rng.standard_normal((3, 6)).astype(dtype)
+    x[1, 2] = np.nan
+    for kernel, args in ((K.softmax_forward, (x, 1.0, None)), (K.log_softmax_forward, (x,))):
+        out, ref = both(kernel, *args)
+        assert np.isnan(out[1]).all() and np.isnan(ref[1]).all()
+        assert_agree(out[[0, 2]], ref[[0, 2]], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_extreme_logits(dtype, rng):
     x = rng.choice(np.array([-1e4, 0.0, 1e4, 3.0]), size=(6, 11)).astype(dtype)
     x[0] = -1e4                                              # all equal and very negative
@@ -140,6 +151,7 @@ def test_float32_exp_is_accurate_over_its_whole_range():
     assert np.max(np.abs(apply(x) - ref) / ref) < 1e-6
     special = apply(np.array([-np.inf, -1e4, -88.0, 0.0], dtype=np.float32))
     assert special.tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert np.isnan(apply(np.array([np.nan], dtype=np.float32))[0])
 
 
 # ---- log_softmax, cross_entropy, layer_norm ------------------------------------------------------

@@ -4,7 +4,7 @@ from the saved log-sum-exp instead of keeping an (N, C) probability matrix alive
 import numpy as np
 from numba import prange
 
-from .jit import exp, kernel, maximum
+from .jit import exp, kernel, row_max
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
@@ -43,16 +43,15 @@ def cross_entropy_backward_numpy(logits, targets, lse, grad_rows, ignore_index=-
 
 # ---- numba kernels ---------------------------------------------------------------------------
 
-@kernel(parallel=True, max_reduction=True)
+@kernel(parallel=True)
 def _cross_entropy_rows(x, targets, ignore_index, smoothing, loss, lse):
     """For each row i of x (N, C): lse[i] = log Σ exp(x_i) and loss[i] as in the twin."""
     N, C = x.shape
     f = x.dtype.type
     for i in prange(N):
-        x_max = f(-np.inf)
+        x_max = row_max(x[i])
         x_sum = f(0)
         for c in range(C):
-            x_max = maximum(x_max, x[i, c])
             x_sum += x[i, c]
         total = f(0)
         for c in range(C):

@@ -60,18 +60,13 @@ class Kernel:
         return (self.parallel if big else self.serial)(*args)
 
 
-def kernel(parallel=False, max_reduction=False):
+def kernel(parallel=False):
     """@njit with the on-disk cache (compile once per machine, not once per process) and the
     fastmath flags above. parallel=True: the kernel's outer loop is a prange, and it is built
-    both parallel and serial (class Kernel).
-
-    max_reduction=True adds "nnan" so that a running `maximum` (below) vectorises: LLVM will not
-    reorder a max whose NaN behaviour it must preserve, and without it the max is a serial chain.
-    NaN inputs still give NaN outputs — the arithmetic after the max propagates them."""
-    flags = FASTMATH | {"nnan"} if max_reduction else FASTMATH
+    both parallel and serial (class Kernel)."""
     if parallel:
-        return lambda py_func: Kernel(py_func, flags)
-    return njit(cache=True, fastmath=flags)
+        return lambda py_func: Kernel(py_func, FASTMATH)
+    return njit(cache=True, fastmath=FASTMATH)
 
 
 # ---- a vectorisable exp for float32 --------------------------------------------------------
@@ -99,7 +94,8 @@ def _exp_float32(x):
     p = p * r + f(1.0)
     p = p * r + f(1.0)
     two_n = _float32_from_bits((np.int32(n) + np.int32(127)) << np.int32(23))   # 2ⁿ
-    return p * two_n if x > f(-87.0) else f(0.0)        # e^-inf (a masked score) is exactly 0
+    result = p * two_n if x == x else x                 # NaN stays NaN (x == x is False)
+    return f(0.0) if x < f(-87.0) else result           # e^-inf (a masked score) is exactly 0
 
 
 def exp(x):
@@ -120,7 +116,8 @@ def _exp_overload(x):
 def maximum(typingctx, a, b):
     """max(a, b) of two floats of one type, as LLVM's maxnum: unlike Python's max (a compare
     and a branch), the vectoriser turns a running maximum of maxnum into packed vmaxps — the
-    row maximum of softmax runs ~10× faster (with the "nnan" flag, see kernel())."""
+    row maximum of a long row runs ~10× faster. A NaN operand is ignored (IEEE maxNum); the
+    kernels let NaN reach their output through exp and the sums instead."""
     if not isinstance(a, types.Float) or a != b:
         return None
 
@@ -129,6 +126,17 @@ def maximum(typingctx, a, b):
         fn = builder.module.declare_intrinsic("llvm.maxnum", [ty], ir.FunctionType(ty, [ty, ty]))
         return builder.call(fn, args)
     return a(a, b), codegen
+
+
+@njit(cache=True, fastmath=FASTMATH | {"nnan"})
+def row_max(row):
+    """The largest entry of a 1-D array, NaNs ignored. Compiled with "nnan" so that LLVM may
+    reorder the running `maximum` into packed vmaxps (it will not reorder a max whose NaN
+    behaviour it must keep; maxnum ignores NaN anyway, so the flag changes no result)."""
+    largest = row.dtype.type(-np.inf)
+    for j in range(row.shape[0]):
+        largest = maximum(largest, row[j])
+    return largest
 
 
 # ---- "compiling…" notice ---------------------------------------------------------------------
