@@ -158,6 +158,8 @@ def _as_4d(x, mask):
     x = x.reshape((1,) * (4 - x.ndim) + x.shape)
     mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
     mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:3] + (n,)))
+    if x.shape[:2] == (1, 1):      # 1-D or 2-D x: rows on axis B, where the parallel loop runs
+        x, mask = x.reshape(1, x.shape[2], 1, n), mask.reshape(1, mask.shape[2], 1, n)
     return x, mask
 
 
