@@ -31,9 +31,8 @@ import time
 T_START = time.perf_counter()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-
 import common  # noqa: E402  (also puts the repository root on sys.path)
+import numpy as np  # noqa: E402
 import minitensor as mt  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402

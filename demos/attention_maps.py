@@ -20,9 +20,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-
 import common  # noqa: E402
+import numpy as np  # noqa: E402
 import minitensor as mt  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
 from transformer.tasks import AdditionTask, CopyTask, ReverseTask  # noqa: E402

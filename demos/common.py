@@ -8,13 +8,14 @@ import os
 import shutil
 import sys
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:          # so `python demos/x.py` works from a fresh checkout too
     sys.path.insert(0, ROOT)
 
+# minitensor before numpy: it chooses the BLAS/numba thread settings, which only take effect
+# before numpy loads (benchmarks/README.md, "Threads")
 import minitensor as mt  # noqa: E402
+import numpy as np  # noqa: E402
 
 
 def matplotlib_pyplot():

@@ -23,9 +23,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-
 import common  # noqa: E402
+import numpy as np  # noqa: E402
 import minitensor as mt  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.layers import FeedForward  # noqa: E402
