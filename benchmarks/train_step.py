@@ -18,10 +18,12 @@ embedding backward 2 (np.add.at), relu 2, reshapes/transposes 2.5. The rest (~20
 Python: the autograd engine, Function.apply, module calls. The model's own code (masks,
 head splitting, module calls) is ~2 ms.
 
-With 2 OpenBLAS threads (numpy's), the weight gradients xᵀ·dy — (128, 896) @ (896, 128) and
-the like: small output, long inner axis — took 15-24 ms each instead of 0.3 ms with 1 thread
-(measured alone too, on the same busy machine), so a step took 400-800 ms. The other products
-were fine. Compare with --blas-threads 1 (TRAIN_STEP_DROPOUT=0 removes dropout from both).
+Threads: by default each library runs as it does out of the box here — torch with
+torch.set_num_threads(2), minitensor with its own defaults (on a machine of 2 cores or fewer, one
+BLAS and one numba thread: see minitensor/__init__.py). With 2 OpenBLAS threads the weight
+gradients xᵀ·dy — (128, 896) @ (896, 128) and the like — took 15-24 ms each instead of ~1 ms
+with 1 thread on this VM (a 2-thread call waits for its second worker), so a step took
+400-800 ms: try it with --our-threads 2. TRAIN_STEP_DROPOUT=0 removes dropout from both.
 """
 import argparse
 import cProfile
@@ -109,12 +111,12 @@ def timed(fn, batches, wall, cpu):
         cpu.append(time.process_time() - c0)
 
 
-def limit_threads(n, blas=None):
-    """Give numpy's BLAS (`blas`, default n) and numba n threads (see PERFORMANCE.md: pools
-    that spin while another library works steal each other's cores)."""
+def limit_threads(n):
+    """Give numpy's BLAS and numba n threads (see PERFORMANCE.md: pools that spin while
+    another library works steal each other's cores)."""
     try:
         import threadpoolctl
-        threadpoolctl.threadpool_limits(n if blas is None else blas)
+        threadpoolctl.threadpool_limits(n, user_api="blas")
     except ImportError:
         print("(threadpoolctl not installed: BLAS threads not limited)")
     try:
@@ -124,24 +126,38 @@ def limit_threads(n, blas=None):
         pass
 
 
+def blas_threads():
+    try:
+        import threadpoolctl
+        return max((p["num_threads"] for p in threadpoolctl.threadpool_info()
+                    if p["user_api"] == "blas"), default="?")
+    except ImportError:
+        return "?"
+
+
+def numba_threads():
+    import numba
+    return numba.get_num_threads()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20, help="steps per block")
     ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
-    ap.add_argument("--threads", type=int, default=2,
-                    help="threads for torch, numpy's BLAS and numba alike")
-    ap.add_argument("--blas-threads", type=int, default=None,
-                    help="numpy's BLAS threads if not --threads (1 can win on a busy machine)")
+    ap.add_argument("--torch-threads", type=int, default=2, help="torch.set_num_threads")
+    ap.add_argument("--our-threads", type=int, default=None,
+                    help="BLAS and numba threads for minitensor (default: minitensor's own)")
     ap.add_argument("--profile", action="store_true", help="cProfile our steps")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
 
-    limit_threads(args.threads, args.blas_threads)
+    if args.our_threads is not None:
+        limit_threads(args.our_threads)
     rng = np.random.default_rng(0)
     batches = [make_batch(rng) for _ in range(args.steps)]
     model = build()
     opt = mt.optim.Adam(model.parameters(), lr=1e-4)
-    torch_step = None if args.no_torch else make_torch(model, args.threads)
+    torch_step = None if args.no_torch else make_torch(model, args.torch_threads)
 
     for b in batches[:3]:                                 # warm up (numba compiles, caches)
         ours_step(model, opt, b)
@@ -157,8 +173,8 @@ def main():
     print(f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
           f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)")
     print(f"kernels backend: {mt.get_backend()}")
-    blas = args.threads if args.blas_threads is None else args.blas_threads
-    print(f"threads: torch {args.threads}, numba {args.threads}, BLAS {blas}; {len(ours)} steps "
+    print(f"threads: torch {args.torch_threads}, minitensor BLAS {blas_threads()}, numba "
+          f"{numba_threads()}; {len(ours)} steps "
           f"each; wall = elapsed, cpu = process CPU time summed over threads (steadier on a "
           f"busy machine)")
     med, cmed = float(np.median(ours)) * 1e3, float(np.median(ours_cpu)) * 1e3
