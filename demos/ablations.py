@@ -91,7 +91,8 @@ def run_variant(name, args, task):
         optimizer, warmup_steps=min(200, args.steps // 3), total_steps=args.steps,
         min_lr=args.lr * 0.05)
     history = train(model, optimizer, lambda s: seq2seq_batch(*task.batch(args.batch_size, rng)),
-                    steps=args.steps, scheduler=scheduler, quiet=args.quiet, desc=name)
+                    steps=args.steps, scheduler=scheduler, max_grad_norm=base.clip or None,
+                    quiet=args.quiet, desc=name)
     heldout_src, heldout_tgt = task.heldout()
     correct, _ = add.heldout_exact_match(model, task, heldout_src)
     # one teacher-forced forward on held-out problems: the score statistics come from it

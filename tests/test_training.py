@@ -82,39 +82,8 @@ class AlignedCopy(nn.Module):
         return self.proj(F.relu(self.embed(src)))
 
 
-class PlainAdam:
-    """Adam with the optimizer interface train() uses (param_groups, zero_grad, step)."""
-
-    def __init__(self, params, lr):
-        self.params = list(params)
-        self.param_groups = [{"lr": lr}]
-        self.m = [np.zeros_like(p.data) for p in self.params]
-        self.v = [np.zeros_like(p.data) for p in self.params]
-        self.t = 0
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
-
-    def step(self):
-        self.t += 1
-        lr = self.param_groups[0]["lr"]
-        for p, m, v in zip(self.params, self.m, self.v):
-            if p.grad is None:
-                continue
-            g = p.grad.data
-            m[:] = 0.9 * m + 0.1 * g
-            v[:] = 0.999 * v + 0.001 * g * g
-            mh, vh = m / (1 - 0.9 ** self.t), v / (1 - 0.999 ** self.t)
-            p.data = p.data - lr * mh / (np.sqrt(vh) + 1e-8)
-
-
 def _optimizer(model, lr):
-    try:
-        from minitensor.optim import Adam
-        return Adam(model.parameters(), lr=lr)
-    except ImportError:
-        return PlainAdam(model.parameters(), lr)
+    return mt.optim.Adam(model.parameters(), lr=lr)
 
 
 def test_train_loop_learns_aligned_copy_and_records_history(capsys):
