@@ -172,3 +172,31 @@ def test_transformer_learns_copy_to_full_token_accuracy():
     pred = greedy_decode(model, src, max_len=task.tgt_len, bos_id=task.tokenizer.bos_id,
                          eos_id=task.tokenizer.eos_id, src_padding_mask=src == 0)
     assert task.correct(pred, texts).mean() > 0.98
+
+
+def test_train_and_evaluate_work_with_the_other_two_model_shapes():
+    """Decoder-only (next-token) and encoder-only (a class per sequence) through the same loop."""
+    from transformer import DecoderOnlyLM, EncoderOnly, TransformerConfig
+
+    rng = np.random.default_rng(0)
+    task = CopyTask(alphabet="abcd", max_len=5)
+    # GPT-style: learn to continue "<bos> x x x …" sequences (padded, so the mask is exercised)
+    texts = task.sample(64, rng)
+    ids = task.tokenizer.encode_batch(texts, add_bos=True, add_eos=True)
+    lm = DecoderOnlyLM(TransformerConfig.tiny(0, len(task.tokenizer), scale_embeddings=False))
+    batch = lm_batch(ids)
+    assert batch["padding_mask"] is not None
+    before = evaluate(lm, [batch])["loss"]
+    train(lm, _optimizer(lm, 1e-2), [batch], steps=30, quiet=True)
+    assert evaluate(lm, [batch])["loss"] < before - 0.3
+
+    # BERT-style: is the first letter an "a"? one label per sequence, classes 0/1 (0 is a class,
+    # not <pad>: labeled batches ignore -100 instead)
+    src = task.tokenizer.encode_batch(texts)
+    labels = (src[:, 0] == task.tokenizer.vocab.token_to_id("a")).astype(np.int64)
+    clf = EncoderOnly(TransformerConfig.tiny(len(task.tokenizer), 0, scale_embeddings=False),
+                      num_classes=2, pooling="first")
+    cb = labeled_batch(src, labels)
+    train(clf, _optimizer(clf, 1e-2), [cb], steps=40, quiet=True)
+    result = evaluate(clf, [cb])
+    assert result["tokens"] == 64 and result["token_accuracy"] > 0.9
