@@ -59,6 +59,10 @@ class Tensor:
     """
 
     __array_priority__ = 1000   # numpy defers to Tensor's reflected operators
+    # numpy ufuncs refuse Tensors (np.exp(t) raises TypeError) instead of silently returning an
+    # array that has left the graph: use t.exp() / F.exp(t), or t.data for plain numpy work.
+    # It also makes `ndarray + Tensor` call Tensor.__radd__, so the result stays in the graph.
+    __array_ufunc__ = None
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
         self._data = _as_array(data, dtype)

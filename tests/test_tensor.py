@@ -170,3 +170,13 @@ def test_numpy_functions_see_the_data():
     x = mt.tensor([[1.0, 2.0]])
     np.testing.assert_array_equal(np.asarray(x), [[1.0, 2.0]])
     assert np.asarray(x, dtype=np.float64).dtype == np.float64
+
+
+def test_numpy_ufuncs_refuse_tensors_instead_of_leaving_the_graph():
+    t = mt.randn(3, requires_grad=True)
+    with pytest.raises(TypeError):
+        np.exp(t)                       # would silently drop out of autograd otherwise
+    a = np.ones(3, dtype=np.float32)
+    y = a + t                           # numpy defers to Tensor.__radd__: still in the graph
+    assert isinstance(y, mt.Tensor) and y.grad_fn is not None
+    assert np.asarray(t).shape == (3,)  # explicit conversion still works
