@@ -82,22 +82,42 @@ def is_anomaly_enabled():
     return _anomaly[0]
 
 
+class AnomalyWarning(UserWarning):
+    """Something anomaly mode reports without stopping (e.g. fully masked attention rows)."""
+
+
+def _where_created(fn, result):
+    """('`op` in scope', ' at file:line: <code>') for anomaly messages."""
+    from .function import _user_frame
+    from .scope import current_scope
+    src = result.grad_fn.source if result.grad_fn is not None else _user_frame()
+    scope = current_scope()
+    where = f"`{fn.op_name()}`" + (f" in {scope}" if scope else "")
+    line = ""
+    if src:
+        import linecache
+        line = f" at {src[0]}:{src[1]}: {linecache.getline(src[0], src[1]).strip()}"
+    return where, line
+
+
 def _check_forward(fn, arrays, result):
     out = result.data
     if out.dtype.kind == "f" and not np.isfinite(out).all():
-        from .function import _user_frame, describe_inputs
-        from .scope import current_scope
-        src = result.grad_fn.source if result.grad_fn is not None else _user_frame()
-        scope = current_scope()
-        where = f"`{fn.op_name()}`" + (f" in {scope}" if scope else "")
-        line = ""
-        if src:
-            import linecache
-            line = f" at {src[0]}:{src[1]}: {linecache.getline(src[0], src[1]).strip()}"
+        from .function import describe_inputs
         bad = "NaN" if np.isnan(out).any() else "Inf"
+        where, line = _where_created(fn, result)
         raise FloatingPointError(
             f"anomaly: {where} produced {bad} in its output of shape {out.shape}{line} "
             f"(inputs: {describe_inputs(arrays)})")
+    # An op may name a further thing worth reporting about its output (Softmax: rows whose
+    # every key was masked). It is reported as a warning: such rows can be legitimate.
+    check = getattr(fn, "anomaly_check", None)
+    if check is not None:
+        message = check(out)
+        if message:
+            import warnings
+            where, line = _where_created(fn, result)
+            warnings.warn(f"anomaly: {where}: {message}{line}", AnomalyWarning, stacklevel=4)
 
 
 def _check_backward(node, grads):

@@ -2,6 +2,7 @@
 and the user's line."""
 import inspect
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -146,3 +147,19 @@ def test_healthy_model_runs_unchanged_in_anomaly_mode():
         model(x).sum().backward()
     for e, p in zip(expected, model.parameters()):
         assert np.array_equal(e, p.grad.data)
+
+
+def test_anomaly_mode_reports_fully_masked_softmax_rows():
+    scores = mt.randn(2, 3, 4, requires_grad=True)
+    mask = np.zeros((2, 3, 4), dtype=bool)
+    mask[1, 2, :] = True                                   # one query with nothing to attend to
+    with mt.autograd.detect_anomaly():
+        with mt.scope("attn"):
+            with pytest.warns(mt.autograd.AnomalyWarning, match=r"softmax.*attn.*1 of 6 rows"):
+                w = F.softmax(scores, mask=mask)
+    assert np.all(w.data[1, 2] == 0)                       # zero weights, not NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                     # no report without anomaly mode,
+        F.softmax(scores, mask=mask)                       # nor for rows that saw a key
+        with mt.autograd.detect_anomaly():
+            F.softmax(scores)

@@ -35,6 +35,19 @@ class Softmax(Function):
         (y,) = ctx.saved_tensors
         return K.softmax_backward(y, grad, ctx.scale)
 
+    @staticmethod
+    def anomaly_check(y):
+        """Under mt.autograd.detect_anomaly(): report fully masked rows (all-zero weights, which
+        a softmax row that saw any allowed key never has)."""
+        if y.size == 0:
+            return None
+        empty = int(np.count_nonzero(y.max(axis=-1) == 0))
+        if empty:
+            rows = y.size // y.shape[-1]
+            return (f"{empty} of {rows} rows of shape {y.shape} are fully masked: their "
+                    f"weights and output are zero (no key to attend to)")
+        return None
+
 
 class LogSoftmax(Function):
     name = "log_softmax"
