@@ -16,7 +16,8 @@ What to look for:
 - no-positional: attention alone is order-blind, so 123+456 and 321+654 look the same: accuracy
   stays near zero;
 - no-scale (drop 1/√d_k): scores come out √d_k times larger (the seed's [−100, 100] story),
-  saturation rises; with small d_k it may still learn, only less smoothly;
+  rows of the softmax saturate and pass little gradient; in our 600-step run it had not learned
+  (docs/addition_recipe.md has the table);
 - pre-norm: x + F(LN(x)) instead of LN(x + F(x)); similar here, steadier for deep stacks;
 - embed-scale: ×√d_model with embeddings initialised N(0, 1/d_model) is harmless;
   embed-scale-N01: ×√d_model on N(0, 1) embeddings (PyTorch's default init) makes the token
