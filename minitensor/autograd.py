@@ -87,7 +87,8 @@ class AnomalyWarning(UserWarning):
 
 
 def _where_created(fn, result):
-    """('`op` in scope', ' at file:line: <code>') for anomaly messages."""
+    """('`op` in scope', ' at file:line: <code>', (file, line, function) or None) for anomaly
+    messages."""
     from .function import _user_frame
     from .scope import current_scope
     src = result.grad_fn.source if result.grad_fn is not None else _user_frame()
@@ -97,7 +98,7 @@ def _where_created(fn, result):
     if src:
         import linecache
         line = f" at {src[0]}:{src[1]}: {linecache.getline(src[0], src[1]).strip()}"
-    return where, line
+    return where, line, src
 
 
 def _check_forward(fn, arrays, result):
@@ -105,7 +106,7 @@ def _check_forward(fn, arrays, result):
     if out.dtype.kind == "f" and not np.isfinite(out).all():
         from .function import describe_inputs
         bad = "NaN" if np.isnan(out).any() else "Inf"
-        where, line = _where_created(fn, result)
+        where, line, _ = _where_created(fn, result)
         raise FloatingPointError(
             f"anomaly: {where} produced {bad} in its output of shape {out.shape}{line} "
             f"(inputs: {describe_inputs(arrays)})")
@@ -116,8 +117,9 @@ def _check_forward(fn, arrays, result):
         message = check(out)
         if message:
             import warnings
-            where, line = _where_created(fn, result)
-            warnings.warn(f"anomaly: {where}: {message}{line}", AnomalyWarning, stacklevel=4)
+            where, _, src = _where_created(fn, result)
+            file, lineno = (src[0], src[1]) if src else ("<unknown>", 0)
+            warnings.warn_explicit(f"anomaly: {where}: {message}", AnomalyWarning, file, lineno)
 
 
 def _check_backward(node, grads):
