@@ -124,7 +124,8 @@ def test_diagnostics_print_grad_norms_and_losses():
     assert "step 4" in table and "embed" in table and "proj" in table and "val loss" in table
     norms = grad_norms_by_module(model)
     assert set(norms) == {"embed", "proj"} and all(v > 0 for v in norms.values())
-    assert "max|score|" in diagnostics_table(1, {}, {"encoder.layers.0.self_attn": 12.5}, 1.0)
+    table = diagnostics_table(1, {}, {"encoder.layers.0.self_attn": (12.5, 0.97)}, 1.0)
+    assert "max|score|" in table and "12.5" in table and "0.97" in table
 
 
 def test_nan_loss_stops_with_a_clear_error():

@@ -195,14 +195,16 @@ def grad_norms_by_module(model):
 
 
 def score_ranges(model):
-    """{attention module: max |QKᵀ/scale| of the last forward}, if the model records them."""
+    """{attention module: (max |score|, saturation)} of the model's last forward, if it records
+    them (model.score_stats()). The scores QKᵀ·scale lie in [−max, max]; saturation is the mean
+    over rows of the largest softmax weight (1.0: each row puts all its weight on one key)."""
     stats = getattr(model, "score_stats", None)
     if stats is None:
         return {}
     out = {}
     for path, s in (stats() or {}).items():
         if isinstance(s, dict) and "max_abs_score" in s:
-            out[path] = float(s["max_abs_score"])
+            out[path] = (float(s["max_abs_score"]), float(s.get("max_weight_mean", float("nan"))))
     return out
 
 
@@ -220,12 +222,14 @@ def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None
 
     rows = sorted(set(grad_norms) | set(scores), key=position)
     width = max([len(r) for r in rows] + [len("module")])
-    lines = [f"── diagnostics at step {step} " + "─" * max(0, width + 10 - len(str(step))),
-             f"{'module':<{width}}  {'grad norm':>10}  {'max|score|':>10}"]
+    lines = [f"── diagnostics at step {step} " + "─" * max(0, width + 22 - len(str(step))),
+             f"{'module':<{width}}  {'grad norm':>10}  {'max|score|':>10}  {'saturation':>10}"]
     for r in rows:
         g = f"{grad_norms[r]:10.3g}" if r in grad_norms else f"{'':>10}"
-        s = f"{scores[r]:10.3g}" if r in scores else f"{'':>10}"
-        lines.append(f"{r:<{width}}  {g}  {s}")
+        score, sat = scores[r] if isinstance(scores.get(r), tuple) else (scores.get(r), None)
+        s = f"{score:10.3g}" if score is not None else f"{'':>10}"
+        t = f"{sat:10.2f}" if sat is not None else f"{'':>10}"
+        lines.append(f"{r:<{width}}  {g}  {s}  {t}")
     summary = f"train loss {train_loss:.4f}"
     if val is not None:
         summary += f" | val loss {val['loss']:.4f} | val token acc {100 * val['token_accuracy']:.1f}%"
@@ -235,8 +239,9 @@ def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None
     for k, v in (extra or {}).items():
         summary += " | " + _fmt(k, v)
     lines.append(summary)
-    lines.append("(grad norm: of the module's parameters this step; max|score|: largest "
-                 "|QKᵀ·scale| its softmax saw — tens and more mean a saturated softmax)")
+    lines.append("(grad norm: of the module's parameters this step; max|score|: the scores "
+                 "QKᵀ·scale lay in [−max, max] — tens and more saturate the softmax; saturation: "
+                 "mean largest attention weight per row, 1.0 = one-hot)")
     return "\n".join(lines)
 
 
