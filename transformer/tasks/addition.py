@@ -99,7 +99,7 @@ class AdditionTask:
         ok = value == int(a) + int(b)
         shown = str(value) if value is not None else repr(predicted_text)
         order = f" (emitted {predicted_text!r}, reversed)" if self.reverse_answer else ""
-        return f"{line:<16} model: {shown:<6}{'ok' if ok else 'WRONG'}{order}"
+        return f"{line:<16} model: {shown:<6} {'ok' if ok else 'WRONG'}{order}"
 
     # ------------------------------------------------------------------ ids
     def encode(self, a, b):
