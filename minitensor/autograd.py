@@ -164,26 +164,29 @@ def _run_forward_hooks(fn, ctx, arrays, result, recorded):
 
 # ----------------------------------------------------------------------------- the engine
 
-def topological_order(root):
-    """The nodes reachable from `root` (a node), each before every node that feeds it.
+def topological_order(*roots):
+    """The nodes reachable from `roots` (nodes), each before every node that feeds it.
 
     This is the order backward visits them: a node runs only once all the gradients for its
-    output have arrived. Iterative depth-first search, so a chain of 10,000 ops is fine.
+    output have arrived (reversed, it is the order forward made them, which the graph viewer
+    draws). Iterative depth-first search, so a chain of 10,000 ops is fine; inputs are explored
+    first to last, so the order is the same from run to run.
     """
     order, visited = [], set()
-    stack = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if children_done:
-            order.append(node)
-            continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
-        for t in node.inputs:
-            if t is not None and t.grad_fn is not None and id(t.grad_fn) not in visited:
-                stack.append((t.grad_fn, False))
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, inputs_done = stack.pop()
+            if inputs_done:
+                order.append(node)          # after every node that feeds it
+                continue
+            if id(node) in visited:
+                continue
+            visited.add(id(node))
+            stack.append((node, True))
+            for t in reversed(node.inputs):
+                if t is not None and t.grad_fn is not None and id(t.grad_fn) not in visited:
+                    stack.append((t.grad_fn, False))
     order.reverse()
     return order
 

@@ -148,34 +148,30 @@ class Abs(Function):
         return grad * np.sign(x)
 
 
-class Maximum(Function):
-    """Elementwise max. Where a == b the gradient is split evenly (half to each)."""
+class _Pick(Function):
+    """Elementwise max or min of two tensors: each output element is picked from a or from b,
+    and its gradient goes to the one picked. Where a == b it is split evenly (half to each)."""
+    pick = None      # np.maximum or np.minimum
 
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return np.maximum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        wa = (a > b) + 0.5 * (a == b)
-        return unbroadcast(grad * wa, np.shape(a)), unbroadcast(grad * (1 - wa), np.shape(b))
-
-
-class Minimum(Function):
-    """Elementwise min. Where a == b the gradient is split evenly (half to each)."""
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return np.minimum(a, b)
+    @classmethod
+    def forward(cls, ctx, a, b):
+        out = cls.pick(a, b)
+        ctx.save_for_backward(a, b, out)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        wa = (a < b) + 0.5 * (a == b)
-        return unbroadcast(grad * wa, np.shape(a)), unbroadcast(grad * (1 - wa), np.shape(b))
+        a, b, out = ctx.saved_tensors
+        share_a = np.where(a == b, 0.5, out == a).astype(grad.dtype)
+        return unbroadcast(grad * share_a, np.shape(a)), unbroadcast(grad * (1 - share_a), np.shape(b))
+
+
+class Maximum(_Pick):
+    pick = staticmethod(np.maximum)
+
+
+class Minimum(_Pick):
+    pick = staticmethod(np.minimum)
 
 
 class Clip(Function):

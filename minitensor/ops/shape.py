@@ -179,33 +179,28 @@ class MaskedFill(Function):
         return np.where(mask, np.zeros((), grad.dtype), grad), None
 
 
-class Tril(Function):
+class _Triangle(Function):
+    """Keep one triangle of the last two axes (diagonal k and the side `keep` names)."""
+    keep = None      # np.tril or np.triu
+
+    @classmethod
+    def forward(cls, ctx, x, k=0):
+        if x.ndim < 2:
+            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape "
+                             f"{x.shape}")
+        ctx.k = k
+        return cls.keep(x, k)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.fn.keep(grad, ctx.k)
+
+
+class Tril(_Triangle):
     """Lower triangle of the last two axes (elements above diagonal k become 0)."""
-
-    @staticmethod
-    def forward(ctx, x, k=0):
-        if x.ndim < 2:
-            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape "
-                             f"{x.shape}")
-        ctx.k = k
-        return np.tril(x, k)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return np.tril(grad, ctx.k)
+    keep = staticmethod(np.tril)
 
 
-class Triu(Function):
+class Triu(_Triangle):
     """Upper triangle of the last two axes (elements below diagonal k become 0)."""
-
-    @staticmethod
-    def forward(ctx, x, k=0):
-        if x.ndim < 2:
-            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape "
-                             f"{x.shape}")
-        ctx.k = k
-        return np.triu(x, k)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return np.triu(grad, ctx.k)
+    keep = staticmethod(np.triu)

@@ -26,6 +26,7 @@ from collections import defaultdict
 import graphviz
 import numpy as np
 
+from ..autograd import topological_order
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
 
@@ -116,26 +117,6 @@ class _Item:
         return t.data if t is not None else None
 
 
-def _forward_order(roots):
-    """Every node reachable from `roots`, each after the nodes that feed it."""
-    order, visited = [], set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in visited:
-                continue
-            visited.add(id(node))
-            stack.append((node, True))
-            for t in reversed(node.inputs):
-                if t is not None and t.grad_fn is not None and id(t.grad_fn) not in visited:
-                    stack.append((t.grad_fn, False))
-    return order
-
-
 def _module_info(model, leaves):
     """{module path: class name}, and {id(buffer): dotted name}.
 
@@ -167,7 +148,7 @@ def _owner_module(t):
 def _collect(outputs, model):
     """Read the graph under `outputs`: items (in forward order), edges, module types."""
     roots = [t.grad_fn for t in outputs if t.grad_fn is not None]
-    nodes = _forward_order(roots)
+    nodes = topological_order(*roots)[::-1]     # forward order: inputs before users
     out_tensor = {}                          # id(node) -> its output Tensor, where reachable
     leaves = {}
     for node in nodes:
