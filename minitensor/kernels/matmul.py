@@ -12,8 +12,12 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   operand has no batch axes — (B, L, d) @ (d, e) — is folded into one 2-D product
   (B·L, d) @ (d, e).
 * **Stacks of attention matrices go to np.matmul too**, after copying a transposed right
-  operand (kᵀ) to contiguous memory when the matrices are large (L = 64): np.matmul on a
-  transposed stack measured 1.3–1.6× slower than copy + np.matmul on a contiguous one.
+  operand (kᵀ) to contiguous memory where that measured faster: at L = 64 (np.matmul on a
+  transposed stack measured 1.3–1.6× slower than copy + np.matmul on a contiguous one) and
+  at d_k ≤ 16 with L ≥ 16 (1.2–1.4× faster with the copy). Not at L = 32, d_k = 32: with 256
+  matrices, OpenBLAS ran the contiguous (32×32)·(32×32) stack 4× slower than the transposed
+  one (reproducibly; 512 matrices were fine), and at L ≤ 16, d_k = 32 the copy costs more
+  than it saves.
 * **`batched_matmul_kernel`**, the numba kernel, reads q and kᵀ along their contiguous axis and
   runs the whole stack in one loop. route gives it only what it measured faster on: contiguous
   stacks of q·kᵀ with d_k ≤ 16 and L ≤ 8 (1.3–1.7× np.matmul; OpenBLAS is oddly slow at
@@ -33,10 +37,12 @@ from .jit import kernel
 # (measured, see the module docstring).
 _KERNEL_MAX_K = 16
 _KERNEL_MAX_NM = 8 * 8
-# From this per-matrix work on (L = 64), np.matmul gets a contiguous copy of a transposed right
-# operand (measured 1.3-1.6x faster at L = 64; at L = 32 the gain was 1.1-1.3x in isolation but
-# one shape, (256, 32, 32), ran 4x slower in the benchmark process: the fresh 1 MiB copy).
+# np.matmul gets a contiguous copy of a transposed right operand from this per-matrix work on
+# (L = 64: measured 1.3-1.6x faster), and for inner size k <= _COPY_MAX_K with n·m >= _COPY_MIN_NM
+# (d_k <= 16, L >= 16: 1.2-1.4x faster). See the module docstring for where a copy lost.
 _COPY_MIN_WORK = 64 * 64 * 16
+_COPY_MAX_K = 16
+_COPY_MIN_NM = 16 * 16
 
 
 # ---- numpy twins ------------------------------------------------------------------------------
@@ -119,7 +125,8 @@ def _product(a, b):
         # Linear-layer case: fold a's batch axes into its rows, one 2-D BLAS product
         return np.matmul(a.reshape(-1, k), b).reshape(*a.shape[:-1], m)
     if path == "blas":
-        if n * k * m >= _COPY_MIN_WORK and not b.flags.c_contiguous:
+        copy_pays = n * k * m >= _COPY_MIN_WORK or (k <= _COPY_MAX_K and n * m >= _COPY_MIN_NM)
+        if copy_pays and not b.flags.c_contiguous:
             b = np.ascontiguousarray(b)
         return np.matmul(a, b)
     return batched_matmul_kernel(a, b)
