@@ -279,6 +279,24 @@ def test_matmul_reads_transposed_views(dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("L,d", [(16, 16), (32, 16), (64, 32)])
+def test_matmul_copies_transposed_k_where_it_pays(L, d, dtype, rng, monkeypatch):
+    """q·kᵀ stacks with d ≤ 16 and L ≥ 16, or L = 64, go to BLAS on a contiguous copy of kᵀ
+    (matmul.py): same result as the twin, and the copy is really made."""
+    matmul = sys.modules["minitensor.kernels.matmul"]
+    q = rng.standard_normal((2, 4, L, d)).astype(dtype)
+    k_t = np.swapaxes(rng.standard_normal((2, 4, L, d)).astype(dtype), -1, -2)
+    assert K.matmul_route(q, k_t) == "blas"
+    seen = []
+    monkeypatch.setattr(matmul.np, "matmul",
+                        lambda a, b, _mm=np.matmul: seen.append(b.flags.c_contiguous) or _mm(a, b))
+    out = K.matmul.numba(q, k_t)
+    monkeypatch.undo()
+    assert seen == [True]
+    assert_agree(out, K.matmul.numpy(q, k_t), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_matmul_routes_tiny_q_kt_stacks_to_the_kernel(dtype, rng):
     q, k = (rng.standard_normal((6, 8, 16)).astype(dtype) for _ in range(2))
     k_t = np.swapaxes(k, -1, -2)
