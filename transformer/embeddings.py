@@ -40,17 +40,21 @@ def sinusoidal_table(max_len, d_model):
 
 
 class _Table:
-    """A constant float64 table, handed out in the dtype asked for (each cast made once)."""
+    """A constant float64 table, handed out in the dtype asked for (each cast made once).
+    `name` labels the rows it hands out (the graph viewer shows "PE[0:7]", not "input")."""
 
-    def __init__(self, array):
+    def __init__(self, array, name):
         self._by_dtype = {np.dtype(np.float64): np.asarray(array, dtype=np.float64)}
+        self.name = name
 
     def get(self, dtype, start=0, stop=None):
         """Rows start:stop as a constant Tensor (no gradient) of `dtype`."""
         dtype = np.dtype(dtype)
         if dtype not in self._by_dtype:
             self._by_dtype[dtype] = self._by_dtype[np.dtype(np.float64)].astype(dtype)
-        return Tensor._make(self._by_dtype[dtype][start:stop])
+        rows = Tensor._make(self._by_dtype[dtype][start:stop])
+        rows.name = self.name if stop is None and start == 0 else f"{self.name}[{start}:{stop}]"
+        return rows
 
 
 def _check_length(module, length, offset, max_len):
@@ -94,7 +98,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model, max_len=512):
         super().__init__()
         self.max_len = max_len
-        self.table = _Table(sinusoidal_table(max_len, d_model))
+        self.table = _Table(sinusoidal_table(max_len, d_model), "PE")
 
     def forward(self, x, offset=0):
         length = x.shape[1]
@@ -137,11 +141,11 @@ class RotaryEmbedding(nn.Module):
         theta = base ** (-np.arange(half) * 2.0 / d_k)
         angle = np.arange(max_len)[:, None] * theta[None, :]
         angle = np.concatenate([angle, angle], axis=1)              # (max_len, d_k)
-        self.cos, self.sin = _Table(np.cos(angle)), _Table(np.sin(angle))
+        self.cos, self.sin = _Table(np.cos(angle), "cos"), _Table(np.sin(angle), "sin")
         rot = np.zeros((d_k, d_k))
         rot[np.arange(half) + half, np.arange(half)] = -1.0        # out[:, i] = −x[:, i + half]
         rot[np.arange(half), np.arange(half) + half] = 1.0         # out[:, i + half] = x[:, i]
-        self.rotate_half = _Table(rot)
+        self.rotate_half = _Table(rot, "rotate_half")
 
     def forward(self, x, offset=0):
         length = x.shape[-2]
