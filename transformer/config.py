@@ -96,16 +96,14 @@ class TransformerConfig:
         """The addition-task size: d_model 128, 4 heads, 2 + 2 layers, d_ff 512."""
         base = dict(d_model=128, n_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                     d_ff=512, dropout=0.1, max_len=256)
-        base.update(overrides)
-        return cls(src_vocab_size, tgt_vocab_size, **base)
+        return cls(src_vocab_size, tgt_vocab_size, **{**base, **overrides})
 
     @classmethod
     def tiny(cls, src_vocab_size, tgt_vocab_size, **overrides):
         """Small enough for gradchecks and quick tests: d_model 16, 2 heads, 1 + 1 layers."""
         base = dict(d_model=16, n_heads=2, num_encoder_layers=1, num_decoder_layers=1,
                     d_ff=32, dropout=0.0, max_len=64)
-        base.update(overrides)
-        return cls(src_vocab_size, tgt_vocab_size, **base)
+        return cls(src_vocab_size, tgt_vocab_size, **{**base, **overrides})
 
     def replace(self, **changes):
         """A copy with some fields changed (for ablations: cfg.replace(positional="none"))."""
