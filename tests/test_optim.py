@@ -202,9 +202,9 @@ def test_optimizer_load_state_dict_errors_change_nothing():
 
 # ----------------------------------------------------------------------------- schedulers
 
-def lrs_ours(make_sched, steps=30, lrs=(0.1, 0.02)):
-    params = [nn.Parameter(np.zeros(1)) for _ in lrs]
-    opt = mt.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(params, lrs)])
+def _lr_trace(optim, params, make_sched, steps, lrs):
+    """The learning rates of two param groups over `steps` scheduler steps."""
+    opt = optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(params, lrs)])
     sched = make_sched(opt)
     out = [sched.get_last_lr()]
     for _ in range(steps):
@@ -215,16 +215,13 @@ def lrs_ours(make_sched, steps=30, lrs=(0.1, 0.02)):
     return np.array(out)
 
 
+def lrs_ours(make_sched, steps=30, lrs=(0.1, 0.02)):
+    return _lr_trace(mt.optim, [nn.Parameter(np.zeros(1)) for _ in lrs], make_sched, steps, lrs)
+
+
 def lrs_torch(torch, make_sched, steps=30, lrs=(0.1, 0.02)):
     params = [torch.zeros(1, requires_grad=True) for _ in lrs]
-    opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(params, lrs)])
-    sched = make_sched(opt)
-    out = [sched.get_last_lr()]
-    for _ in range(steps):
-        opt.step()
-        sched.step()
-        out.append(sched.get_last_lr())
-    return np.array(out)
+    return _lr_trace(torch.optim, params, make_sched, steps, lrs)
 
 
 def test_step_and_lambda_lr_formulas():

@@ -249,30 +249,28 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
-    def named_parameters(self, prefix="", recurse=True):
-        """(dotted name, parameter) for every parameter, each once (tied weights once)."""
+    def _named_members(self, store, prefix, recurse):
+        """(dotted name, tensor) from each module's `store` dict, each tensor once."""
         seen = set()
         modules = self.named_modules(prefix) if recurse else [(prefix, self)]
         for mname, m in modules:
-            for pname, p in m._parameters.items():
-                if p is None or id(p) in seen:
+            for name, t in getattr(m, store).items():
+                if t is None or id(t) in seen:
                     continue
-                seen.add(id(p))
-                yield (f"{mname}.{pname}" if mname else pname), p
+                seen.add(id(t))
+                yield (f"{mname}.{name}" if mname else name), t
+
+    def named_parameters(self, prefix="", recurse=True):
+        """(dotted name, parameter) for every parameter, each once (tied weights once)."""
+        return self._named_members("_parameters", prefix, recurse)
 
     def parameters(self, recurse=True):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix="", recurse=True):
-        seen = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
-        for mname, m in modules:
-            for bname, b in m._buffers.items():
-                if b is None or id(b) in seen:
-                    continue
-                seen.add(id(b))
-                yield (f"{mname}.{bname}" if mname else bname), b
+        """(dotted name, buffer) for every buffer, each once."""
+        return self._named_members("_buffers", prefix, recurse)
 
     def buffers(self, recurse=True):
         for _, b in self.named_buffers(recurse=recurse):
