@@ -10,34 +10,29 @@ the two libraries (the machine is shared and noisy: compare ratios from one run)
 median ms per step of each and the ratio. --profile adds a cProfile of our steps: where the
 time goes, by function.
 
-Where the time went (04:50 UTC on a busy 2-core machine, 1 thread, process CPU time per step,
-numba backend): forward 47 ms, backward 50 ms, Adam 6 ms (torch: ~100 ms in all). Inside ops:
-matmul 56 ms (20 forward, 35 backward: ~70-80 GFLOP/s, BLAS speed), residual/bias adds 5,
-layer_norm 4.5, dropout 3 (+ ~6 drawing its float64 random masks in F.dropout), softmax 2,
-embedding backward 2 (np.add.at), relu 2, reshapes/transposes 2.5. The rest (~20 ms) is
-Python: the autograd engine, Function.apply, module calls. The model's own code (masks,
-head splitting, module calls) is ~2 ms.
+Threads: torch runs with torch.set_num_threads(2), minitensor with its defaults (numba's
+threads, one per core; BLAS single-threaded, since minitensor shares the products among
+numba's threads itself: see minitensor/__init__.py). --our-threads N gives numba N threads.
+TRAIN_STEP_DROPOUT=0 removes dropout from both.
 
-Threads: by default each library runs as it does out of the box here — torch with
-torch.set_num_threads(2), minitensor with its own defaults (on a machine of 2 cores or fewer, one
-BLAS and one numba thread: see minitensor/__init__.py). With 2 OpenBLAS threads the weight
-gradients xᵀ·dy — (128, 896) @ (896, 128) and the like — took 15-24 ms each instead of ~1 ms
-with 1 thread on this VM (a 2-thread call waits for its second worker), so a step took
-400-800 ms: try it with --our-threads 2. TRAIN_STEP_DROPOUT=0 removes dropout from both.
+Torch runs in a child process started with this script's environment before minitensor
+touched it, the same model weights rebuilt there from the same seed. Both libraries use an
+OpenMP thread pool whose idle workers spin for a while after each parallel region: in one
+process each pool's spinning workers would steal the core the other pool wants, slowing
+whichever ran second. The parent and the child take turns, one block of steps at a time, and
+each block starts after a short pause in which the other's workers go to sleep.
 """
 import argparse
 import cProfile
 import io
+import json
 import os
 import pstats
+import subprocess
 import sys
 import time
 
-# Thread pools must be told before numpy, numba or torch load (PERFORMANCE.md, item 6): idle
-# workers that spin steal the core another library is computing on. Same settings for both.
-for _var, _value in (("OPENBLAS_THREAD_TIMEOUT", "4"), ("OMP_WAIT_POLICY", "PASSIVE"),
-                     ("NUMBA_THREADING_LAYER", "workqueue")):
-    os.environ.setdefault(_var, _value)
+_ORIGINAL_ENV = dict(os.environ)       # for the torch child, before minitensor sets defaults
 
 import numpy as np  # noqa: E402
 
@@ -102,42 +97,53 @@ def make_torch(model, threads):
     return step
 
 
-def timed(fn, batches, wall, cpu):
-    """Append each step's wall time and process CPU time (all threads) to the lists."""
+PAUSE_S = 0.05     # before each block: the other library's idle workers stop spinning
+
+
+def timed(fn, batches):
+    """Each step's wall time and process CPU time (all threads), after a short pause."""
+    time.sleep(PAUSE_S)
+    wall, cpu = [], []
     for b in batches:
         t0, c0 = time.perf_counter(), time.process_time()
         fn(b)
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+    return wall, cpu
 
 
-def limit_threads(n):
-    """Give numpy's BLAS and numba n threads (see PERFORMANCE.md: pools that spin while
-    another library works steal each other's cores)."""
-    try:
-        import threadpoolctl
-        threadpoolctl.threadpool_limits(n, user_api="blas")
-    except ImportError:
-        print("(threadpoolctl not installed: BLAS threads not limited)")
-    try:
-        import numba
-        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    except ImportError:
-        pass
+def torch_child(args):
+    """--torch-child: build the same model and batches, then run one block of torch steps per
+    line read from stdin and answer with its times as one JSON line."""
+    rng = np.random.default_rng(0)
+    batches = [make_batch(rng) for _ in range(args.steps)]
+    step = make_torch(build(), args.torch_threads)
+    for b in batches[:3]:
+        step(b)                                          # warm up
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(timed(step, batches)), flush=True)
 
 
-def blas_threads():
-    try:
-        import threadpoolctl
-        return max((p["num_threads"] for p in threadpoolctl.threadpool_info()
-                    if p["user_api"] == "blas"), default="?")
-    except ImportError:
-        return "?"
+class TorchChild:
+    """The torch side, in its own process (see the module docstring)."""
 
+    def __init__(self, args):
+        command = [sys.executable, os.path.abspath(__file__), "--torch-child",
+                   "--steps", str(args.steps), "--torch-threads", str(args.torch_threads)]
+        self.process = subprocess.Popen(command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("the torch child process did not start (is torch installed?)")
 
-def numba_threads():
-    import numba
-    return numba.get_num_threads()
+    def block(self):
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
 
 
 def main():
@@ -146,37 +152,43 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
     ap.add_argument("--torch-threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--our-threads", type=int, default=None,
-                    help="BLAS and numba threads for minitensor (default: minitensor's own)")
+                    help="numba threads for minitensor (default: one per core)")
     ap.add_argument("--profile", action="store_true", help="cProfile our steps")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.torch_child:
+        return torch_child(args)
 
+    import numba
     if args.our_threads is not None:
-        limit_threads(args.our_threads)
+        numba.set_num_threads(args.our_threads)
     rng = np.random.default_rng(0)
     batches = [make_batch(rng) for _ in range(args.steps)]
     model = build()
     opt = mt.optim.Adam(model.parameters(), lr=1e-4)
-    torch_step = None if args.no_torch else make_torch(model, args.torch_threads)
-
     for b in batches[:3]:                                 # warm up (numba compiles, caches)
         ours_step(model, opt, b)
-        if torch_step:
-            torch_step(b)
+    child = None if args.no_torch else TorchChild(args)
 
     ours, theirs, ours_cpu, theirs_cpu = [], [], [], []
     for _ in range(args.rounds):
-        timed(lambda b: ours_step(model, opt, b), batches, ours, ours_cpu)
-        if torch_step:
-            timed(torch_step, batches, theirs, theirs_cpu)
+        wall, cpu = timed(lambda b: ours_step(model, opt, b), batches)
+        ours += wall
+        ours_cpu += cpu
+        if child:
+            wall, cpu = child.block()
+            theirs += wall
+            theirs_cpu += cpu
+    if child:
+        child.close()
 
     print(f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
           f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)")
     print(f"kernels backend: {mt.get_backend()}")
-    print(f"threads: torch {args.torch_threads}, minitensor BLAS {blas_threads()}, numba "
-          f"{numba_threads()}; {len(ours)} steps "
-          f"each; wall = elapsed, cpu = process CPU time summed over threads (steadier on a "
-          f"busy machine)")
+    print(f"threads: torch {args.torch_threads}, minitensor numba {numba.get_num_threads()} "
+          f"(BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}); {len(ours)} steps "
+          f"each; wall = elapsed, cpu = process CPU time summed over threads")
     med, cmed = float(np.median(ours)) * 1e3, float(np.median(ours_cpu)) * 1e3
     print(f"minitensor: median {med:7.1f} ms/step wall (min {min(ours) * 1e3:.1f}), "
           f"{cmed:7.1f} ms cpu")

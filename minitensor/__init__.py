@@ -7,21 +7,18 @@
     loss = F.relu(x @ mt.randn(4, 2)).sum()
     loss.backward()          # x.grad now holds d loss / d x
 """
-# Thread pools (PERFORMANCE.md item 6; measured again in benchmarks/README.md). These defaults
-# (a user's own environment settings win) only work when set before numpy and numba load,
-# hence here, first.
-# * On two cores or fewer, one thread for numpy's BLAS and for numba: the addition-task training
-#   step took 88 ms single-threaded and 532 ms with 2 threads while other processes shared the
-#   2 cores (a 2-thread BLAS call waits for a descheduled worker: up to a 16–24 ms time slice);
-#   on an idle 2-core machine 2 threads would gain at most ~1.3×.
-# * With more threads: idle OpenBLAS and numba workers must not spin and steal the core the
-#   other library computes on (3–5× slower steps with the libraries' own defaults). The
-#   workqueue layer is numba's simplest pool; it must not be called from several Python threads
-#   at once (set NUMBA_THREADING_LAYER=omp or tbb if you need that).
+# Threads (PERFORMANCE.md item 6; measured again in benchmarks/README.md). minitensor runs its
+# parallel work on one thread pool, numba's: the kernels' prange loops, and the matrix products,
+# which numba kernels hand to BLAS one matrix (or one block of rows) per thread — see
+# kernels/matmul.py. numpy's own BLAS therefore runs single-threaded: two pools on the same
+# cores steal them from each other (a training step took 532 ms instead of 88 when a 2-thread
+# OpenBLAS shared 2 cores with other work). This default only works when set before numpy
+# loads, hence here, first; a user's own OPENBLAS_NUM_THREADS wins. numba picks its threading
+# layer (OpenMP where it can) and uses every core; NUMBA_NUM_THREADS=1 makes minitensor serial.
 import os as _os
 import sys as _sys
 
-if (_os.cpu_count() or 1) <= 2 and "OPENBLAS_NUM_THREADS" not in _os.environ:
+if "OPENBLAS_NUM_THREADS" not in _os.environ:
     if "numpy" in _sys.modules:    # BLAS already loaded: limit it at run time, if we can
         try:
             import threadpoolctl as _threadpoolctl
@@ -29,11 +26,6 @@ if (_os.cpu_count() or 1) <= 2 and "OPENBLAS_NUM_THREADS" not in _os.environ:
         except ImportError:
             pass
     _os.environ["OPENBLAS_NUM_THREADS"] = "1"
-if (_os.cpu_count() or 1) <= 2:
-    _os.environ.setdefault("NUMBA_NUM_THREADS", "1")
-for _var, _value in (("OPENBLAS_THREAD_TIMEOUT", "4"), ("OMP_WAIT_POLICY", "PASSIVE"),
-                     ("NUMBA_THREADING_LAYER", "workqueue")):
-    _os.environ.setdefault(_var, _value)
 
 from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad

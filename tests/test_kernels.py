@@ -278,35 +278,95 @@ def test_matmul_reads_transposed_views(dtype, rng):
     assert_agree(*both(K.matmul_grad_b, q, g), dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("L,d", [(16, 16), (32, 16), (64, 32)])
-def test_matmul_copies_transposed_k_where_it_pays(L, d, dtype, rng, monkeypatch):
-    """q·kᵀ stacks with d ≤ 16 and L ≥ 16, or L = 64, go to BLAS on a contiguous copy of kᵀ
-    (matmul.py): same result as the twin, and the copy is really made."""
-    matmul = sys.modules["minitensor.kernels.matmul"]
-    q = rng.standard_normal((2, 4, L, d)).astype(dtype)
-    k_t = np.swapaxes(rng.standard_normal((2, 4, L, d)).astype(dtype), -1, -2)
-    assert K.matmul_route(q, k_t) == "blas"
-    seen = []
-    monkeypatch.setattr(matmul.np, "matmul",
-                        lambda a, b, _mm=np.matmul: seen.append(b.flags.c_contiguous) or _mm(a, b))
-    out = K.matmul.numba(q, k_t)
-    monkeypatch.undo()
-    assert seen == [True]
-    assert_agree(out, K.matmul.numpy(q, k_t), dtype)
+matmul_module = sys.modules["minitensor.kernels.matmul"]
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """Run the kernels as on a 2-core machine (parallel builds, products shared by threads)
+    even where the tests run on one."""
+    from minitensor.kernels import jit
+    monkeypatch.setattr(jit, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+
+
+GEMM_CASES = [  # (a, b) builders: every layout the BLAS-calling kernels read in place or copy
+    lambda r, t: (r((4, 3, 5, 6), t), r((4, 3, 6, 7), t)),                   # stacks
+    lambda r, t: (r((4, 3, 5, 6), t), r((3, 6, 7), t)),                      # b broadcast
+    lambda r, t: (r((4, 1, 5, 6), t), r((1, 3, 6, 7), t)),                   # both broadcast
+    lambda r, t: (r((4, 3, 5, 6), t), np.swapaxes(r((4, 3, 7, 6), t), -1, -2)),   # q·kᵀ view
+    lambda r, t: (np.swapaxes(r((4, 3, 6, 5), t), -1, -2), r((4, 3, 6, 7), t)),   # aᵀ view
+    lambda r, t: (r((2, 7, 4, 8), t).transpose(0, 2, 1, 3),                   # head-split views
+                  r((2, 9, 4, 8), t).transpose(0, 2, 3, 1)),
+    lambda r, t: (r((4, 3, 10, 6), t)[..., ::2, :], r((4, 3, 6, 2), t)),     # strided rows
+    lambda r, t: (r((4, 5, 12), t)[..., ::2], r((6, 3), t)),                 # no unit stride: copy
+    lambda r, t: (r((2, 9, 6), t), r((6, 4), t)),                            # Linear: row blocks
+    lambda r, t: (r((2, 9, 6), t), r((4, 6), t).T),                          # x·Wᵀ
+    lambda r, t: (r((90, 13), t).T, r((90, 17), t)),                         # dW = Xᵀ·dY
+    lambda r, t: (r((9, 2, 6), t).transpose(1, 0, 2), r((6, 4), t)),         # non-contiguous x
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_matmul_routes_tiny_q_kt_stacks_to_the_kernel(dtype, rng):
-    q, k = (rng.standard_normal((6, 8, 16)).astype(dtype) for _ in range(2))
-    k_t = np.swapaxes(k, -1, -2)
-    assert K.matmul_route(q, k_t) == "kernel"
-    assert K.matmul_route(q, np.ascontiguousarray(k_t)) == "blas"
-    assert K.matmul_route(q.reshape(48, 16), k_t[0]) == "blas-2d"
+@pytest.mark.parametrize("case", range(len(GEMM_CASES)))
+def test_gemm_product_matches_numpy_on_every_layout(case, dtype, rng, two_threads):
+    """The kernels that call BLAS from numba threads (matmul.gemm_product) give np.matmul's
+    result for stacks, broadcast batches, transposed and strided views and row blocks."""
+    if np.dtype(dtype) not in matmul_module.GEMM:
+        pytest.skip("numpy's OpenBLAS was not found: minitensor uses np.matmul instead")
+    a, b = GEMM_CASES[case](lambda shape, t: rng.standard_normal(shape).astype(t), dtype)
+    assert_agree(matmul_module.gemm_product(a, b), np.matmul(a, b), dtype)
+
+
+def test_gemm_reads_transposed_views_in_place():
+    """kᵀ, a transposed view, goes to BLAS as "transposed" with its own stride: no copy."""
+    k = np.zeros((2, 4, 7, 16), dtype=np.float32)
+    view, trans, ld = matmul_module._blas_layout(np.swapaxes(k, -1, -2))
+    assert view.base is k and trans == matmul_module.TRANS and ld == 16
+    strided = np.zeros((5, 12), dtype=np.float32)[:, ::2]
+    copy, trans, ld = matmul_module._blas_layout(strided)
+    assert copy.flags.c_contiguous and trans == matmul_module.NO_TRANS and ld == 6
+
+
+def test_matmul_routes(rng, two_threads, monkeypatch):
+    """The measured rule of matmul.route: tiny q·kᵀ stacks to the numba loop kernel, small
+    products to np.matmul, the rest to the threads; np.matmul on one thread or without BLAS."""
+    route = K.matmul_route
+    q, k = (rng.standard_normal((6, 8, 16)).astype(np.float32) for _ in range(2))
+    assert route(q, np.swapaxes(k, -1, -2)) == "kernel"
+    assert route(q, np.ascontiguousarray(np.swapaxes(k, -1, -2))) == "numpy"   # not kᵀ view
+    big_q, big_k = (np.zeros((256, 64, 32), np.float32) for _ in range(2))
+    assert route(big_q, np.swapaxes(big_k, -1, -2)) == "gemm"
+    assert route(np.zeros((256, 8, 8), np.float32), np.zeros((256, 8, 16), np.float32)) == \
+        "numpy"                                     # 8·8·16 per matrix: too small to share
+    linear = np.zeros((896, 128), np.float32), np.zeros((128, 512), np.float32)
+    assert route(*linear) == "gemm"
+    assert route(np.zeros((896, 128), np.int64), np.zeros((128, 512), np.int64)) == "numpy"
+    monkeypatch.setattr(matmul_module, "threads", lambda: 1)
+    assert route(*linear) == "numpy"
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "GEMM", {})
+    assert route(*linear) == "numpy"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_and_gradients_on_the_threads(dtype, rng, two_threads):
+    """The attention and Linear products of a step, through the public kernels, on 2 threads."""
+    q = rng.standard_normal((2, 70, 4, 32)).astype(dtype).transpose(0, 2, 1, 3)
+    k_t = np.swapaxes(rng.standard_normal((2, 70, 4, 32)).astype(dtype).transpose(0, 2, 1, 3),
+                      -1, -2)
+    if np.dtype(dtype) in matmul_module.GEMM:
+        assert K.matmul_route(q, k_t) == "gemm"
     assert_agree(*both(K.matmul, q, k_t), dtype)
-    g = rng.standard_normal((6, 8, 8)).astype(dtype)
+    g = rng.standard_normal((2, 4, 70, 70)).astype(dtype)
     assert_agree(*both(K.matmul_grad_a, g, k_t), dtype)
     assert_agree(*both(K.matmul_grad_b, q, g), dtype)
+    x = rng.standard_normal((8, 70, 128)).astype(dtype)
+    w = rng.standard_normal((128, 96)).astype(dtype)
+    assert_agree(*both(K.matmul, x, w), dtype)
+    gy = rng.standard_normal((8, 70, 96)).astype(dtype)
+    assert_agree(*both(K.matmul_grad_a, gy, w), dtype)
+    assert_agree(*both(K.matmul_grad_b, x.reshape(-1, 128), gy.reshape(-1, 96)), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -317,8 +377,8 @@ def test_matmul_routes_tiny_q_kt_stacks_to_the_kernel(dtype, rng):
     ((2, 1, 7), (2, 7, 5), False),            # n = 1, m not a multiple of 4
 ])
 def test_batched_matmul_kernel_matches_numpy(a_shape, b_shape, b_transposed, dtype, rng):
-    """The numba bmm kernel (which `route` does not pick on this machine, see matmul.py) is
-    still exact: it must stay correct for machines where it is switched on."""
+    """The numba bmm kernel, on stacks and layouts beyond the tiny q·kᵀ ones `route` gives it
+    (it must stay exact wherever it is switched on)."""
     a = rng.standard_normal(a_shape).astype(dtype)
     b = rng.standard_normal(b_shape).astype(dtype)
     if b_transposed:

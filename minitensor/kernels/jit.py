@@ -9,7 +9,6 @@ the float's exponent bits. It is plain arithmetic, so the loop vectorises (~10×
 relative error is below 5e-7 on float32. float64 keeps the exact np.exp (the float64 tests
 demand agreement with the numpy twin to 1e-12).
 """
-import os
 import sys
 import types as types_module
 
@@ -20,27 +19,21 @@ from numba import njit, types
 from numba.core import event
 from numba.extending import intrinsic, overload
 
-# numba reads NUMBA_THREADING_LAYER when it is imported; if it was imported before minitensor
-# set the default (minitensor/__init__.py explains why), apply it now — the pool starts only at
-# the first parallel kernel call.
-if numba.config.THREADING_LAYER == "default" and "NUMBA_THREADING_LAYER" in os.environ:
-    numba.config.THREADING_LAYER = os.environ["NUMBA_THREADING_LAYER"]
-
 # fastmath flags that are safe here: re-associate sums (so reductions vectorise), fuse
 # multiply-adds, approximate reciprocals/functions, ignore the sign of zero. NOT "nnan"/"ninf":
 # the kernels test for -inf (fully masked rows) and must keep NaN visible to anomaly mode.
 FASTMATH = {"reassoc", "contract", "arcp", "afn", "nsz"}
 
 
-# Entries of the input from which a kernel marked parallel runs on all threads. Starting numba's
-# thread pool costs ~10 µs on an idle machine and far more on a busy one (40 µs measured here),
-# more than a small kernel's whole work (~0.5 ns per entry): below this, the serial build runs.
-PARALLEL_MIN_WORK = 1 << 18
+# Entries of the input from which a kernel marked parallel runs on all threads. Starting a
+# parallel region of numba's OpenMP pool costs a few µs (its workers spin a while between
+# regions); the serial build wins below ~32k entries (~10 µs of a softmax's work), measured with
+# benchmarks/kernels.py on 2 cores.
+PARALLEL_MIN_WORK = 1 << 15
 
 
 def threads():
-    """The number of threads numba's parallel builds would use (1 by minitensor's default on a
-    machine with 2 cores or fewer)."""
+    """The number of threads numba's parallel builds use (numba.set_num_threads changes it)."""
     return numba.get_num_threads()
 
 
@@ -63,8 +56,10 @@ class Kernel:
         self.serial = njit(cache=True, fastmath=flags)(serial_func)
         self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
 
-    def __call__(self, *args):
-        big = args[0].size >= PARALLEL_MIN_WORK and threads() > 1
+    def __call__(self, *args, work=None):
+        """Run the kernel; `work` (default: the first argument's size) is what is compared
+        with PARALLEL_MIN_WORK."""
+        big = (args[0].size if work is None else work) >= PARALLEL_MIN_WORK and threads() > 1
         return (self.parallel if big else self.serial)(*args)
 
 

@@ -28,21 +28,24 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
 
 The numpy twins are np.matmul itself.
 """
+import math
+
 import numpy as np
 from numba import prange
 
-from .jit import kernel
+from .blas import GEMM, NO_TRANS, TRANS, gemm
+from .jit import kernel, threads
 
-# The numba kernel takes contiguous q·kᵀ stacks with k ≤ _KERNEL_MAX_K and n·m ≤ _KERNEL_MAX_NM
-# (measured, see the module docstring).
+# The numba loop kernel takes contiguous q·kᵀ stacks with k ≤ _KERNEL_MAX_K and
+# n·m ≤ _KERNEL_MAX_NM (measured, see the module docstring).
 _KERNEL_MAX_K = 16
-_KERNEL_MAX_NM = 8 * 8
-# np.matmul gets a contiguous copy of a transposed right operand from this per-matrix work on
-# (L = 64: measured 1.3-1.6x faster), and for inner size k <= _COPY_MAX_K with n·m >= _COPY_MIN_NM
-# (d_k <= 16, L >= 16: 1.2-1.4x faster). See the module docstring for where a copy lost.
-_COPY_MIN_WORK = 64 * 64 * 16
-_COPY_MAX_K = 16
-_COPY_MIN_NM = 16 * 16
+_KERNEL_MAX_NM = 16 * 16
+# A stack of products goes to the threads when each matrix is at least this many multiply-adds
+# (16·16·32): smaller ones are dominated by each BLAS call's fixed cost, and two threads making
+# that many calls measured slower than np.matmul on one.
+_GEMM_MIN_MATRIX = 16 * 16 * 32
+# ... and a product at all from this many multiply-adds (~10 µs of BLAS work on one core).
+_GEMM_MIN_WORK = 1 << 20
 
 
 # ---- numpy twins ------------------------------------------------------------------------------
@@ -94,6 +97,96 @@ def _batched_dot_product(a, b_t, out):
             out[p, i, j] = s
 
 
+# ---- the BLAS-calling kernels: each thread its own matrices, or its own block of rows ----------
+
+@kernel()
+def _offsets(p, batch_shape, a_strides, b_strides):
+    """Byte offsets of the p-th matrices of A and B: p unravelled over batch_shape (C order),
+    times each operand's batch strides."""
+    a_offset, b_offset = 0, 0
+    for axis in range(batch_shape.shape[0] - 1, -1, -1):      # last batch axis first
+        index = p % batch_shape[axis]
+        p //= batch_shape[axis]
+        a_offset += index * a_strides[axis]
+        b_offset += index * b_strides[axis]
+    return a_offset, b_offset
+
+
+@kernel(parallel=True)
+def _gemm_stack(batch_shape, a_strides, b_strides, address, trans_a, trans_b, k, a, lda, b,
+                ldb, c):
+    """A stack of products, one BLAS call per matrix: c[p] = op(A[p]) @ op(B[p]) for every
+    index p of the batch (batch_shape, flattened in C order); c is the (P, n, m) output. A[p]
+    starts at the address a + Σᵢ pᵢ·a_strides[i] (bytes; a broadcast batch axis has stride
+    0), B[p] likewise. op(X) is X or Xᵀ, k the inner size (see blas.gemm)."""
+    P, n, m = c.shape
+    one, zero = c.dtype.type(1), c.dtype.type(0)
+    for p in prange(P):
+        a_offset, b_offset = _offsets(p, batch_shape, a_strides, b_strides)
+        gemm(address, trans_a, trans_b, n, m, k, one, a + a_offset, lda, b + b_offset, ldb,
+             zero, c[p].ctypes.data, m)
+
+
+@kernel(parallel=True)
+def _gemm_row_blocks(blocks, address, trans_a, trans_b, k, a, lda, b, ldb, c):
+    """One product c = op(A) @ op(B), c the (n, m) output, cut into `blocks` runs of rows of
+    op(A) and c; each block is one BLAS call (every block reads all of op(B))."""
+    n, m = c.shape
+    one, zero = c.dtype.type(1), c.dtype.type(0)
+    row_step = c.itemsize if trans_a == TRANS else lda * c.itemsize   # next row of op(A)
+    for block in prange(blocks):
+        first, stop = block * n // blocks, (block + 1) * n // blocks
+        gemm(address, trans_a, trans_b, stop - first, m, k, one, a + first * row_step, lda,
+             b, ldb, zero, c[first].ctypes.data, m)
+
+
+def _blas_layout(x):
+    """How BLAS can read the matrices of x (..., r, c) in place: (x, trans, ld), where trans
+    says whether each matrix is stored transposed and ld is its row stride in entries. A
+    layout BLAS cannot read (no unit stride, negative or odd strides) is copied first."""
+    item = x.itemsize
+    row_stride, col_stride = x.strides[-2:]
+    r, c = x.shape[-2:]
+    if col_stride == item and row_stride % item == 0 and row_stride >= c * item:
+        return x, NO_TRANS, row_stride // item
+    if row_stride == item and col_stride % item == 0 and col_stride >= r * item:
+        return x, TRANS, col_stride // item
+    x = np.ascontiguousarray(x)
+    return x, NO_TRANS, c
+
+
+def _batch_strides(x, batch):
+    """x's byte strides along the batch axes, broadcast to `batch` (0 on broadcast axes)."""
+    pad = len(batch) - (x.ndim - 2)
+    return [0] * pad + [0 if size == 1 else stride
+                        for size, stride in zip(x.shape[:-2], x.strides[:-2])]
+
+
+def gemm_product(a, b):
+    """a @ b (numpy broadcasting, both at least 2-D, one float dtype that blas.GEMM has) by
+    the BLAS-calling kernels: a stack split by matrix over the threads; a single product
+    (b without batch axes, a's batch axes folded into rows) by blocks of rows."""
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    address = GEMM[a.dtype]
+    if b.ndim == 2 and (a.ndim == 2 or a.flags.c_contiguous):
+        a2, trans_a, lda = _blas_layout(a.reshape(-1, k))
+        b2, trans_b, ldb = _blas_layout(b)
+        out = np.empty((a2.shape[0], m), dtype=a.dtype)
+        _gemm_row_blocks(max(1, min(threads(), out.shape[0])), address, trans_a, trans_b, k,
+                         a2.ctypes.data, lda, b2.ctypes.data, ldb, out, work=out.size * k)
+        return out.reshape(a.shape[:-1] + (m,))
+    batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else \
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a2, trans_a, lda = _blas_layout(a)
+    b2, trans_b, ldb = _blas_layout(b)
+    out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
+    _gemm_stack(np.array(batch, dtype=np.int64), np.array(_batch_strides(a2, batch), np.int64),
+                np.array(_batch_strides(b2, batch), np.int64), address, trans_a, trans_b, k,
+                a2.ctypes.data, lda, b2.ctypes.data, ldb, out, work=out.size * k)
+    return out.reshape(batch + (n, m))
+
+
 def _reads_in_place(a, b):
     """True when the kernel needs no copies: a is a contiguous stack and b the transposed view
     of one (as kᵀ of a contiguous k)."""
@@ -101,35 +194,35 @@ def _reads_in_place(a, b):
 
 
 def route(a, b):
-    """Who computes a @ b on the numba backend: "blas-2d" (b has no batch axes: one 2-D BLAS
-    product), "kernel" (a stack of tiny q·kᵀ products: the numba kernel) or "blas"
-    (np.matmul)."""
-    if b.ndim == 2:
-        return "blas-2d"
+    """Who computes a @ b on the numba backend (measured rules, see the module docstring):
+    "kernel" (a stack of tiny q·kᵀ products: the numba loop kernel), "gemm" (the BLAS-calling
+    kernels, spread over the threads) or "numpy" (np.matmul, one thread: products too small to
+    share, integer dtypes, empty products, or no OpenBLAS found)."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    if (k <= _KERNEL_MAX_K and n * m <= _KERNEL_MAX_NM and a.ndim == b.ndim
-            and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype and a.dtype.kind == "f"
-            and _reads_in_place(a, b)):
+    if a.dtype != b.dtype or a.dtype not in GEMM or 0 in a.shape or 0 in b.shape:
+        return "numpy"
+    stack = b.ndim > 2
+    if (stack and k <= _KERNEL_MAX_K and n * m <= _KERNEL_MAX_NM and a.ndim == b.ndim
+            and a.shape[:-2] == b.shape[:-2] and _reads_in_place(a, b)):
         return "kernel"
-    return "blas"
+    if b.ndim == 2 or a.shape[:-2] == b.shape[:-2]:
+        work = a.size * m                     # multiply-adds: (a's rows) · m · k
+    else:
+        work = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) * n * m * k
+    if threads() == 1 or work < _GEMM_MIN_WORK or (stack and n * m * k < _GEMM_MIN_MATRIX):
+        return "numpy"
+    return "gemm"
 
 
 def _product(a, b):
-    """a @ b (numpy broadcasting rules, a and b at least 2-D), by BLAS or by the numba kernel
-    — see the module docstring for the rule and why."""
+    """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks."""
     path = route(a, b)
-    n, k = a.shape[-2:]
-    m = b.shape[-1]
-    if path == "blas-2d":
-        # Linear-layer case: fold a's batch axes into its rows, one 2-D BLAS product
-        return np.matmul(a.reshape(-1, k), b).reshape(*a.shape[:-1], m)
-    if path == "blas":
-        copy_pays = n * k * m >= _COPY_MIN_WORK or (k <= _COPY_MAX_K and n * m >= _COPY_MIN_NM)
-        if copy_pays and not b.flags.c_contiguous:
-            b = np.ascontiguousarray(b)
-        return np.matmul(a, b)
-    return batched_matmul_kernel(a, b)
+    if path == "gemm":
+        return gemm_product(a, b)
+    if path == "kernel":
+        return batched_matmul_kernel(a, b)
+    return np.matmul(a, b)
 
 
 def batched_matmul_kernel(a, b):
