@@ -519,3 +519,32 @@ def test_first_use_prints_one_compile_line_and_the_cache_silences_it(tmp_path):
     assert first.stderr.count("minitensor: compiling numba kernels for softmax") == 1
     second = _run(code, NUMBA_CACHE_DIR=str(tmp_path), MINITENSOR_BACKEND="numba")
     assert second.returncode == 0 and "compiling" not in second.stderr
+
+
+FORK_SCRIPT = """
+import multiprocessing, numpy as np
+import minitensor.kernels as K
+x = np.random.default_rng(0).random((512, 64, 64)).astype(np.float32)
+a, b = np.ones((896, 128), np.float32), np.ones((128, 512), np.float32)
+K.softmax_forward(x, 1.0, None); K.matmul(a, b)       # the parent's pool is running
+
+def work(i):
+    return round(float(K.softmax_forward(x, 1.0, None).sum()), 1), float(K.matmul(a, b)[0, 0])
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        print(pool.map(work, range(2)))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+def test_kernels_work_in_a_forked_child(tmp_path):
+    """After the parallel kernels ran, a fork()ed child (multiprocessing's default on Linux)
+    still computes — serially: GNU OpenMP's pool cannot be used after fork, and numba would
+    abort the child (the pool would hang)."""
+    script = tmp_path / "fork_after_parallel.py"
+    script.write_text(FORK_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([(512.0 * 64, 128.0)] * 2)

@@ -9,6 +9,7 @@ the float's exponent bits. It is plain arithmetic, so the loop vectorises (~10×
 relative error is below 5e-7 on float32. float64 keeps the exact np.exp (the float64 tests
 demand agreement with the numpy twin to 1e-12).
 """
+import os
 import sys
 import types as types_module
 
@@ -32,9 +33,17 @@ FASTMATH = {"reassoc", "contract", "arcp", "afn", "nsz"}
 PARALLEL_MIN_WORK = 1 << 15
 
 
+# A process forked from one whose kernels already ran in parallel must not start a parallel
+# region: GNU OpenMP's pool does not survive fork(), and numba aborts the child if it tries
+# (a multiprocessing.Pool would hang). Such a child runs every kernel serially.
+_forked_child = [False]
+os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
+
+
 def threads():
-    """The number of threads numba's parallel builds use (numba.set_num_threads changes it)."""
-    return numba.get_num_threads()
+    """The number of threads numba's parallel builds use (numba.set_num_threads changes it;
+    1 in a forked child process, see above)."""
+    return 1 if _forked_child[0] else numba.get_num_threads()
 
 
 class Kernel:

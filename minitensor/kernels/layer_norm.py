@@ -6,9 +6,9 @@ backward pass, which is the classic fused formula (x̂ = (x − μ)·rstd, g = d
     dx = rstd/D · (D·g − Σ g − x̂ · Σ (g ⊙ x̂)),   dweight = Σ_rows dy ⊙ x̂,   dbias = Σ_rows dy.
 """
 import numpy as np
-from numba import get_num_threads, prange
+from numba import prange
 
-from .jit import kernel
+from .jit import kernel, threads
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def layer_norm_backward_numba(dy, x, mean, rstd, weight):
     n, d = x.shape
     dy = np.ascontiguousarray(dy, dtype=x.dtype)
     w = np.ones(d, x.dtype) if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
-    n_chunks = max(1, min(get_num_threads(), n))
+    n_chunks = max(1, min(threads(), n))
     dx = np.empty_like(x)
     dweight_parts = np.zeros((n_chunks, d), x.dtype)
     dbias_parts = np.zeros((n_chunks, d), x.dtype)
