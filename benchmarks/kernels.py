@@ -15,11 +15,13 @@ What is compared:
   one op, no mask, so the comparison is conservative.
 * softmax bwd: ours the fused y ⊙ (dy − Σ dy·y)·scale; torch its aten backward kernel.
 * bmm: q·kᵀ with kᵀ a transposed view (as attention computes it) and weights·v; then a few
-  rows with the numba bmm kernel forced, which show why the numba backend routes these
-  products to BLAS on this machine.
+  rows with the numba loop kernel forced, which show why route gives it only tiny stacks.
 * matmul: square products and the addition model's Linear shapes (B·L = 896, d_model 128,
-  d_ff 512): forward, dX = dY·Wᵀ and dW = Xᵀ·dY. The "path" column says whether the numba
-  backend ran its kernel or handed the product to BLAS.
+  d_ff 512): forward, dX = dY·Wᵀ and dW = Xᵀ·dY.
+* The "path" column says who computed a product on the numba backend (kernels/matmul.py,
+  `route`): "gemm" — numba's threads, each calling BLAS's gemm on its own matrices or rows;
+  "kernel" — the numba loop kernel; "numpy" — np.matmul on one thread (products too small
+  to share). The numpy twin is always np.matmul, on one BLAS thread (minitensor's default).
 
 Torch is timed in a child process started with this script's original environment: torch
 keeps its own default thread settings (minitensor's thread-pool defaults, set at import, are
@@ -35,9 +37,8 @@ import sys
 import time
 
 _ORIGINAL_ENV = dict(os.environ)           # before minitensor adds its thread-pool defaults
-if "--threads" in sys.argv:                # must reach numpy's BLAS and numba before they load
-    _n = sys.argv[sys.argv.index("--threads") + 1]
-    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["NUMBA_NUM_THREADS"] = _n
+if "--threads" in sys.argv:                # must reach numba before it loads
+    os.environ["NUMBA_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -256,8 +257,8 @@ def main():
     parser.add_argument("--no-torch", action="store_true", help="skip the torch column")
     parser.add_argument("--only", choices=sorted(GROUPS), help="one group of kernels")
     parser.add_argument("--threads", type=int,
-                        help="threads for numpy's BLAS and numba (default: minitensor's, 1 on "
-                             "a machine with 2 cores or fewer; torch always gets 2)")
+                        help="numba threads for minitensor (default: one per core; numpy's "
+                             "BLAS stays on 1; torch always gets 2)")
     parser.add_argument("--compile-time", action="store_true",
                         help="time the first use of every kernel, cold and from the cache")
     parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
@@ -278,7 +279,7 @@ def main():
         return
 
     import numba
-    print(f"numba threads {numba.get_num_threads()}, BLAS threads "
+    print(f"numba threads {numba.get_num_threads()} ({numba.threading_layer()}), BLAS threads "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
           f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
           f"{len(cases)} cases, float32, median µs per call", file=sys.stderr)

@@ -9,12 +9,16 @@ Ops call only the names below; each dispatches to a numba kernel or to its plain
 
 One module per family, kernel and twin side by side — read the twin first:
 
-    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (BLAS, where it measured fastest;
-                                                              a batched numba kernel beside it)
+    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (numba threads calling BLAS, a
+                                                              numba loop kernel for tiny stacks)
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward
     jit.py            the @kernel decorator, the vectorisable float32 exp, the compile notice
+    blas.py           numpy's OpenBLAS gemm, callable from inside numba kernels
+
+Threads: kernels marked parallel split their outer loop over numba's threads (one per core by
+default; numba.set_num_threads or NUMBA_NUM_THREADS=1 for serial). Small inputs run serially.
 
 Inputs may be float32 or float64 and non-contiguous views; outputs keep the input dtype.
 """

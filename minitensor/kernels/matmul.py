@@ -1,30 +1,31 @@
-"""Matrix products: BLAS for nearly every product, a batched numba kernel for the tiny q·kᵀ
-stacks where it measured faster.
+"""Matrix products: BLAS's gemm, called from numba kernels so that every core computes a
+share; a numba loop kernel for the tiny q·kᵀ stacks where it measured faster.
 
 Every matmul of the framework comes here three times per step — the forward product and the
 two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, and
-`route` decides who computes it. The rule was measured with benchmarks/kernels.py on the
+`route` decides who computes it. The rules were measured with benchmarks/kernels.py on the
 2-core machine this project runs on (tables in benchmarks/README.md):
 
-* **2-D products and Linear layers go to BLAS.** numpy's OpenBLAS runs a packed,
-  register-blocked kernel written in assembly at close to the machine's peak (~200 GFLOP/s at
-  512³ and at the Linear shapes (896, 128) @ (128, 512), with AVX-512). A product whose right
-  operand has no batch axes — (B, L, d) @ (d, e) — is folded into one 2-D product
-  (B·L, d) @ (d, e).
-* **Stacks of attention matrices go to np.matmul too**, after copying a transposed right
-  operand (kᵀ) to contiguous memory where that measured faster: at L = 64 (np.matmul on a
-  transposed stack measured 1.3–1.6× slower than copy + np.matmul on a contiguous one) and
-  at d_k ≤ 16 with L ≥ 16 (1.2–1.4× faster with the copy). Not at L = 32, d_k = 32: with 256
-  matrices, OpenBLAS ran the contiguous (32×32)·(32×32) stack 4× slower than the transposed
-  one (reproducibly; 512 matrices were fine), and at L ≤ 16, d_k = 32 the copy costs more
-  than it saves.
-* **`batched_matmul_kernel`**, the numba kernel, reads q and kᵀ along their contiguous axis and
-  runs the whole stack in one loop. route gives it only what it measured faster on: contiguous
-  stacks of q·kᵀ with d_k ≤ 16 and L ≤ 8 (1.3–1.7× np.matmul; OpenBLAS is oddly slow at
-  k = 16 for tiny matrices). Everywhere else it lost (0.4–0.9×, and worse on head-split views,
-  which it must copy): LLVM vectorises only the innermost loop, which for d_k, L ≤ 64 is too
-  short to fill a vector body, and numba offers no way to keep a tile of accumulators in
-  registers the way BLAS does. benchmarks/kernels.py --only bmm-kernel shows the comparison.
+* **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS multiplies matrices at
+  close to the machine's peak on one core (an assembly microkernel; no numba loop we wrote
+  came within 3× of it). np.matmul calls it one matrix at a time on one thread, and
+  OpenBLAS's own threads stall on a shared machine (see minitensor/__init__.py). So the numba
+  kernels below call OpenBLAS's gemm themselves (blas.py) from a prange: a stack of attention
+  matrices is split by matrix, one product — a Linear layer, (B, L, d) @ (d, e) folded into
+  (B·L, d) @ (d, e) — by blocks of rows. Transposed views (kᵀ, Wᵀ, Xᵀ) are read in place:
+  BLAS is told the operand is transposed, with its own stride. On 2 cores this runs the Linear
+  shapes and 512³ ~1.9× faster than np.matmul, and stacks with L ≥ 32 1.6–2.2× faster.
+* **"numpy": np.matmul on one thread** for what is too small to share: stacks of matrices
+  under 16·16·32 multiply-adds each (a BLAS call's fixed cost dominates, and two threads
+  making those calls measured slower than one), products under ~1M multiply-adds, integer
+  dtypes, or no OpenBLAS found in numpy (then everything goes here).
+* **"kernel": `batched_matmul_kernel`**, a numba loop kernel that reads q and kᵀ along their
+  contiguous axis and runs the whole stack in one parallel loop. route gives it contiguous
+  q·kᵀ stacks with d_k ≤ 16 and L ≤ 16, where OpenBLAS is oddly slow (k = 16) and the loop
+  measured 1.1–1.7× np.matmul. On larger matrices it loses to BLAS: LLVM vectorises only the
+  innermost loop, too short here to fill a vector body, and numba offers no way to keep a
+  tile of accumulators in registers the way BLAS does (benchmarks/kernels.py --only
+  bmm-kernel).
 
 The numpy twins are np.matmul itself.
 """
