@@ -548,3 +548,17 @@ def test_kernels_work_in_a_forked_child(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str([(512.0 * 64, 128.0)] * 2)
+
+
+def test_blas_kernels_can_be_switched_off():
+    """MINITENSOR_NO_BLAS_KERNELS=1: no gemm found, every product goes to np.matmul, and the
+    results are the same."""
+    code = ("import numpy as np, sys; import minitensor.kernels as K; "
+            "m = sys.modules['minitensor.kernels.matmul']; "
+            "a, b = np.ones((896, 128), np.float32), np.ones((128, 512), np.float32); "
+            "print(m.GEMM == {}, K.matmul_route(a, b), float(K.matmul(a, b)[0, 0]))")
+    env = dict(os.environ, MINITENSOR_NO_BLAS_KERNELS="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "numpy", "128.0"]

@@ -11,6 +11,9 @@ thread its own matrices of a stack, or its own block of rows of a large product.
         C = alpha·op(A)·op(B) + beta·C  for row-major matrices at the addresses a, b, c
         (integers: numpy's array.ctypes.data plus an offset in bytes); op(X) is X or Xᵀ.
 
+MINITENSOR_NO_BLAS_KERNELS=1 (read at import) leaves GEMM empty: every product then goes to
+np.matmul, on one thread — an escape hatch should a numpy build ship an OpenBLAS we misread.
+
 The call goes through a small @intrinsic that turns the integer address into a function
 pointer: numba's own ctypes support would bake the address into the compiled code, which then
 could not be cached on disk (the library loads at another address in the next process).
