@@ -204,10 +204,23 @@ def other_cases(rng, quick):
     cases.append(Case("other", "cross_entropy bwd (640,16)",
                       lambda: K.cross_entropy_backward.numba(logits, targets, lse, g, 0, 0.1),
                       lambda: K.cross_entropy_backward.numpy(logits, targets, lse, g, 0, 0.1)))
+    h = rng.standard_normal((128, 7, 512), dtype=np.float32)
+    th = torch.from_numpy(h) if torch else None
+    cases.append(Case("other", "dropout p=0.1 (128,7,512)",
+                      lambda: K.dropout.numba(h, 12345, 0.1),
+                      lambda: K.dropout.numpy(h, 12345, 0.1),
+                      torch and (lambda: torch.nn.functional.dropout(th, 0.1, training=True))))
+    params = [rng.standard_normal((128, 512), dtype=np.float32) for _ in range(4)]
+    params[2] = np.abs(params[2])
+    adam_args = (0.9, 0.98, 1e-3, 0.1, 1e-9, np.empty_like(params[0]))
+    cases.append(Case("other", "adam_update (128,512)",
+                      lambda: K.adam_update.numba(*params, params[2], *adam_args),
+                      lambda: K.adam_update.numpy(*params, params[2], *adam_args)))
     return cases
 
 
 FIRST_USE = """
+import sys
 import time
 t0 = time.perf_counter()
 import numpy as np
@@ -224,6 +237,11 @@ for dtype in (np.float32, np.float64):          # every kernel once (forward and
     out, mean, rstd = K.layer_norm_forward(x2, x2[0], x2[0], 1e-5)
     K.layer_norm_backward(x2, x2, mean, rstd, x2[0])
     K.batched_matmul_kernel(x, np.swapaxes(x, -1, -2))
+    gemm_product = sys.modules["minitensor.kernels.matmul"].gemm_product   # calls BLAS
+    gemm_product(x.reshape(-1, 5), x[0, 0].T)
+    gemm_product(x, np.swapaxes(x, -1, -2))
+    K.dropout(x, 7, 0.1)
+    K.adam_update(x2.copy(), x2, x2.copy(), x2.copy(), x2.copy(), 0.9, 0.98, 1e-3, 0.1, 1e-9, x2.copy())
 t2 = time.perf_counter()
 print(f"{t1 - t0:.2f} {t2 - t1:.2f}")
 """

@@ -477,9 +477,10 @@ def dropout(x, p=0.5, training=True):
         return x
     if p == 1.0:
         return x * 0.0
-    # float32 draws: half the random bits of float64, and a dropout mask needs no more
-    keep = _random.generator().random(x.shape, dtype=np.float32) >= p
-    return NN.Dropout.apply(x, keep=keep, p=p)
+    # one 64-bit seed from the shared generator; the mask itself is a hash of (seed, position)
+    # (kernels/dropout.py), so manual_seed and checkpoints make it reproducible
+    seed = _random.generator().integers(0, 2**64, dtype=np.uint64)
+    return NN.Dropout.apply(x, seed=seed, p=p)
 
 
 def embedding(ids, weight, padding_idx=None):

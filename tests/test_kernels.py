@@ -389,6 +389,68 @@ def test_batched_matmul_kernel_matches_numpy(a_shape, b_shape, b_transposed, dty
                  np.matmul(q, np.swapaxes(q, -1, -2)), dtype)
 
 
+# ---- dropout -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_kernel_and_twin_drop_the_same_entries(p, dtype, rng, two_threads):
+    """The mask is a hash of (seed, position): both backends, serial or on threads, keep
+    exactly the same entries and scale them by 1/(1 − p); about 1 − p of them are kept."""
+    x = rng.standard_normal((64, 7, 130)).astype(dtype)
+    seed = np.uint64(2**63 + 12345)
+    got, want = both(K.dropout, x, seed, p)
+    np.testing.assert_array_equal(got, want)
+    kept = want != 0
+    np.testing.assert_array_equal(want[kept], x[kept] * dtype(1 / (1 - p)))
+    n = x.size
+    assert abs(kept.mean() - (1 - p)) < 5 * np.sqrt(p * (1 - p) / n)      # 5 sigma
+    assert not np.array_equal(K.dropout.numpy(x, seed + np.uint64(1), p) != 0, kept)
+    view = np.swapaxes(x, 0, 2)                  # non-contiguous: positions in C order of x
+    np.testing.assert_array_equal(*both(K.dropout, view, seed, p))
+
+
+def test_dropout_mask_bits_are_uniform():
+    """The 24-bit fractions behind the mask are uniform: each of 16 bins holds 1/16 of a
+    million draws (chi-square, 15 degrees of freedom, far below the 0.1% critical value 37.7),
+    and neighbouring positions are uncorrelated."""
+    dropout = sys.modules["minitensor.kernels.dropout"]
+    n = 1 << 20
+    masks = [dropout.dropout_mask_numpy(n, 7, q / 16) for q in range(17)]
+    counts = -np.diff([m.sum() for m in masks])          # draws whose fraction is in bin q
+    chi2 = float(((counts - n / 16) ** 2 / (n / 16)).sum())
+    assert counts.sum() == n and chi2 < 37.7, chi2
+    half = masks[8].astype(np.float64)
+    assert abs(np.corrcoef(half[:-1], half[1:])[0, 1]) < 0.01
+
+
+# ---- Adam ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("amsgrad", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_adam_update_kernel_equals_twin_bit_for_bit(layout, amsgrad, dtype, rng, two_threads):
+    """Three steps of the fused kernel and of the numpy twin from the same state: identical
+    parameters and moments (same operations, same order, no fastmath), on threads too, and for
+    a transposed parameter (which the numba side hands to the twin)."""
+    shape = (300, 130)
+    start = [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
+    start[2] = np.abs(start[2])                        # v ≥ 0
+    if layout == "transposed":
+        start = [np.ascontiguousarray(a.T).T for a in start]
+    grads = [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
+    states = {}
+    for backend in ("numba", "numpy"):
+        param, m, v = (a.copy(order="K") for a in start)
+        v_max = v.copy(order="K") if amsgrad else v
+        for t, grad in enumerate(grads, start=1):
+            getattr(K.adam_update, backend)(param, grad, m, v, v_max, 0.9, 0.98,
+                                            1e-3 / (1 - 0.9 ** t), np.sqrt(1 - 0.98 ** t),
+                                            1e-9, np.empty_like(param))
+        states[backend] = (param, m, v, v_max)
+    for got, want in zip(states["numba"], states["numpy"]):
+        np.testing.assert_array_equal(got, want)
+
+
 # ---- both backends through the ops (float64 gradcheck) -------------------------------------------
 
 @pytest.fixture(params=["numba", "numpy"])

@@ -14,6 +14,8 @@ One module per family, kernel and twin side by side — read the twin first:
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward
+    dropout.py        dropout (a counter-based random mask: forward and backward recompute it)
+    adam.py           adam_update (Adam's step for one parameter, in place, in one pass)
     jit.py            the @kernel decorator, the vectorisable float32 exp, the compile notice
     blas.py           numpy's OpenBLAS gemm, callable from inside numba kernels
 
@@ -22,7 +24,9 @@ default; numba.set_num_threads or NUMBA_NUM_THREADS=1 for serial). Small inputs 
 
 Inputs may be float32 or float64 and non-contiguous views; outputs keep the input dtype.
 """
+from . import adam as _adam
 from . import cross_entropy as _ce
+from . import dropout as _do
 from . import layer_norm as _ln
 from . import matmul as _mm
 from . import softmax as _sm
@@ -44,12 +48,17 @@ cross_entropy_forward = dispatch(_ce.cross_entropy_forward_numba,
 cross_entropy_backward = dispatch(_ce.cross_entropy_backward_numba,
                                   _ce.cross_entropy_backward_numpy)
 
+dropout = dispatch(_do.dropout_numba, _do.dropout_numpy)
+
+adam_update = dispatch(_adam.adam_update_numba, _adam.adam_update_numpy)
+
 layer_norm_forward = dispatch(_ln.layer_norm_forward_numba, _ln.layer_norm_forward_numpy)
 layer_norm_backward = dispatch(_ln.layer_norm_backward_numba, _ln.layer_norm_backward_numpy)
 
 KERNELS = (matmul, matmul_grad_a, matmul_grad_b, softmax_forward, softmax_backward,
            log_softmax_forward, log_softmax_backward, cross_entropy_forward,
-           cross_entropy_backward, layer_norm_forward, layer_norm_backward)
+           cross_entropy_backward, layer_norm_forward, layer_norm_backward, dropout,
+           adam_update)
 
 __all__ = [k.__name__ for k in KERNELS] + ["BACKENDS", "KERNELS", "get_backend", "set_backend",
                                             "use_backend", "matmul_route", "batched_matmul_kernel"]

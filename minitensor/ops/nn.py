@@ -98,19 +98,18 @@ class LayerNorm(Function):
 
 
 class Dropout(Function):
-    """x · keep / (1 − p), with `keep` a fixed 0/1 mask drawn by the caller (inverted dropout:
-    expected values are unchanged, so evaluation needs no rescaling)."""
+    """Inverted dropout: x · keep / (1 − p), keep a 0/1 mask drawn from `seed` (expected values
+    are unchanged, so evaluation needs no rescaling). The mask is not stored: backward draws
+    it again from the seed (kernels/dropout.py) and passes the gradient where x was kept."""
 
     @staticmethod
-    def forward(ctx, x, keep, p):
-        scaled_keep = keep.astype(x.dtype) / (1.0 - p)
-        ctx.save_for_backward(scaled_keep)      # freed after backward, like every saved array
-        return x * scaled_keep
+    def forward(ctx, x, seed, p):
+        ctx.seed, ctx.p = seed, p
+        return K.dropout(x, seed, p)
 
     @staticmethod
     def backward(ctx, grad):
-        (scaled_keep,) = ctx.saved_tensors
-        return grad * scaled_keep
+        return K.dropout(grad, ctx.seed, ctx.p)
 
 
 class Embedding(Function):

@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 
+from .. import kernels as K
 from .optimizer import Optimizer
 
 
@@ -53,26 +54,11 @@ class Adam(Optimizer):
             np.multiply(param, 1.0 - lr * wd, out=param)      # AdamW: shrink θ directly
         elif wd:
             grad = grad + wd * param                          # Adam: L2 term in the gradient
-        work = self._work(param)
-        # m ← β₁m + (1 − β₁)g  and  v ← β₂v + (1 − β₂)g², in place
-        np.multiply(m, beta1, out=m)
-        np.multiply(grad, 1.0 - beta1, out=work)
-        np.add(m, work, out=m)
-        np.multiply(v, beta2, out=v)
-        np.multiply(grad, grad, out=work)
-        np.multiply(work, 1.0 - beta2, out=work)
-        np.add(v, work, out=v)
-        if group["amsgrad"]:
-            np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-            v = state["max_exp_avg_sq"]
-        # θ ← θ − (lr/(1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + eps)
-        step_size = lr / (1.0 - beta1 ** t)
-        np.sqrt(v, out=work)
-        np.divide(work, math.sqrt(1.0 - beta2 ** t), out=work)
-        np.add(work, eps, out=work)
-        np.divide(m, work, out=work)
-        np.multiply(work, step_size, out=work)
-        np.subtract(param, work, out=param)
+        v_max = state["max_exp_avg_sq"] if group["amsgrad"] else v
+        # θ ← θ − (lr/(1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + eps), with m and v updated first:
+        # one pass of a numba kernel, or its numpy twin (minitensor/kernels/adam.py)
+        K.adam_update(param, grad, m, v, v_max, beta1, beta2, lr / (1.0 - beta1 ** t),
+                      math.sqrt(1.0 - beta2 ** t), eps, self._work(param))
 
 
 class AdamW(Adam):

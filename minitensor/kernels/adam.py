@@ -1,0 +1,72 @@
+"""Adam's update of one parameter, in place: a numba kernel and its numpy twin.
+
+    m ← β₁·m + (1 − β₁)·g                    running mean of the gradient
+    v ← β₂·v + (1 − β₂)·g²                   running mean of its square
+    v_max ← max(v_max, v)                    (amsgrad; pass v_max = v to skip it)
+    θ ← θ − step_size · m / (√v_max / c₂ + eps)
+
+with step_size = lr/(1 − β₁ᵗ) and c₂ = √(1 − β₂ᵗ), the bias corrections computed once per
+step by the optimizer (minitensor/optim/adam.py, which also applies weight decay and maximize).
+The twin makes ~12 passes over the parameter's memory with numpy; the kernel makes one.
+
+Both do the same floating-point operations in the same order, each rounded to the parameter's
+dtype, so they agree bit for bit — and with torch.optim.Adam, which the optimizer tests check.
+That is why this kernel is compiled without fastmath (fused multiply-adds would round
+differently).
+"""
+import numpy as np
+from numba import prange
+
+from .jit import Kernel
+
+
+def adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work):
+    """The update above, in place on param, m, v and v_max (all of param's shape and dtype;
+    v_max may be v itself). work: scratch of the same shape. The scalars are rounded to the
+    arrays' dtype first, as the kernel does, so every operation runs in that dtype."""
+    f = param.dtype.type
+    one_minus_beta1, one_minus_beta2 = f(1.0 - beta1), f(1.0 - beta2)
+    beta1, beta2, step_size, c2, eps = f(beta1), f(beta2), f(step_size), f(c2), f(eps)
+    np.multiply(m, beta1, out=m)
+    np.multiply(grad, one_minus_beta1, out=work)
+    np.add(m, work, out=m)
+    np.multiply(v, beta2, out=v)
+    np.multiply(grad, grad, out=work)
+    np.multiply(work, one_minus_beta2, out=work)
+    np.add(v, work, out=v)
+    if v_max is not v:
+        np.maximum(v_max, v, out=v_max)
+    np.sqrt(v_max, out=work)
+    np.divide(work, c2, out=work)
+    np.add(work, eps, out=work)
+    np.divide(m, work, out=work)
+    np.multiply(work, step_size, out=work)
+    np.subtract(param, work, out=param)
+
+
+def _adam_flat(param, grad, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2,
+               step_size, c2, eps):
+    """The update for flat contiguous arrays; the scalars already in the arrays' dtype."""
+    for i in prange(param.shape[0]):
+        m[i] = m[i] * beta1 + grad[i] * one_minus_beta1
+        v[i] = v[i] * beta2 + (grad[i] * grad[i]) * one_minus_beta2
+        v_max[i] = np.maximum(v_max[i], v[i])        # NaN-propagating, like the twin
+        param[i] = param[i] - (m[i] / (np.sqrt(v_max[i]) / c2 + eps)) * step_size
+
+
+# no fastmath (see the module docstring): a Kernel built by hand rather than with @kernel
+_adam_kernel = Kernel(_adam_flat, flags=False)
+
+
+def adam_update_numba(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work):
+    """Numba twin of adam_update_numpy. The kernel updates flat views of param and its state,
+    so it needs them C-contiguous (parameters made by minitensor are); any other layout goes
+    to the twin. grad may be any layout."""
+    if not all(a.flags.c_contiguous for a in (param, m, v, v_max)):
+        return adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps,
+                                 work)
+    f = param.dtype.type
+    param_, m_, v_, v_max_ = (a.reshape(-1) for a in (param, m, v, v_max))
+    _adam_kernel(param_, np.ascontiguousarray(grad, dtype=param.dtype).reshape(-1), m_, v_,
+                 v_max_, f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(step_size),
+                 f(c2), f(eps))
