@@ -31,9 +31,11 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112        # the CBLAS enum values
 
 
 def _find_openblas():
-    """numpy's bundled OpenBLAS (its wheels ship it in numpy.libs/ or numpy/.libs/), or None."""
+    """numpy's bundled OpenBLAS, or None. Its wheels ship it in numpy.libs/ (Linux, Windows),
+    numpy/.dylibs/ (macOS on Intel) or numpy/.libs/; numpy on Apple silicon uses Accelerate."""
     numpy_dir = os.path.dirname(np.__file__)
     patterns = [os.path.join(numpy_dir, "..", "numpy.libs", "*openblas*"),
+                os.path.join(numpy_dir, ".dylibs", "*openblas*"),
                 os.path.join(numpy_dir, ".libs", "*openblas*")]
     for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
         try:

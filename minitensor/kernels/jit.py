@@ -37,7 +37,8 @@ PARALLEL_MIN_WORK = 1 << 15
 # region: GNU OpenMP's pool does not survive fork(), and numba aborts the child if it tries
 # (a multiprocessing.Pool would hang). Such a child runs every kernel serially.
 _forked_child = [False]
-os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
+if hasattr(os, "register_at_fork"):                       # POSIX only; Windows never forks
+    os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
 
 
 def threads():
