@@ -1,0 +1,40 @@
+"""The docs that teach by code run: each page's ```python blocks are executed in order, in one
+namespace — docs/extending.md (your own op) and docs/kernels.md (your own kernel)."""
+import linecache
+import pathlib
+import re
+
+import pytest
+
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+PAGES = {  # page: (at least this many blocks, a line one of them must contain)
+    "extending.md": (8, "class Softplus(mt.Function)"),
+    "kernels.md": (5, "bias_relu = dispatch(bias_relu_numba, bias_relu_numpy)"),
+}
+
+
+def python_blocks(text):
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_page_has_code(page):
+    blocks = python_blocks((DOCS / page).read_text(encoding="utf-8"))
+    least, line = PAGES[page]
+    assert len(blocks) >= least
+    assert any(line in b for b in blocks)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_page_code_runs(page, capsys):
+    namespace = {"__name__": page.removesuffix(".md") + "_doc"}
+    for i, block in enumerate(python_blocks((DOCS / page).read_text(encoding="utf-8"))):
+        filename = f"{page}, block {i + 1}"
+        # let linecache find the block's lines, as it would for a file: nodes record their
+        # source line and the docs print it
+        linecache.cache[filename] = (len(block), None, block.splitlines(True), filename)
+        code = compile(block, filename, "exec")
+        try:
+            exec(code, namespace)
+        except Exception as e:     # say which block failed
+            pytest.fail(f"block {i + 1} of docs/{page} raised {type(e).__name__}: {e}")
