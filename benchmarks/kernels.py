@@ -1,27 +1,30 @@
 """minitensor.kernels: numba kernel vs its numpy twin vs PyTorch, side by side, float32.
 
     python benchmarks/kernels.py [--quick] [--no-torch] [--only GROUP]
-    GROUP: softmax | bmm | bmm-kernel | matmul | other
+    GROUP: softmax | bmm | bmm-blas | matmul | other
     python benchmarks/kernels.py --compile-time      # first use: cold vs on-disk cache
 
 Each row: the median time of one call (µs) after warm-up, over many repeats, for the numba
 backend, the numpy twin and torch (when installed, torch.set_num_threads(2)), and the ratios
-numpy/numba and torch/numba (> 1 means numba is faster). The machine is shared and noisy:
-trust ratios measured in one run more than absolute times.
+numpy/numba and torch/numba (> 1 means numba is faster). The machine is shared and noisy, so
+the three take turns: in each of --rounds rounds (default 3) every case is timed in numba,
+numpy and torch one right after the other, and the table shows each column's median over
+the rounds. Trust ratios measured in one run more than absolute times.
 
 What is compared:
 * softmax fwd: ours computes softmax(scale·x + mask) with a causal (L, L) bool mask on the 3-D
   attention shapes (plain softmax on (4096, 1024)); torch runs plain torch.softmax(x, -1) —
   one op, no mask, so the comparison is conservative.
 * softmax bwd: ours the fused y ⊙ (dy − Σ dy·y)·scale; torch its aten backward kernel.
-* bmm: q·kᵀ with kᵀ a transposed view (as attention computes it) and weights·v; then a few
-  rows with the numba loop kernel forced, which show why route gives it only tiny stacks.
+* bmm: q·kᵀ with kᵀ a transposed view (as attention computes it) and weights·v; then
+  (bmm-blas) a few rows with the BLAS-calling stack kernel forced, which show why route
+  gives attention stacks to the tile kernel.
 * matmul: square products and the addition model's Linear shapes (B·L = 896, d_model 128,
   d_ff 512): forward, dX = dY·Wᵀ and dW = Xᵀ·dY.
 * The "path" column says who computed a product on the numba backend (kernels/matmul.py,
-  `route`): "gemm" — numba's threads, each calling BLAS's gemm on its own matrices or rows;
-  "kernel" — the numba loop kernel; "numpy" — np.matmul on one thread (products too small
-  to share). The numpy twin is always np.matmul, on one BLAS thread (minitensor's default).
+  `route`): "tiles" — the tile kernel (kernels/microkernel.py), numba's threads each on its
+  own matrices; "gemm" — numba's threads, each calling BLAS's gemm on its own matrices or
+  rows; "numpy" — np.matmul on one thread (products too small to share). The numpy twin is always np.matmul, on one BLAS thread (minitensor's default).
 
 Torch is timed in a child process started with this script's original environment: torch
 keeps its own default thread settings (minitensor's thread-pool defaults, set at import, are
@@ -73,7 +76,7 @@ class Case:
     def __init__(self, group, label, numba_fn, numpy_fn, torch_fn=None, path=""):
         self.group, self.label, self.path = group, label, path
         self.numba_fn, self.numpy_fn, self.torch_fn = numba_fn, numpy_fn, torch_fn
-        self.times = {}
+        self.runs, self.times = {}, {}      # column → µs of each round; their median
 
 
 def softmax_cases(rng, quick):
@@ -125,19 +128,26 @@ def bmm_cases(rng, quick):
     return cases
 
 
-def bmm_kernel_cases(rng, quick):
-    """The numba bmm kernel forced (route does not pick it here): why matmul uses BLAS."""
+def bmm_blas_cases(rng, quick):
+    """The BLAS-calling stack kernel forced (route gives attention stacks to the tile kernel):
+    the comparison behind that rule."""
     cases = []
     for L, d in ((8, 16), (16, 32), (32, 32), (64, 32)):
         q, k = (rng.standard_normal((512, L, d), dtype=np.float32) for _ in range(2))
+        w = rng.standard_normal((512, L, L), dtype=np.float32)
         k_t = np.swapaxes(k, 1, 2)
-        tq, tk = (torch.from_numpy(a) for a in (q, k)) if torch else (None, None)
-        cases.append(Case("bmm-kernel", f"bmm q·kᵀ (512,{L},{d}) numba kernel forced",
-                          lambda q=q, k_t=k_t: K.batched_matmul_kernel(q, k_t),
+        tq, tk, tw = (torch.from_numpy(a) for a in (q, k, w)) if torch else (None,) * 3
+        cases.append(Case("bmm-blas", f"bmm q·kᵀ (512,{L},{d}) BLAS stack forced",
+                          lambda q=q, k_t=k_t: K.blas_matmul(q, k_t),
                           lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
                           torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
-                          path="kernel"))
-    return cases[:1] if quick else cases
+                          path="gemm"))
+        cases.append(Case("bmm-blas", f"bmm w·v (512,{L},{L})@(512,{L},{d}) BLAS stack forced",
+                          lambda w=w, v=q: K.blas_matmul(w, v),
+                          lambda w=w, v=q: K.matmul.numpy(w, v),
+                          torch and (lambda tw=tw, tv=tq: torch.bmm(tw, tv)),
+                          path="gemm"))
+    return cases[:2] if quick else cases
 
 
 def matmul_cases(rng, quick):
@@ -219,6 +229,30 @@ def other_cases(rng, quick):
     return cases
 
 
+class TorchChild:
+    """Torch's timings, from a child process started with this script's original environment
+    (see the module docstring): it builds the same cases and times the one it is asked for."""
+
+    def __init__(self):
+        args_without_threads = [a for i, a in enumerate(sys.argv[1:])
+                                if a != "--threads" and sys.argv[i] != "--threads"]
+        command = [sys.executable, os.path.abspath(__file__), "--torch-child"] + args_without_threads
+        self.process = subprocess.Popen(command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("the torch child process did not start")
+
+    def time(self, index):
+        """µs per call of case `index` in torch (None if the case has no torch version)."""
+        self.process.stdin.write(f"{index}\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
+
+
 FIRST_USE = """
 import sys
 import time
@@ -236,7 +270,8 @@ for dtype in (np.float32, np.float64):          # every kernel once (forward and
     K.cross_entropy_backward(x2, t, lse, rows, -100, 0.1)
     out, mean, rstd = K.layer_norm_forward(x2, x2[0], x2[0], 1e-5)
     K.layer_norm_backward(x2, x2, mean, rstd, x2[0])
-    K.batched_matmul_kernel(x, np.swapaxes(x, -1, -2))
+    K.tiled_matmul(x, np.swapaxes(x, -1, -2))                     # kᵀ packed
+    K.tiled_matmul(x, x[..., :5, :])                              # read in place
     gemm_product = sys.modules["minitensor.kernels.matmul"].gemm_product   # calls BLAS
     gemm_product(x.reshape(-1, 5), x[0, 0].T)
     gemm_product(x, np.swapaxes(x, -1, -2))
@@ -265,7 +300,7 @@ def compile_time():
                   f"{first_calls_s} s (+ interpreter start); compile notices printed: {notices}")
 
 
-GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "bmm-kernel": bmm_kernel_cases,
+GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "bmm-blas": bmm_blas_cases,
           "matmul": matmul_cases, "other": other_cases}
 
 
@@ -279,6 +314,9 @@ def main():
                              "BLAS stays on 1; torch always gets 2)")
     parser.add_argument("--compile-time", action="store_true",
                         help="time the first use of every kernel, cold and from the cache")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times each case is measured, taking turns with the others "
+                             "(default 3; the table shows the median)")
     parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.compile_time:
@@ -292,27 +330,31 @@ def main():
     min_time = 0.05 if args.quick else 0.25
 
     if args.torch_child:                                 # we are the child: time torch only
-        print(json.dumps([median_us(c.torch_fn, min_time) if c.torch_fn else None
-                          for c in cases]))
+        print("ready", flush=True)
+        for line in sys.stdin:                           # one case index per line
+            case = cases[int(line)]
+            print(json.dumps(median_us(case.torch_fn, min_time) if case.torch_fn else None),
+                  flush=True)
         return
 
     import numba
     print(f"numba threads {numba.get_num_threads()} ({numba.threading_layer()}), BLAS threads "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
           f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
-          f"{len(cases)} cases, float32, median µs per call", file=sys.stderr)
-    for case in cases:                                   # numba and the numpy twin
-        case.times["numba"] = median_us(case.numba_fn, min_time)
-        case.times["numpy"] = median_us(case.numpy_fn, min_time)
-    if torch:                                            # torch, in a child process
-        args_without_threads = [a for i, a in enumerate(sys.argv[1:])
-                                if a != "--threads" and sys.argv[i] != "--threads"]
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-child"]
-                               + args_without_threads, env=_ORIGINAL_ENV, capture_output=True,
-                               text=True, check=True)
-        for case, us in zip(cases, json.loads(child.stdout.strip().splitlines()[-1])):
+          f"{len(cases)} cases, float32, median µs per call, median of {args.rounds} rounds",
+          file=sys.stderr)
+    child = TorchChild() if torch else None
+    for _ in range(args.rounds):          # each case's columns side by side, round after round
+        for index, case in enumerate(cases):
+            case.runs.setdefault("numba", []).append(median_us(case.numba_fn, min_time))
+            case.runs.setdefault("numpy", []).append(median_us(case.numpy_fn, min_time))
+            us = child.time(index) if child else None
             if us is not None:
-                case.times["torch"] = us
+                case.runs.setdefault("torch", []).append(us)
+    if child:
+        child.close()
+    for case in cases:
+        case.times = {column: statistics.median(runs) for column, runs in case.runs.items()}
 
     header = (f"| {'kernel, shape':<48} | {'path':<7} | {'numba µs':>9} | {'numpy µs':>9} | "
               f"{'torch µs':>9} | {'numpy/numba':>11} | {'torch/numba':>11} |")

@@ -279,6 +279,7 @@ def test_matmul_reads_transposed_views(dtype, rng):
 
 
 matmul_module = sys.modules["minitensor.kernels.matmul"]
+microkernel = sys.modules["minitensor.kernels.microkernel"]
 
 
 @pytest.fixture
@@ -329,24 +330,27 @@ def test_gemm_reads_transposed_views_in_place():
 
 
 def test_matmul_routes(rng, two_threads, monkeypatch):
-    """The measured rule of matmul.route: tiny q·kᵀ stacks to the numba loop kernel, small
-    products to np.matmul, the rest to the threads; np.matmul on one thread or without BLAS."""
+    """The measured rule of matmul.route: stacks of matrices up to 256³ to the tile kernel,
+    bigger products to the BLAS-calling threads, small ones to np.matmul; on one thread only
+    a transposed B goes to the tiles; np.matmul without BLAS, for integers and mixed dtypes."""
     route = K.matmul_route
-    q, k = (rng.standard_normal((6, 8, 16)).astype(np.float32) for _ in range(2))
-    assert route(q, np.swapaxes(k, -1, -2)) == "kernel"
-    assert route(q, np.ascontiguousarray(np.swapaxes(k, -1, -2))) == "numpy"   # not kᵀ view
-    big_q, big_k = (np.zeros((256, 64, 32), np.float32) for _ in range(2))
-    assert route(big_q, np.swapaxes(big_k, -1, -2)) == "gemm"
-    assert route(np.zeros((256, 8, 8), np.float32), np.zeros((256, 8, 16), np.float32)) == \
-        "numpy"                                     # 8·8·16 per matrix: too small to share
+    q, k = (np.zeros((256, 8, 16), np.float32) for _ in range(2))
+    k_t = np.swapaxes(k, -1, -2)
+    assert route(q, k_t) == "tiles"
+    assert route(np.zeros((256, 8, 8), np.float32), q) == "tiles"                 # weights·v
+    assert route(q[:4], k_t[:4]) == "numpy"                      # 4 heads of one sentence
+    assert route(np.zeros((4, 300, 300)), np.zeros((4, 300, 300))) == "gemm"      # > 256³
     linear = np.zeros((896, 128), np.float32), np.zeros((128, 512), np.float32)
     assert route(*linear) == "gemm"
     assert route(np.zeros((896, 128), np.int64), np.zeros((128, 512), np.int64)) == "numpy"
+    assert route(q, k_t.astype(np.float64)) == "numpy"
     monkeypatch.setattr(matmul_module, "threads", lambda: 1)
     assert route(*linear) == "numpy"
+    assert route(q, k_t) == "tiles" and route(q, np.ascontiguousarray(k_t)) == "numpy"
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "GEMM", {})
     assert route(*linear) == "numpy"
+    assert route(q, k_t) == "tiles"                      # the tiles do not need BLAS
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -355,8 +359,7 @@ def test_matmul_and_gradients_on_the_threads(dtype, rng, two_threads):
     q = rng.standard_normal((2, 70, 4, 32)).astype(dtype).transpose(0, 2, 1, 3)
     k_t = np.swapaxes(rng.standard_normal((2, 70, 4, 32)).astype(dtype).transpose(0, 2, 1, 3),
                       -1, -2)
-    if np.dtype(dtype) in matmul_module.GEMM:
-        assert K.matmul_route(q, k_t) == "gemm"
+    assert K.matmul_route(q, k_t) == "tiles"
     assert_agree(*both(K.matmul, q, k_t), dtype)
     g = rng.standard_normal((2, 4, 70, 70)).astype(dtype)
     assert_agree(*both(K.matmul_grad_a, g, k_t), dtype)
@@ -369,24 +372,76 @@ def test_matmul_and_gradients_on_the_threads(dtype, rng, two_threads):
     assert_agree(*both(K.matmul_grad_b, x.reshape(-1, 128), gy.reshape(-1, 96)), dtype)
 
 
+TILE_CASES = [                                # (a, b) builders: r(shape, dtype) → array
+    lambda r, t: (r((6, 8, 16), t), np.swapaxes(r((6, 8, 16), t), -1, -2)),   # q·kᵀ, kᵀ a view
+    lambda r, t: (r((6, 8, 8), t), r((6, 8, 16), t)),                          # weights·v
+    lambda r, t: (r((3, 1, 5, 7), t), r((1, 4, 7, 6), t)),                    # batch broadcast
+    lambda r, t: (r((2, 1, 7), t), r((2, 7, 5), t)),                           # n = 1
+    lambda r, t: (r((5, 9, 1), t), r((5, 1, 33), t)),                          # k = 1, m = 33
+    lambda r, t: (r((4, 37, 19), t), np.swapaxes(r((4, 45, 19), t), -1, -2)),  # ragged tiles
+    lambda r, t: (np.swapaxes(r((4, 19, 37), t), -1, -2), r((4, 19, 45), t)),  # Aᵀ (dK, dV)
+    lambda r, t: (r((3, 70, 24), t), r((3, 24, 70), t)),                      # many tiles
+    lambda r, t: (r((2, 5, 3, 8), t).transpose(0, 2, 1, 3),                    # head-split q,
+                  np.swapaxes(r((2, 5, 3, 8), t).transpose(0, 2, 1, 3), -1, -2)),   # kᵀ
+    lambda r, t: (r((3, 12, 30), t)[:, ::-1, ::3], r((3, 20, 14), t)[:, ::2, 1::2]),  # no unit
+    lambda r, t: (r((6, 7, 16), t), np.broadcast_to(r((16, 7), t), (6, 16, 7))),  # stride 0
+    lambda r, t: (r((1, 1), t), r((2, 1, 3), t)),                              # 2-D a
+]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("a_shape,b_shape,b_transposed", [
-    ((6, 8, 16), (6, 8, 16), True),           # q·kᵀ with kᵀ a transposed view
-    ((6, 8, 8), (6, 8, 16), False),           # weights·v
-    ((3, 1, 5, 7), (1, 4, 7, 6), False),      # batch axes broadcast both ways
-    ((2, 1, 7), (2, 7, 5), False),            # n = 1, m not a multiple of 4
-])
-def test_batched_matmul_kernel_matches_numpy(a_shape, b_shape, b_transposed, dtype, rng):
-    """The numba bmm kernel, on stacks and layouts beyond the tiny q·kᵀ ones `route` gives it
-    (it must stay exact wherever it is switched on)."""
-    a = rng.standard_normal(a_shape).astype(dtype)
-    b = rng.standard_normal(b_shape).astype(dtype)
-    if b_transposed:
-        b = np.swapaxes(b, -1, -2)
-    assert_agree(K.batched_matmul_kernel(a, b), np.matmul(a, b), dtype)
-    q = rng.standard_normal((2, 5, 3, 8)).astype(dtype).transpose(0, 2, 1, 3)  # head-split view
-    assert_agree(K.batched_matmul_kernel(q, np.swapaxes(q, -1, -2)),
-                 np.matmul(q, np.swapaxes(q, -1, -2)), dtype)
+@pytest.mark.parametrize("case", range(len(TILE_CASES)))
+def test_tiled_matmul_matches_numpy(case, dtype, rng, two_threads):
+    """The tile kernel (microkernel.py under matmul.tiled_matmul) gives np.matmul's result on
+    every layout it may meet: transposed views read in place, broadcast batches, ragged last
+    tiles in rows and columns, 1-sized axes, negative, zero and non-unit strides."""
+    a, b = TILE_CASES[case](lambda shape, t: rng.standard_normal(shape).astype(t), dtype)
+    assert_agree(K.tiled_matmul(a, b), np.matmul(a, b), dtype)
+
+
+def test_tiled_matmul_serial_and_threads_agree_bit_for_bit(rng, two_threads, monkeypatch):
+    """Each matrix is computed by one thread, the same way whichever: the serial build gives
+    the parallel build's result to the last bit."""
+    q = rng.standard_normal((64, 24, 32)).astype(np.float32)
+    k_t = np.swapaxes(rng.standard_normal((64, 24, 32)).astype(np.float32), -1, -2)
+    on_threads = K.tiled_matmul(q, k_t)
+    from minitensor.kernels import jit
+    monkeypatch.setattr(jit, "threads", lambda: 1)
+    monkeypatch.setattr(matmul_module, "threads", lambda: 1)
+    assert np.array_equal(K.tiled_matmul(q, k_t), on_threads)
+
+
+def test_tile_layout_reads_transposed_views_in_place():
+    """kᵀ of a contiguous k is read in place (and packed per matrix inside the kernel); a
+    view without a unit stride is copied."""
+    k = np.zeros((2, 4, 7, 16), dtype=np.float32)
+    view, row, col = matmul_module._tile_layout(np.swapaxes(k, -1, -2))
+    assert view.base is k and (row, col) == (1, 16)
+    strided = np.zeros((5, 12), dtype=np.float32)[:, ::2]
+    copy, row, col = matmul_module._tile_layout(strided)
+    assert copy.flags.c_contiguous and (row, col) == (6, 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_block_on_every_block_size(dtype):
+    """microkernel.transpose_block, the in-register 8 × 8 transpose that packs kᵀ: every
+    block size from 1 × 1 to 8 × 8, writing nothing outside the block."""
+    from numba import njit
+
+    @njit
+    def transpose(src, dst, rows, cols):
+        item = src.itemsize
+        microkernel.transpose_block(src.ctypes.data, src.strides[0] // item, dst.ctypes.data,
+                                    dst.strides[0] // item, rows, cols, src.dtype.type(0))
+
+    source = np.arange(100, dtype=dtype).reshape(10, 10)
+    for rows in range(1, 9):
+        for cols in range(1, 9):
+            out = np.full((10, 10), -1, dtype)
+            transpose(source[:rows, :cols], out, rows, cols)
+            expected = np.full((10, 10), -1, dtype)
+            expected[:cols, :rows] = source[:rows, :cols].T
+            assert np.array_equal(out, expected), (rows, cols)
 
 
 # ---- dropout -------------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ Ops call only the names below; each dispatches to a numba kernel or to its plain
 
 One module per family, kernel and twin side by side — read the twin first:
 
-    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (numba threads calling BLAS, a
-                                                              numba loop kernel for tiny stacks)
+    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (a tile kernel for stacks of small
+                                                              matrices, numba threads calling
+                                                              BLAS for large products)
+    microkernel.py    the register tile under it, written in LLVM IR
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward
@@ -35,8 +37,9 @@ from .backend import BACKENDS, dispatch, get_backend, set_backend, use_backend
 matmul = dispatch(_mm.matmul_numba, _mm.matmul_numpy)
 matmul_grad_a = dispatch(_mm.matmul_grad_a_numba, _mm.matmul_grad_a_numpy)
 matmul_grad_b = dispatch(_mm.matmul_grad_b_numba, _mm.matmul_grad_b_numpy)
-matmul_route = _mm.route        # which path the numba backend takes for a @ b: kernel or BLAS
-batched_matmul_kernel = _mm.batched_matmul_kernel      # the numba bmm kernel, whatever route says
+matmul_route = _mm.route        # which path the numba backend takes for a @ b: tiles, BLAS, numpy
+tiled_matmul = _mm.tiled_matmul     # a @ b by the tile kernel, whatever route says
+blas_matmul = _mm.gemm_product      # a @ b by the BLAS-calling kernels, whatever route says
 
 softmax_forward = dispatch(_sm.softmax_forward_numba, _sm.softmax_forward_numpy)
 softmax_backward = dispatch(_sm.softmax_backward_numba, _sm.softmax_backward_numpy)
@@ -61,4 +64,5 @@ KERNELS = (matmul, matmul_grad_a, matmul_grad_b, softmax_forward, softmax_backwa
            adam_update)
 
 __all__ = [k.__name__ for k in KERNELS] + ["BACKENDS", "KERNELS", "get_backend", "set_backend",
-                                            "use_backend", "matmul_route", "batched_matmul_kernel"]
+                                            "use_backend", "matmul_route", "tiled_matmul",
+                                            "blas_matmul"]

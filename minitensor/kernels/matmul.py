@@ -29,6 +29,7 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
 
 The numpy twins are np.matmul itself.
 """
+import functools
 import math
 
 import numpy as np
@@ -36,16 +37,16 @@ from numba import prange
 
 from .blas import GEMM, NO_TRANS, TRANS, gemm
 from .jit import kernel, threads
+from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
 
-# The numba loop kernel takes contiguous q·kᵀ stacks with k ≤ _KERNEL_MAX_K and
-# n·m ≤ _KERNEL_MAX_NM (measured, see the module docstring).
-_KERNEL_MAX_K = 16
-_KERNEL_MAX_NM = 16 * 16
-# A stack of products goes to the threads when each matrix is at least this many multiply-adds
-# (16·16·32): smaller ones are dominated by each BLAS call's fixed cost, and two threads making
-# that many calls measured slower than np.matmul on one.
-_GEMM_MIN_MATRIX = 16 * 16 * 32
-# ... and a product at all from this many multiply-adds (~10 µs of BLAS work on one core).
+# A stack goes to the tile kernel when each matrix is at most this many multiply-adds (beyond,
+# BLAS's cache blocking wins) and the whole stack at least this many (below, np.matmul on one
+# thread is faster than starting the threads). Measured, see the module docstring.
+_TILES_MAX_MATRIX = 256 * 256 * 256
+_TILES_MIN_WORK = 1 << 18
+_TILE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# A single product goes to the BLAS-calling threads from this many multiply-adds (~10 µs of
+# BLAS work on one core): smaller ones run faster on one thread than shared.
 _GEMM_MIN_WORK = 1 << 20
 
 
@@ -67,63 +68,92 @@ def matmul_grad_b_numpy(a, grad):
     return np.matmul(np.swapaxes(a, -1, -2), grad)
 
 
-# ---- the numba kernel -------------------------------------------------------------------------
+# ---- where the p-th matrices of a stack start --------------------------------------------------
+
+@kernel()
+def _offsets(p, batch):
+    """Byte offsets of the p-th matrices of A and B: p unravelled over the batch shape
+    batch[0] (C order), times each operand's batch strides batch[1] and batch[2] (bytes; 0 on
+    a broadcast axis). `batch` is the (3, batch axes) table of _batch_table."""
+    a_offset, b_offset = 0, 0
+    for axis in range(batch.shape[1] - 1, -1, -1):            # last batch axis first
+        index = p % batch[0, axis]
+        p //= batch[0, axis]
+        a_offset += index * batch[1, axis]
+        b_offset += index * batch[2, axis]
+    return a_offset, b_offset
+
+
+# ---- the tile kernels: stacks of small matrices, each thread its own matrices -----------------
+
+# Rows and SIMD vectors of one tile of C (microkernel.py): 8 × 1 measured fastest on every
+# attention shape against 4 × 2, 6 × 2, 8 × 2, 12 × 1 and 4 × 4 (8 independent accumulators
+# keep both FMA units busy; one vector of columns wastes least on short rows, L = 7 or 13).
+_TILE_ROWS, _TILE_VECTORS = 8, 1
+_TILE = tile_kernel(_TILE_ROWS, _TILE_VECTORS)
+_BLOCK = TRANSPOSE_BLOCK
+
+
+# The operands below are addresses (integers, bytes), not arrays: a view of an array per
+# matrix (c[p]) makes numba count references to that array atomically, and two threads doing
+# so on one array cost ~100 ns per matrix, more than a small matrix's arithmetic.
+
+@kernel()
+def _pack_transposed(k, m, b, ld, panel, item, like):
+    """panel[p, j] = B[p, j] (the panel is k × m, rows contiguous) for a B stored transposed —
+    B[p, j] at b + (j·ld + p)·item, as kᵀ is stored in q·kᵀ — so that the tiles can load rows
+    of B as vectors. 8 × 8 blocks are transposed in registers (microkernel.transpose_block)."""
+    for j in range(0, m, _BLOCK):
+        for p in range(0, k, _BLOCK):
+            transpose_block(b + (j * ld + p) * item, ld, panel + (p * m + j) * item, m,
+                            min(_BLOCK, m - j), min(_BLOCK, k - p), like)
+
+
+@kernel()
+def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, like):
+    """C = A @ B for one matrix, tile by tile: A (n, k) at a, A[i, p] at
+    a + (i·a_row + p·a_col)·item; B (k, m) at b likewise; C (n, m) at c, rows contiguous.
+    B must have unit stride along one axis: along its rows (b_col = 1) it is read in place,
+    along its columns (b_row = 1: kᵀ) it is packed into `panel` (an array of this thread's,
+    k·m entries) first. item is the entries' size in bytes, like a scalar of their dtype."""
+    if b_col != 1:
+        _pack_transposed(k, m, b, b_col, panel.ctypes.data, item, like)
+        b, b_row = panel.ctypes.data, m
+    cols = _TILE_VECTORS * (VECTOR_BYTES // item)
+    for j in range(0, m, cols):             # a column strip of B stays in L1 for all rows
+        for i in range(0, n, _TILE_ROWS):
+            _TILE(k, a + i * a_row * item, a_row, a_col, b + j * item, b_row,
+                  c + (i * m + j) * item, m, min(_TILE_ROWS, n - i), min(cols, m - j), like)
+
 
 @kernel(parallel=True)
-def _batched_dot_product(a, b_t, out):
-    """out[p, i, j] = Σ_kk a[p, i, kk] · b_t[p, j, kk] — that is out[p] = a[p] @ b_t[p]ᵀ.
-
-    a (P, n, k), b_t (P, m, k), out (P, n, m), all C-contiguous. Both operands are read along
-    k, their contiguous axis, so the inner loop is a vectorised dot product; four columns j are
-    computed together so each load of a[p, i, :] is used four times."""
-    P, n, k = a.shape
-    m = b_t.shape[1]
-    f = out.dtype.type
-    for task in prange(P * n):                      # one task per output row
-        p, i = task // n, task % n
-        for jb in range(m // 4):
-            j = 4 * jb
-            s0, s1, s2, s3 = f(0), f(0), f(0), f(0)
-            for kk in range(k):
-                x = a[p, i, kk]
-                s0 += x * b_t[p, j, kk]
-                s1 += x * b_t[p, j + 1, kk]
-                s2 += x * b_t[p, j + 2, kk]
-                s3 += x * b_t[p, j + 3, kk]
-            out[p, i, j], out[p, i, j + 1], out[p, i, j + 2], out[p, i, j + 3] = s0, s1, s2, s3
-        for j in range(m - m % 4, m):               # the last m mod 4 columns
-            s = f(0)
-            for kk in range(k):
-                s += a[p, i, kk] * b_t[p, j, kk]
-            out[p, i, j] = s
+def _tiled_stack(batch, k, a, a_row, a_col, b, b_row, b_col, c, tasks):
+    """c[p] = A[p] @ B[p] for every matrix p of the batch (c is the (P, n, m) output). A[p]
+    starts at the address a + the offset _offsets gives, with entry strides a_row, a_col;
+    B[p] likewise (see _tiled_matrix). The stack is cut into `tasks` runs of matrices (one
+    per thread), each with its own packing panel."""
+    P, n, m = c.shape
+    item, like = c.itemsize, c.dtype.type(0)
+    out = c.ctypes.data
+    for task in prange(tasks):
+        panel = np.empty(k * m if b_col != 1 else 0, dtype=c.dtype)
+        for p in range(task * P // tasks, (task + 1) * P // tasks):
+            a_offset, b_offset = _offsets(p, batch)
+            _tiled_matrix(n, m, k, a + a_offset, a_row, a_col, b + b_offset, b_row, b_col,
+                          out + p * n * m * item, panel, item, like)
 
 
 # ---- the BLAS-calling kernels: each thread its own matrices, or its own block of rows ----------
 
-@kernel()
-def _offsets(p, batch_shape, a_strides, b_strides):
-    """Byte offsets of the p-th matrices of A and B: p unravelled over batch_shape (C order),
-    times each operand's batch strides."""
-    a_offset, b_offset = 0, 0
-    for axis in range(batch_shape.shape[0] - 1, -1, -1):      # last batch axis first
-        index = p % batch_shape[axis]
-        p //= batch_shape[axis]
-        a_offset += index * a_strides[axis]
-        b_offset += index * b_strides[axis]
-    return a_offset, b_offset
-
-
 @kernel(parallel=True)
-def _gemm_stack(batch_shape, a_strides, b_strides, address, trans_a, trans_b, k, a, lda, b,
-                ldb, c):
+def _gemm_stack(batch, address, trans_a, trans_b, k, a, lda, b, ldb, c):
     """A stack of products, one BLAS call per matrix: c[p] = op(A[p]) @ op(B[p]) for every
-    index p of the batch (batch_shape, flattened in C order); c is the (P, n, m) output. A[p]
-    starts at the address a + Σᵢ pᵢ·a_strides[i] (bytes; a broadcast batch axis has stride
-    0), B[p] likewise. op(X) is X or Xᵀ, k the inner size (see blas.gemm)."""
+    matrix p of the batch; c is the (P, n, m) output. A[p] starts at the address a + the
+    offset _offsets gives, B[p] likewise. op(X) is X or Xᵀ, k the inner size (blas.gemm)."""
     P, n, m = c.shape
     one, zero = c.dtype.type(1), c.dtype.type(0)
     for p in prange(P):
-        a_offset, b_offset = _offsets(p, batch_shape, a_strides, b_strides)
+        a_offset, b_offset = _offsets(p, batch)
         gemm(address, trans_a, trans_b, n, m, k, one, a + a_offset, lda, b + b_offset, ldb,
              zero, c[p].ctypes.data, m)
 
@@ -156,11 +186,31 @@ def _blas_layout(x):
     return x, NO_TRANS, c
 
 
-def _batch_strides(x, batch):
-    """x's byte strides along the batch axes, broadcast to `batch` (0 on broadcast axes)."""
-    pad = len(batch) - (x.ndim - 2)
-    return [0] * pad + [0 if size == 1 else stride
-                        for size, stride in zip(x.shape[:-2], x.strides[:-2])]
+def _batch_shape(a, b):
+    """The batch shape of a @ b: a's and b's batch axes, broadcast."""
+    if a.shape[:-2] == b.shape[:-2]:
+        return a.shape[:-2]
+    return np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+
+
+def _batch_table(batch, a, b):
+    """The (3, len(batch)) int64 table the stack kernels read (see _offsets): the batch
+    shape, then a's and b's byte strides along it (0 on an axis the operand broadcasts)."""
+    return _cached_batch_table(batch, a.shape[:-2], a.strides[:-2], b.shape[:-2], b.strides[:-2])
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides):
+    """_batch_table's work, remembered: a model multiplies the same few layouts at every step,
+    and building the small array took a quarter of a small product's time. The arrays it
+    returns are shared, so they are made read-only."""
+    def strides(shape, byte_strides):
+        pad = len(batch) - len(shape)
+        return [0] * pad + [0 if size == 1 else stride for size, stride in zip(shape, byte_strides)]
+    table = np.array([batch, strides(a_shape, a_strides), strides(b_shape, b_strides)],
+                     dtype=np.int64).reshape(3, len(batch))
+    table.flags.writeable = False
+    return table
 
 
 def gemm_product(a, b):
@@ -177,67 +227,80 @@ def gemm_product(a, b):
         _gemm_row_blocks(max(1, min(threads(), out.shape[0])), address, trans_a, trans_b, k,
                          a2.ctypes.data, lda, b2.ctypes.data, ldb, out, work=out.size * k)
         return out.reshape(a.shape[:-1] + (m,))
-    batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else \
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = _batch_shape(a, b)
     a2, trans_a, lda = _blas_layout(a)
     b2, trans_b, ldb = _blas_layout(b)
     out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
-    _gemm_stack(np.array(batch, dtype=np.int64), np.array(_batch_strides(a2, batch), np.int64),
-                np.array(_batch_strides(b2, batch), np.int64), address, trans_a, trans_b, k,
-                a2.ctypes.data, lda, b2.ctypes.data, ldb, out, work=out.size * k)
+    _gemm_stack(_batch_table(batch, a2, b2), address, trans_a, trans_b, k, a2.ctypes.data, lda,
+                b2.ctypes.data, ldb, out, work=out.size * k)
     return out.reshape(batch + (n, m))
 
 
-def _reads_in_place(a, b):
-    """True when the kernel needs no copies: a is a contiguous stack and b the transposed view
-    of one (as kᵀ of a contiguous k)."""
-    return a.flags.c_contiguous and np.swapaxes(b, -1, -2).flags.c_contiguous
+def _tile_layout(x):
+    """How the tile kernel can read the matrices of x (..., r, c): (x, row, col) with x's
+    entry strides along its last two axes, one of them 1 (a size-1 axis counts as unit
+    stride). A layout without a unit stride, or strides that are not whole entries, is
+    copied first."""
+    item = x.itemsize
+    row, col = x.strides[-2:]
+    r, c = x.shape[-2:]
+    row, col = (item if r == 1 else row), (item if c == 1 else col)
+    if (row == item or col == item) and row % item == 0 and col % item == 0:
+        return x, row // item, col // item
+    return np.ascontiguousarray(x), c, 1
+
+
+def tiled_matmul(a, b):
+    """a @ b for float arrays of one dtype, at least 2-D (numpy broadcasting), by the tile
+    kernel whatever `route` says: one task per matrix of the stack, spread over the threads.
+    Neither a transposed view nor a broadcast batch is copied."""
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    batch = _batch_shape(a, b)
+    a2, a_row, a_col = _tile_layout(a)
+    b2, b_row, b_col = _tile_layout(b)
+    out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
+    _tiled_stack(_batch_table(batch, a2, b2), k, a2.ctypes.data, a_row, a_col, b2.ctypes.data,
+                 b_row, b_col, out, max(1, min(threads(), out.shape[0])), work=out.size * k)
+    return out.reshape(batch + (n, m))
 
 
 def route(a, b):
     """Who computes a @ b on the numba backend (measured rules, see the module docstring):
-    "kernel" (a stack of tiny q·kᵀ products: the numba loop kernel), "gemm" (the BLAS-calling
-    kernels, spread over the threads) or "numpy" (np.matmul, one thread: products too small to
-    share, integer dtypes, empty products, or no OpenBLAS found)."""
+    "tiles" (the tile kernel: stacks of matrices up to 256³ multiply-adds each), "gemm" (the
+    BLAS-calling kernels: larger products, spread over the threads) or "numpy" (np.matmul on
+    one thread: products too small to share, integer dtypes, empty products, no OpenBLAS)."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    if a.dtype != b.dtype or a.dtype not in GEMM or 0 in a.shape or 0 in b.shape:
+    if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES or 0 in a.shape or 0 in b.shape:
         return "numpy"
-    stack = b.ndim > 2
-    if (stack and k <= _KERNEL_MAX_K and n * m <= _KERNEL_MAX_NM and a.ndim == b.ndim
-            and a.shape[:-2] == b.shape[:-2] and _reads_in_place(a, b)):
-        return "kernel"
     if b.ndim == 2 or a.shape[:-2] == b.shape[:-2]:
         work = a.size * m                     # multiply-adds: (a's rows) · m · k
     else:
-        work = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) * n * m * k
-    if threads() == 1 or work < _GEMM_MIN_WORK or (stack and n * m * k < _GEMM_MIN_MATRIX):
+        work = math.prod(_batch_shape(a, b)) * n * m * k
+    stack = b.ndim > 2
+    # on one thread the tiles beat np.matmul only where BLAS copies a transposed B first
+    if (stack and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK
+            and (threads() > 1 or _transposed(b))):
+        return "tiles"
+    if a.dtype not in GEMM or threads() == 1 or work < _GEMM_MIN_WORK:
         return "numpy"
     return "gemm"
+
+
+def _transposed(x):
+    """True when x's matrices are stored column by column (kᵀ of a contiguous k)."""
+    return x.shape[-1] > 1 and x.strides[-1] != x.itemsize
 
 
 def _product(a, b):
     """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks."""
     path = route(a, b)
+    if path == "tiles":
+        return tiled_matmul(a, b)
     if path == "gemm":
         return gemm_product(a, b)
-    if path == "kernel":
-        return batched_matmul_kernel(a, b)
     return np.matmul(a, b)
-
-
-def batched_matmul_kernel(a, b):
-    """a @ b for a, b with batch axes (≥ 3-D, same float dtype), always by the numba kernel."""
-    n, k = a.shape[-2:]
-    m = b.shape[-1]
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    P = int(np.prod(batch))
-    a3 = np.ascontiguousarray(np.broadcast_to(a, batch + (n, k))).reshape(P, n, k)
-    # no copies when q and k are contiguous stacks; copies when they are head-split views
-    b_t = np.ascontiguousarray(np.swapaxes(np.broadcast_to(b, batch + (k, m)), -1, -2))
-    out = np.empty((P, n, m), dtype=a.dtype)
-    _batched_dot_product(a3, b_t.reshape(P, m, k), out)
-    return out.reshape(batch + (n, m))
 
 
 def matmul_numba(a, b):
