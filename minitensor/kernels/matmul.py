@@ -1,31 +1,31 @@
-"""Matrix products: BLAS's gemm, called from numba kernels so that every core computes a
-share; a numba loop kernel for the tiny q·kᵀ stacks where it measured faster.
+"""Matrix products: a tile kernel for stacks of small matrices (attention), BLAS's gemm
+called from numba threads for large products (Linear layers), np.matmul for small ones.
 
 Every matmul of the framework comes here three times per step — the forward product and the
 two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, and
 `route` decides who computes it. The rules were measured with benchmarks/kernels.py on the
 2-core machine this project runs on (tables in benchmarks/README.md):
 
-* **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS multiplies matrices at
-  close to the machine's peak on one core (an assembly microkernel; no numba loop we wrote
-  came within 3× of it). np.matmul calls it one matrix at a time on one thread, and
-  OpenBLAS's own threads stall on a shared machine (see minitensor/__init__.py). So the numba
-  kernels below call OpenBLAS's gemm themselves (blas.py) from a prange: a stack of attention
-  matrices is split by matrix, one product — a Linear layer, (B, L, d) @ (d, e) folded into
-  (B·L, d) @ (d, e) — by blocks of rows. Transposed views (kᵀ, Wᵀ, Xᵀ) are read in place:
-  BLAS is told the operand is transposed, with its own stride. On 2 cores this runs the Linear
-  shapes and 512³ ~1.9× faster than np.matmul, and stacks with L ≥ 32 1.6–2.2× faster.
-* **"numpy": np.matmul on one thread** for what is too small to share: stacks of matrices
-  under 16·16·32 multiply-adds each (a BLAS call's fixed cost dominates, and two threads
-  making those calls measured slower than one), products under ~1M multiply-adds, integer
-  dtypes, or no OpenBLAS found in numpy (then everything goes here).
-* **"kernel": `batched_matmul_kernel`**, a numba loop kernel that reads q and kᵀ along their
-  contiguous axis and runs the whole stack in one parallel loop. route gives it contiguous
-  q·kᵀ stacks with d_k ≤ 16 and L ≤ 16, where OpenBLAS is oddly slow (k = 16) and the loop
-  measured 1.1–1.7× np.matmul. On larger matrices it loses to BLAS: LLVM vectorises only the
-  innermost loop, too short here to fill a vector body, and numba offers no way to keep a
-  tile of accumulators in registers the way BLAS does (benchmarks/kernels.py --only
-  bmm-kernel).
+* **"tiles": the tile kernel** (`tiled_matmul`) for stacks — (B·h, L, d) @ (B·h, d, L) and
+  the like — of matrices up to 256³ multiply-adds, from 2¹⁸ in the whole stack. Each thread
+  takes its own run of matrices; each matrix is cut into tiles of 8 rows × one SIMD vector of
+  columns, computed by the register-tile microkernel of microkernel.py (read that file: it is
+  how every BLAS computes). kᵀ arrives as a transposed view; it is packed into rows, 8 × 8
+  blocks at a time transposed in registers, one matrix at a time into a small per-thread
+  panel. Against torch.bmm (MKL) this runs every attention shape of the benchmark 1.06–1.6×
+  faster, and against BLAS's gemm called per matrix (below) it is faster up to 256³ too.
+  On one thread it beats np.matmul only on a transposed B, so only that goes to it there.
+* **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS runs large products at
+  close to the machine's peak on one core, but np.matmul uses one thread (OpenBLAS's own
+  threads stall on a shared machine, see minitensor/__init__.py). So the kernels below call
+  OpenBLAS's gemm themselves (blas.py) from a prange: one product — a Linear layer,
+  (B, L, d) @ (d, e) folded into (B·L, d) @ (d, e) — by blocks of rows, a stack of matrices
+  larger than the tiles take by matrix. Transposed views (Wᵀ, Xᵀ) are read in place: BLAS is
+  told the operand is transposed. On 2 cores the Linear shapes and 512³ run ~1.9× faster
+  than np.matmul.
+* **"numpy": np.matmul on one thread** for what is too small to share (under 2¹⁸
+  multiply-adds in a stack, under 2²⁰ in a single product: starting the threads costs more),
+  integer or mixed dtypes, and every single product when numpy has no OpenBLAS we can call.
 
 The numpy twins are np.matmul itself.
 """
@@ -86,17 +86,18 @@ def _offsets(p, batch):
 
 # ---- the tile kernels: stacks of small matrices, each thread its own matrices -----------------
 
-# Rows and SIMD vectors of one tile of C (microkernel.py): 8 × 1 measured fastest on every
-# attention shape against 4 × 2, 6 × 2, 8 × 2, 12 × 1 and 4 × 4 (8 independent accumulators
-# keep both FMA units busy; one vector of columns wastes least on short rows, L = 7 or 13).
+# Rows and SIMD vectors of one tile of C (microkernel.py). Against 4 × 2, 6 × 2, 8 × 2, 12 × 1
+# and 4 × 4, 8 × 1 was fastest on the attention shapes but one (4 × 2 won q·kᵀ at L = 64 by
+# ~15%): 8 independent accumulators keep the FMA units busy, and one vector of columns wastes
+# the fewest lanes on short rows (L = 7 or 13).
 _TILE_ROWS, _TILE_VECTORS = 8, 1
 _TILE = tile_kernel(_TILE_ROWS, _TILE_VECTORS)
 _BLOCK = TRANSPOSE_BLOCK
 
 
 # The operands below are addresses (integers, bytes), not arrays: a view of an array per
-# matrix (c[p]) makes numba count references to that array atomically, and two threads doing
-# so on one array cost ~100 ns per matrix, more than a small matrix's arithmetic.
+# matrix (c[p]) makes numba count references to that array, atomically and from both threads
+# at once; with addresses the threads share nothing they write.
 
 @kernel()
 def _pack_transposed(k, m, b, ld, panel, item, like):

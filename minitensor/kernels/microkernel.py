@@ -12,18 +12,24 @@ accumulators, while p runs along the inner dimension:
     C[i0:i0+ROWS, j0:j0+VECTORS·W] = acc
 
 Each B vector loaded is used ROWS times and each A entry VECTORS·W times, so the loop does
-mostly multiply-adds: at 4 × 2 tiles of 16 float32 lanes (AVX-512), 8 FMAs of 16 lanes for 6
-loads. A numba loop cannot say this: LLVM's vectoriser works on the innermost loop alone and
-does not keep a tile of accumulators in registers across the loop over p (kernels/matmul.py
-keeps the loop kernel that shows it). So this one function is written the way a compiler
-would lower the loop above: `tile_kernel(rows, vectors)` builds an @intrinsic — a function
-numba calls like any other, whose body we emit as LLVM IR with llvmlite — and LLVM turns the
-vector types below into SIMD registers and the `llvm.fma` calls into FMA instructions.
+mostly multiply-adds: with the 8 × 1 tiles matmul.py uses, 8 FMAs of 16 float32 lanes
+(AVX-512) for 9 loads, and the CPU's FMA units stay busy. A numba loop cannot say this:
+LLVM's vectoriser works on the innermost loop alone and does not keep a tile of accumulators
+in registers across the loop over p (loop kernels we wrote ran 2.5–4× slower than BLAS). So
+this one function is written the way a compiler would lower the loop above:
+`tile_kernel(rows, vectors)` builds an @intrinsic — a function numba calls like any other,
+whose body we emit as LLVM IR with llvmlite — and LLVM turns the vector types below into
+SIMD registers and the `llvm.fma` calls into FMA instructions.
 
-Edges: the last tile of a matrix may be short in rows or columns. `rows` and `cols` say how
-much of the tile is real; the B loads and C stores of the missing columns are masked (not
-read, not written), the missing rows repeat the last real row and are not stored. So any
-n × m works, and nothing past the matrices' ends is touched.
+Edges: the last tile of a matrix may be short in rows or columns. `n_rows` and `n_cols` say
+how much of the tile is real; the B loads and C stores of the missing columns are masked
+(not read, not written), the missing rows repeat the last real row and are not stored. So
+any n × m works, and nothing past the matrices' ends is touched.
+
+The loop wants the rows of B contiguous. In q·kᵀ, B = kᵀ is a transposed view: its columns
+are contiguous. `transpose_block` (at the end) packs it, 8 × 8 entries at a time: 8 vector
+loads, three rounds of shuffles, 8 vector stores — entry by entry, packing took a third of
+the product's time.
 
 The numpy twin is np.matmul (see matmul.py); tests/test_kernels.py compares them.
 """
@@ -40,6 +46,13 @@ VECTOR_BYTES = 64 if llvm.get_host_cpu_features().get("avx512f") else 32
 _i1, _i32, _i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
 
+# ---- small IR helpers ------------------------------------------------------------------------
+
+def _const(value):
+    """A 64-bit integer constant."""
+    return ir.Constant(_i64, value)
+
+
 def _splat(builder, value, lanes):
     """A vector of `lanes` copies of a scalar (insert it in lane 0, then shuffle lane 0 out)."""
     vector = ir.VectorType(value.type, lanes)
@@ -48,10 +61,57 @@ def _splat(builder, value, lanes):
                                   ir.Constant(ir.VectorType(_i32, lanes), None))
 
 
-def _address(builder, base, offset_bytes, pointee):
-    """A pointer to `pointee` at the integer address base + offset_bytes."""
-    return builder.inttoptr(builder.add(base, offset_bytes), pointee.as_pointer())
+def _lanes_below(builder, count, lanes, first=0):
+    """The mask of lanes whose index first + lane is below `count` (an i64 value)."""
+    indices = ir.Constant(ir.VectorType(_i64, lanes), [first + lane for lane in range(lanes)])
+    return builder.icmp_signed("<", indices, _splat(builder, count, lanes))
 
+
+def _pointer(builder, address, pointee):
+    """The integer `address` as a pointer to `pointee`."""
+    return builder.inttoptr(address, pointee.as_pointer())
+
+
+def _min(builder, x, y):
+    """min(x, y) of two signed integers."""
+    return builder.select(builder.icmp_signed("<", x, y), x, y)
+
+
+class _VectorOps:
+    """The LLVM intrinsics on vectors of `lanes` entries of a float type: masked load and
+    store (lanes off in the mask are not touched in memory; a masked load gives 0.0 there)
+    and fused multiply-add."""
+
+    def __init__(self, builder, like, lanes):
+        self.builder = builder
+        real = ir.FloatType() if like.bitwidth == 32 else ir.DoubleType()
+        self.vector = ir.VectorType(real, lanes)
+        self.align = ir.Constant(_i32, like.bitwidth // 8)
+        mask = ir.VectorType(_i1, lanes)
+        name = f"v{lanes}f{like.bitwidth}"                    # v16f32, v8f64, ...
+        pointer = self.vector.as_pointer()
+        declare = lambda ty, fn: cgutils.get_or_insert_function(builder.module, ty, fn)  # noqa: E731
+        self._load = declare(ir.FunctionType(self.vector, [pointer, _i32, mask, self.vector]),
+                             f"llvm.masked.load.{name}.p0")
+        self._store = declare(ir.FunctionType(ir.VoidType(), [self.vector, pointer, _i32, mask]),
+                              f"llvm.masked.store.{name}.p0")
+        self._fma = declare(ir.FunctionType(self.vector, [self.vector] * 3), f"llvm.fma.{name}")
+
+    def load(self, address, mask):
+        zeros = ir.Constant(self.vector, None)
+        return self.builder.call(self._load, [_pointer(self.builder, address, self.vector),
+                                              self.align, mask, zeros])
+
+    def store(self, value, address, mask):
+        self.builder.call(self._store, [value, _pointer(self.builder, address, self.vector),
+                                        self.align, mask])
+
+    def fma(self, a, b, c):
+        """a·b + c, lane by lane, rounded once."""
+        return self.builder.call(self._fma, [a, b, c])
+
+
+# ---- the tile ----------------------------------------------------------------------------------
 
 def tile_kernel(rows, vectors):
     """An intrinsic computing one tile C = A · B of at most `rows` × `vectors`·W entries:
@@ -72,77 +132,51 @@ def tile_kernel(rows, vectors):
     def tile(typingctx, k, a, a_row, a_col, b, b_row, c, c_row, n_rows, n_cols, like):
         if not isinstance(like, types.Float):
             return None
-        signature = types.void(*[types.int64] * 10, like)
 
         def codegen(context, builder, signature, args):
             k, a, a_row, a_col, b, b_row, c, c_row, n_rows, n_cols, _ = args
-            real = context.get_value_type(like)
             itemsize = like.bitwidth // 8
             lanes = VECTOR_BYTES // itemsize
-            vector, mask_type = ir.VectorType(real, lanes), ir.VectorType(_i1, lanes)
-            item = ir.Constant(_i64, itemsize)
-            a_row, a_col, b_row, c_row = (builder.mul(s, item) for s in (a_row, a_col, b_row, c_row))
-            align = ir.Constant(_i32, itemsize)
-
-            # which lanes of each column vector are real columns: lane + v·lanes < n_cols
-            masks = [builder.icmp_signed("<", ir.Constant(ir.VectorType(_i64, lanes),
-                                                          [v * lanes + lane for lane in range(lanes)]),
-                                         _splat(builder, n_cols, lanes))
-                     for v in range(vectors)]
-            masked_load = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vector, [vector.as_pointer(), _i32, mask_type, vector]),
-                f"llvm.masked.load.{_vector_name(lanes, like)}.p0")
-            masked_store = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vector, vector.as_pointer(), _i32, mask_type]),
-                f"llvm.masked.store.{_vector_name(lanes, like)}.p0")
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vector, [vector] * 3), f"llvm.fma.{_vector_name(lanes, like)}")
-
+            ops = _VectorOps(builder, like, lanes)
+            real = ops.vector.element
+            # strides in bytes
+            a_row, a_col, b_row, c_row = (builder.mul(stride, _const(itemsize))
+                                          for stride in (a_row, a_col, b_row, c_row))
+            # vector v covers columns v·lanes ... v·lanes + lanes − 1: which of them are real
+            masks = [_lanes_below(builder, n_cols, lanes, first=v * lanes) for v in range(vectors)]
+            column_offsets = [_const(v * lanes * itemsize) for v in range(vectors)]
             # rows past n_rows read the last real row again (in bounds) and are not stored
-            last_row = builder.sub(n_rows, ir.Constant(_i64, 1))
-            a_rows = [builder.add(a, builder.mul(_min(builder, ir.Constant(_i64, i), last_row), a_row))
+            last_row = builder.sub(n_rows, _const(1))
+            a_rows = [builder.add(a, builder.mul(_min(builder, _const(i), last_row), a_row))
                       for i in range(rows)]
-            # the accumulators: allocas that LLVM promotes to registers
-            acc = [[cgutils.alloca_once_value(builder, ir.Constant(vector, None))
+            # the accumulators, zero: stack slots that LLVM promotes to registers
+            acc = [[cgutils.alloca_once_value(builder, ir.Constant(ops.vector, None))
                     for _ in range(vectors)] for _ in range(rows)]
-            column_offsets = [ir.Constant(_i64, v * lanes * itemsize) for v in range(vectors)]
 
-            with cgutils.for_range(builder, k) as loop:
+            with cgutils.for_range(builder, k) as loop:           # for p in range(k):
                 p = loop.index
-                b_p = builder.add(b, builder.mul(p, b_row))
-                b_vectors = [builder.call(masked_load, [_address(builder, b_p, offset, vector), align,
-                                                        mask, ir.Constant(vector, None)])
+                b_p = builder.add(b, builder.mul(p, b_row))       # row p of B, as vectors
+                b_vectors = [ops.load(builder.add(b_p, offset), mask)
                              for offset, mask in zip(column_offsets, masks)]
-                p_offset = builder.mul(p, a_col)
-                for i in range(rows):
-                    a_ip = builder.load(_address(builder, a_rows[i], p_offset, real))
+                a_column = builder.mul(p, a_col)
+                for i in range(rows):                             # A[i, p] in every lane
+                    a_ip = builder.load(_pointer(builder, builder.add(a_rows[i], a_column), real))
                     a_splat = _splat(builder, a_ip, lanes)
-                    for v in range(vectors):
-                        builder.store(builder.call(fma, [a_splat, b_vectors[v], builder.load(acc[i][v])]),
+                    for v in range(vectors):                      # acc[i][v] += A[i, p]·b_v
+                        builder.store(ops.fma(a_splat, b_vectors[v], builder.load(acc[i][v])),
                                       acc[i][v])
 
-            for i in range(rows):
-                with cgutils.if_likely(builder, builder.icmp_signed("<", ir.Constant(_i64, i), n_rows)):
-                    c_i = builder.add(c, builder.mul(ir.Constant(_i64, i), c_row))
-                    for offset, mask, v in zip(column_offsets, masks, range(vectors)):
-                        builder.call(masked_store, [builder.load(acc[i][v]),
-                                                    _address(builder, c_i, offset, vector), align, mask])
+            for i in range(rows):                                 # C = acc, real rows only
+                with cgutils.if_likely(builder, builder.icmp_signed("<", _const(i), n_rows)):
+                    c_i = builder.add(c, builder.mul(_const(i), c_row))
+                    for v in range(vectors):
+                        ops.store(builder.load(acc[i][v]), builder.add(c_i, column_offsets[v]),
+                                  masks[v])
             return context.get_dummy_value()
 
-        return signature, codegen
+        return types.void(*[types.int64] * 10, like), codegen
 
-    tile.rows, tile.vectors = rows, vectors
     return tile
-
-
-def _vector_name(lanes, like):
-    """LLVM's name for a vector type in intrinsic names: v16f32, v8f64, ..."""
-    return f"v{lanes}f{like.bitwidth}"
-
-
-def _min(builder, x, y):
-    """min(x, y) of two signed integers."""
-    return builder.select(builder.icmp_signed("<", x, y), x, y)
 
 
 # ---- packing: an 8 × 8 block transpose in registers ---------------------------------------------
@@ -156,18 +190,15 @@ def _swap_blocks(builder, rows, distance):
     blocks. After the stages d = 1, 2, 4 the 8 × 8 matrix is transposed."""
     lanes = len(rows)
     out = list(rows)
+    # shufflevector(x, y, mask): mask entries < lanes pick from x, the others from y
+    keep_upper = [c if not c & distance else lanes + c - distance for c in range(lanes)]
+    keep_lower = [c + distance if not c & distance else lanes + c for c in range(lanes)]
+    as_mask = lambda picks: ir.Constant(ir.VectorType(_i32, lanes), picks)  # noqa: E731
     for r in range(lanes):
-        if r & distance:
-            continue
-        upper, lower = rows[r], rows[r + distance]
-        # shufflevector(x, y, mask): mask entries < lanes pick from x, the others from y
-        keep_upper = [c if not c & distance else lanes + c - distance for c in range(lanes)]
-        keep_lower = [c + distance if not c & distance else lanes + c for c in range(lanes)]
-        out[r] = builder.shuffle_vector(upper, lower, ir.Constant(ir.VectorType(_i32, lanes),
-                                                                  keep_upper))
-        out[r + distance] = builder.shuffle_vector(upper, lower,
-                                                   ir.Constant(ir.VectorType(_i32, lanes),
-                                                               keep_lower))
+        if not r & distance:
+            upper, lower = rows[r], rows[r + distance]
+            out[r] = builder.shuffle_vector(upper, lower, as_mask(keep_upper))
+            out[r + distance] = builder.shuffle_vector(upper, lower, as_mask(keep_lower))
     return out
 
 
@@ -180,51 +211,32 @@ def transpose_block(typingctx, src, src_row, dst, dst_row, n_rows, n_cols, like)
     src, dst are addresses (bytes) of the blocks' first entries, src_row and dst_row their row
     strides in entries (rows contiguous); like a scalar of the dtype. The 8 rows are loaded as
     vectors (masked to n_cols; missing rows are zeros), transposed by three stages of shuffles
-    (_swap_blocks), and the first n_cols rows stored (masked to n_rows). This is how B is
-    packed when it arrives transposed (kᵀ in q·kᵀ): one entry at a time took a third of the
-    whole product's time."""
+    (_swap_blocks), and the first n_cols rows stored (masked to n_rows)."""
     if not isinstance(like, types.Float):
         return None
-    signature = types.void(*[types.int64] * 6, like)
     lanes = TRANSPOSE_BLOCK
 
     def codegen(context, builder, signature, args):
         src, src_row, dst, dst_row, n_rows, n_cols, _ = args
-        real = context.get_value_type(like)
         itemsize = like.bitwidth // 8
-        vector, mask_type = ir.VectorType(real, lanes), ir.VectorType(_i1, lanes)
-        name = _vector_name(lanes, like)
-        masked_load = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vector, [vector.as_pointer(), _i32, mask_type, vector]),
-            f"llvm.masked.load.{name}.p0")
-        masked_store = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [vector, vector.as_pointer(), _i32, mask_type]),
-            f"llvm.masked.store.{name}.p0")
-        item, align = ir.Constant(_i64, itemsize), ir.Constant(_i32, itemsize)
-        lane_index = ir.Constant(ir.VectorType(_i64, lanes), list(range(lanes)))
+        ops = _VectorOps(builder, like, lanes)
+        row_mask, column_mask = (_lanes_below(builder, count, lanes) for count in (n_rows, n_cols))
+        no_lanes = ir.Constant(row_mask.type, None)
 
-        def lanes_below(count):
-            return builder.icmp_signed("<", lane_index, _splat(builder, count, lanes))
+        def row_address(base, row_stride, i):
+            return builder.add(base, builder.mul(_const(i * itemsize), row_stride))
 
-        zero = ir.Constant(vector, None)
-        # rows past n_rows load nothing (an all-false mask) and stay zero
-        row_mask, load_mask = lanes_below(n_rows), lanes_below(n_cols)
         rows = []
-        for i in range(lanes):
-            mask = builder.select(builder.extract_element(row_mask, ir.Constant(_i32, i)),
-                                  load_mask, ir.Constant(mask_type, None))
-            address = builder.add(src, builder.mul(ir.Constant(_i64, i), builder.mul(src_row, item)))
-            rows.append(builder.call(masked_load, [builder.inttoptr(address, vector.as_pointer()),
-                                                   align, mask, zero]))
+        for i in range(lanes):            # row i, if it is real (rows past n_rows stay zero)
+            real_row = builder.extract_element(row_mask, ir.Constant(_i32, i))
+            mask = builder.select(real_row, column_mask, no_lanes)
+            rows.append(ops.load(row_address(src, src_row, i), mask))
         for distance in (1, 2, 4):
             rows = _swap_blocks(builder, rows, distance)
-        for j in range(lanes):
-            mask = builder.select(builder.extract_element(load_mask, ir.Constant(_i32, j)),
-                                  row_mask, ir.Constant(mask_type, None))
-            address = builder.add(dst, builder.mul(ir.Constant(_i64, j), builder.mul(dst_row, item)))
-            builder.call(masked_store, [rows[j], builder.inttoptr(address, vector.as_pointer()),
-                                        align, mask])
+        for j in range(lanes):            # row j of the transpose, if column j was real
+            real_column = builder.extract_element(column_mask, ir.Constant(_i32, j))
+            mask = builder.select(real_column, row_mask, no_lanes)
+            ops.store(rows[j], row_address(dst, dst_row, j), mask)
         return context.get_dummy_value()
 
-    return signature, codegen
-
+    return types.void(*[types.int64] * 6, like), codegen
