@@ -26,6 +26,16 @@ def test_kernels_benchmark_prints_a_row_per_case():
         assert numba_us > 0 and numpy_us > 0
 
 
+def test_kernels_benchmark_takes_turns_with_torch_in_a_child_process():
+    pytest.importorskip("torch")
+    out = run_benchmark("kernels.py", "--quick", "--only", "bmm-blas", "--rounds", "2")
+    rows = [line for line in out.splitlines() if line.startswith("| bmm")]
+    assert len(rows) == 2                      # q·kᵀ and w·v at the first --quick shape
+    for row in rows:
+        numba_us, numpy_us, torch_us = (float(cell) for cell in row.split("|")[3:6])
+        assert numba_us > 0 and numpy_us > 0 and torch_us > 0
+
+
 def test_train_step_benchmark_runs_our_side():
     out = run_benchmark("train_step.py", "--steps", "2", "--rounds", "1", "--no-torch")
     assert re.search(r"minitensor: median\s+[\d.]+ ms/step", out), out

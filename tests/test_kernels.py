@@ -679,3 +679,19 @@ def test_blas_kernels_can_be_switched_off():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "numpy", "128.0"]
+
+
+def test_threads_follow_numba_set_num_threads():
+    """jit.threads() reads numba's thread count without numba's lock after the first call;
+    it must still see every numba.set_num_threads."""
+    import numba
+    from minitensor.kernels import jit
+    before = numba.get_num_threads()
+    try:
+        jit.threads()
+        numba.set_num_threads(1)
+        assert jit.threads() == 1
+        numba.set_num_threads(before)
+        assert jit.threads() == before
+    finally:
+        numba.set_num_threads(before)
