@@ -695,3 +695,31 @@ def test_threads_follow_numba_set_num_threads():
         assert jit.threads() == before
     finally:
         numba.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tile_kernel_with_avx2_sized_vectors(dtype, rng, monkeypatch):
+    """On a machine without AVX-512 the tiles use 32-byte vectors (8 float32 or 4 float64
+    lanes): the same IR with other lane counts and masks. This machine has AVX-512, so build
+    a fresh tile with VECTOR_BYTES = 32 and check it on ragged shapes against np.matmul."""
+    from numba import njit
+    monkeypatch.setattr(microkernel, "VECTOR_BYTES", 32)
+    tile = microkernel.tile_kernel(8, 1)
+
+    @njit
+    def product(a, b, c, cols):
+        n, k = a.shape
+        m = b.shape[1]
+        item = a.itemsize
+        for j in range(0, m, cols):
+            for i in range(0, n, 8):
+                tile(k, a.ctypes.data + i * k * item, k, 1, b.ctypes.data + j * item, m,
+                     c.ctypes.data + (i * m + j) * item, m, min(8, n - i), min(cols, m - j),
+                     a.dtype.type(0))
+
+    for n, k, m in [(1, 1, 1), (7, 5, 3), (9, 16, 17), (20, 33, 40)]:
+        a = rng.standard_normal((n, k)).astype(dtype)
+        b = rng.standard_normal((k, m)).astype(dtype)
+        c = np.full((n, m), np.nan, dtype)
+        product(a, b, c, 32 // np.dtype(dtype).itemsize)
+        assert_agree(c, a @ b, dtype)
