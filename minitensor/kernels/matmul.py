@@ -259,9 +259,9 @@ def _tile_layout(x):
 
 
 def tiled_matmul(a, b):
-    """a @ b for float arrays of one dtype, at least 2-D (numpy broadcasting), by the tile
-    kernel whatever `route` says: one task per matrix of the stack, spread over the threads.
-    Neither a transposed view nor a broadcast batch is copied."""
+    """a @ b for float32 or float64 arrays of one dtype, at least 2-D (numpy broadcasting), by
+    the tile kernel whatever `route` says: the stack is cut into one run of matrices per
+    thread. Neither a transposed view nor a broadcast batch is copied."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
     batch = _batch_shape(a, b)
