@@ -12,8 +12,9 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   columns, computed by the register-tile microkernel of microkernel.py (read that file: it is
   how every BLAS computes). kᵀ arrives as a transposed view; it is packed into rows, 8 × 8
   blocks at a time transposed in registers, one matrix at a time into a small per-thread
-  panel. Against torch.bmm (MKL) this runs every attention shape of the benchmark 1.06–1.6×
-  faster, and against BLAS's gemm called per matrix (below) it is faster up to 256³ too.
+  panel. Against torch.bmm (MKL) this runs every attention shape of the benchmark level or
+  faster (1.02–1.69×, medians of four runs), and against BLAS's gemm called per matrix
+  (below) it is faster up to 256³ too.
   On one thread it beats np.matmul only on a transposed B, so only that goes to it there.
 * **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS runs large products at
   close to the machine's peak on one core, but np.matmul uses one thread (OpenBLAS's own
