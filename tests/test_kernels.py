@@ -723,3 +723,17 @@ def test_tile_kernel_with_avx2_sized_vectors(dtype, rng, monkeypatch):
         c = np.full((n, m), np.nan, dtype)
         product(a, b, c, 32 // np.dtype(dtype).itemsize)
         assert_agree(c, a @ b, dtype)
+
+
+def test_tiled_matmul_refuses_what_it_cannot_read():
+    """K.tiled_matmul reads raw memory: mismatched shapes or dtypes are refused with the op
+    and the shapes named, never read."""
+    a = np.ones((4, 3, 5), np.float32)
+    with pytest.raises(ValueError, match=r"tiled_matmul: a \(4, 3, 5\) @ b \(4, 6, 2\)"):
+        K.tiled_matmul(a, np.ones((4, 6, 2), np.float32))
+    with pytest.raises(TypeError, match="tiled_matmul: float32 or float64"):
+        K.tiled_matmul(a, np.ones((4, 5, 2), np.float64))
+    with pytest.raises(TypeError, match="float16"):
+        K.tiled_matmul(a.astype(np.float16), np.ones((4, 5, 2), np.float16))
+    with pytest.raises(ValueError):
+        K.tiled_matmul(a, np.ones((3, 5, 2), np.float32))           # batches 4 and 3

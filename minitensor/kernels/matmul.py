@@ -259,10 +259,22 @@ def _tile_layout(x):
     return np.ascontiguousarray(x), c, 1
 
 
+def _check_tile_operands(a, b):
+    """tiled_matmul's own checks (matmul's callers check shapes before they come here): the
+    tile kernel reads raw memory, so a wrong shape or dtype must stop here, not be read."""
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"tiled_matmul: a {a.shape} @ b {b.shape}: expected a (..., n, k) and "
+                         f"b (..., k, m) with the same k")
+    if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES:
+        raise TypeError(f"tiled_matmul: float32 or float64 operands of one dtype, got a "
+                        f"{a.dtype} {a.shape} and b {b.dtype} {b.shape}")
+
+
 def tiled_matmul(a, b):
     """a @ b for float32 or float64 arrays of one dtype, at least 2-D (numpy broadcasting), by
     the tile kernel whatever `route` says: the stack is cut into one run of matrices per
     thread. Neither a transposed view nor a broadcast batch is copied."""
+    _check_tile_operands(a, b)
     n, k = a.shape[-2:]
     m = b.shape[-1]
     batch = _batch_shape(a, b)

@@ -130,7 +130,7 @@ def tile_kernel(rows, vectors):
 
     @intrinsic
     def tile(typingctx, k, a, a_row, a_col, b, b_row, c, c_row, n_rows, n_cols, like):
-        if not isinstance(like, types.Float):
+        if like not in (types.float32, types.float64):
             return None
 
         def codegen(context, builder, signature, args):
@@ -212,7 +212,7 @@ def transpose_block(typingctx, src, src_row, dst, dst_row, n_rows, n_cols, like)
     strides in entries (rows contiguous); like a scalar of the dtype. The 8 rows are loaded as
     vectors (masked to n_cols; missing rows are zeros), transposed by three stages of shuffles
     (_swap_blocks), and the first n_cols rows stored (masked to n_rows)."""
-    if not isinstance(like, types.Float):
+    if like not in (types.float32, types.float64):
         return None
     lanes = TRANSPOSE_BLOCK
 
