@@ -735,5 +735,5 @@ def test_tiled_matmul_refuses_what_it_cannot_read():
         K.tiled_matmul(a, np.ones((4, 5, 2), np.float64))
     with pytest.raises(TypeError, match="float16"):
         K.tiled_matmul(a.astype(np.float16), np.ones((4, 5, 2), np.float16))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"tiled_matmul: the batch axes of a \(4, 3, 5\)"):
         K.tiled_matmul(a, np.ones((3, 5, 2), np.float32))           # batches 4 and 3

@@ -277,7 +277,11 @@ def tiled_matmul(a, b):
     _check_tile_operands(a, b)
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    batch = _batch_shape(a, b)
+    try:
+        batch = _batch_shape(a, b)
+    except ValueError:
+        raise ValueError(f"tiled_matmul: the batch axes of a {a.shape} and b {b.shape} do not "
+                         f"broadcast") from None
     a2, a_row, a_col = _tile_layout(a)
     b2, b_row, b_col = _tile_layout(b)
     out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
