@@ -542,13 +542,28 @@ def test_paper_size_transformer_fits_the_default_budget(tmp_path):
     model, loss = transformer_loss(TransformerConfig(src_vocab_size=24, tgt_vocab_size=24))
     n_nodes = len(mt.autograd.topological_order(loss.grad_fn))
     g = draw_graph(loss)                                        # default settings
-    assert count_boxes(g) <= 150 < n_nodes
-    assert "collapsed automatically" in g.source
+    assert count_boxes(g) <= 60 < n_nodes
+    assert "collapsed automatically to depth=2" in g.source
     assert find(g, "EncoderLayer × 5\nencoder.layers.1–5")  # layers.0 in detail, the rest folded
     assert find(g, "DecoderLayer × 5\ndecoder.layers.1–5")
     if shutil.which("dot"):
         svg = g.pipe(format="svg").decode()
         assert svg.count('class="node"') == count_boxes(g)
+
+
+@pytest.mark.parametrize("with_model", [True, False])
+def test_small_transformer_default_fits_a_screen(with_model):
+    """The README's 2 + 2-layer model: the default picks the deepest depth within 60 boxes."""
+    from transformer.config import TransformerConfig
+    model, loss = transformer_loss(TransformerConfig.small(14, 14), batch=2, length=5)
+    g = draw_graph(loss, model=model if with_model else None)
+    assert mt.viz.DEFAULT_MAX_NODES == 60
+    assert 30 < count_boxes(g) <= 60
+    assert "collapsed automatically to depth=2" in g.source
+    assert count_boxes(draw_graph(loss, depth=3, max_nodes=None)) > 60     # depth 3 does not fit
+    # the explicit overrides still win
+    assert count_boxes(draw_graph(loss, depth=3, max_nodes=200)) > 60
+    assert count_boxes(draw_graph(loss, max_nodes=None)) > 150
 
 
 def test_parameter_views_share_the_parameter_box():

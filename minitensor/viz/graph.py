@@ -10,8 +10,8 @@ the graph the way the model is written:
 - **identical repeated siblings are folded**: ``encoder.layers.0 … layers.5`` become one box
   ``EncoderLayer × 6`` (or, when layers are shown in detail, ``layers.0`` in full and
   ``layers.1–5`` as one box);
-- **a node budget** (``max_nodes``) picks a smaller depth by itself when the picture would be
-  too big, and says so in the picture.
+- **a box budget** (``max_nodes``, 60 by default: a screen) picks the deepest depth that fits
+  by itself when the picture would be too big, and says so in the picture.
 
 The result is a ``graphviz.Digraph``: it shows inline in Jupyter, ``.source`` is the DOT text and
 ``.render()`` draws it with Graphviz's ``dot`` program (which only rendering needs).
@@ -30,7 +30,10 @@ from ..autograd import topological_order
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
 
-DEFAULT_MAX_NODES = 150
+# The default box budget: a picture that fits a screen. A Transformer drawn at depth 2 (its
+# layers' sub-layers as boxes, identical layers folded) is 47 boxes whatever its size; depth 3
+# (every op inside attention) is over 120, taller than any screen.
+DEFAULT_MAX_NODES = 60
 
 INSTALL_HINT = ("Graphviz's `dot` program is needed to render the graph but was not found on PATH. "
                 "Install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` "
@@ -373,8 +376,9 @@ def draw_graph(*outputs, depth=None, show_grad=False, show_values=False, highlig
     show_values: add each node's output min/max/mean (when the output tensor is reachable).
     highlight: a `BackwardStep` from ``loss.backward_steps()``: the current node is orange,
         nodes whose gradient is already known are green.
-    max_nodes: the box budget; past it the graph is collapsed to a smaller depth automatically,
-        and a note in the picture says so. None: no budget.
+    max_nodes: the box budget (default 60, a picture that fits a screen); past it the graph is
+        collapsed to the deepest depth that fits, and a note in the picture says so. None: no
+        budget (every op, however tall the picture).
     model: the root Module, to name collapsed modules by class even when they hold no
         parameters (modules with parameters are found without it).
     fold: fold runs of identical siblings (``layers.0 … layers.5``) into one box.
