@@ -1,0 +1,109 @@
+"""The layers of the design, enforced: data flows one way, so nothing below imports from above.
+
+    minitensor.kernels      numba kernels and their numpy twins: import no other part of minitensor
+    minitensor (__init__)   the front door: gathers every layer below transformer into `mt.`
+    minitensor core         Tensor, Function, autograd, functional, ops: never import nn, optim,
+                            viz or transformer
+    nn, optim, viz          build on the core; never import transformer
+    transformer             builds on minitensor
+    demos                   nothing imports a demo
+
+The test reads every module's imports with `ast` (nothing is executed), including imports
+inside functions: a lazy import is still a dependency.
+"""
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# What each layer must never import. A module belongs to the first layer whose prefix it has.
+LAYERS = [
+    # the package's front door gathers every layer into one namespace: `mt.nn`, `mt.viz`, ...
+    ("minitensor.__init__", ("transformer", "demos"), ()),
+    ("minitensor.kernels", ("minitensor.", "transformer", "demos"), ("minitensor.kernels",)),
+    ("minitensor.nn", ("transformer", "demos", "minitensor.viz"), ()),
+    ("minitensor.optim", ("transformer", "demos", "minitensor.viz"), ()),
+    ("minitensor.viz", ("transformer", "demos"), ()),
+    ("minitensor", ("minitensor.nn", "minitensor.optim", "minitensor.viz", "transformer",
+                    "demos"), ()),
+    ("transformer", ("demos",), ()),
+]
+
+
+def _module_name(path):
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path, source=None):
+    """Every module name `path` imports, relative imports made absolute."""
+    package = _module_name(path)
+    if path.name != "__init__.py":
+        package = package.rpartition(".")[0]
+    names = []
+    for node in ast.walk(ast.parse(source or path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names.append(base)
+            names.extend(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _layer_of(module):
+    if module == "minitensor":
+        module = "minitensor.__init__"
+    for prefix, forbidden, allowed in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix, forbidden, allowed
+    return None
+
+
+def _source_files():
+    for top in ("minitensor", "transformer"):
+        yield from sorted((ROOT / top).rglob("*.py"))
+
+
+def _within(name, prefix):
+    """Is module `name` the package `prefix` or inside it? ('minitensor.' means any submodule.)"""
+    if prefix.endswith("."):
+        return name.startswith(prefix)
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _violations(path, source=None):
+    prefix, forbidden, allowed = _layer_of(_module_name(path))
+    return sorted({name for name in _imports(path, source)
+                   if any(_within(name, f) for f in forbidden)
+                   and not any(_within(name, a) for a in allowed)})
+
+
+@pytest.mark.parametrize("path", list(_source_files()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_module_imports_only_from_below(path):
+    bad = _violations(path)
+    assert not bad, f"{_module_name(path)} imports from a layer above it: {bad}"
+
+
+def test_nothing_imports_a_demo():
+    for top in ("minitensor", "transformer", "tests", "benchmarks"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            assert not any(name == "demos" or name.startswith("demos.") for name in _imports(path)), path
+
+
+def test_the_checker_sees_a_violation():
+    """The walk itself works: relative imports are resolved, lazy ones inside functions too."""
+    kernel = ROOT / "minitensor" / "kernels" / "softmax.py"
+    assert _violations(kernel, "def f():\n    from ..tensor import Tensor\n") == [
+        "minitensor.tensor", "minitensor.tensor.Tensor"]
+    assert _violations(kernel, "from .jit import kernel\n") == []
+    core = ROOT / "minitensor" / "functional.py"
+    assert _violations(core, "from .nn import Linear\n") == ["minitensor.nn", "minitensor.nn.Linear"]
