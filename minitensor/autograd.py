@@ -338,11 +338,15 @@ def _walk(order, g0, retain_graph):
             yield BackwardStep(index, len(order), node, g_out, g_in, saved, run, len(run))
             if not retain_graph:
                 node.release()
-    except Exception:
-        # A backward that raised (a bug in an op's backward, anomaly mode) must not leave some
-        # leaves with this pass's gradient and others without: put every .grad back.
-        for t, before in grads_before.values():
-            t.grad = before
+    except BaseException as exc:
+        # A walk that stops half-way must not leave some leaves with this pass's gradient and
+        # others without: put every .grad back. That covers a backward that raised (a bug in an
+        # op's backward, anomaly mode), Ctrl-C, and a step-through abandoned early (closing the
+        # generator raises GeneratorExit at its `yield`) — unless no gradient is left to send.
+        finished = isinstance(exc, GeneratorExit) and not grads
+        if not finished:
+            for t, before in grads_before.values():
+                t.grad = before
         raise
 
 

@@ -353,7 +353,8 @@ def split(x, split_size_or_sections, axis=0):
         if size <= 0:
             raise op_error("split", f"size must be positive, got {size} (shape {x.shape})",
                            ValueError)
-        sizes = [size] * (n // size) + ([n % size] if n % size else [])
+        # an empty axis still splits into one (empty) piece, as in PyTorch
+        sizes = [size] * (n // size) + ([n % size] if n % size or n == 0 else [])
     else:
         sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n:
@@ -373,6 +374,8 @@ def chunk(x, chunks, axis=0):
     if not isinstance(chunks, int) or chunks <= 0:
         raise op_error("chunk", f"chunks must be a positive int, got {chunks!r} (shape {x.shape})",
                        ValueError)
+    if n == 0:                  # PyTorch: `chunks` empty pieces
+        return split(x, [0] * chunks, axis=axis)
     return split(x, -(-n // chunks), axis=axis)
 
 

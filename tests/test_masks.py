@@ -197,3 +197,11 @@ def test_mha_rejects_an_allowed_style_int_mask():
     x = mt.randn(1, 3, 8)
     with pytest.raises(TypeError, match="True = blocked"):
         mha(x, key_padding_mask=np.ones((1, 3), dtype=np.int64))
+
+
+def test_combine_masks_accepts_lists_and_names_their_shapes_when_they_do_not_fit():
+    from transformer.masks import combine_masks
+    m = combine_masks([[False, True]], [[False, True], [False, False]])
+    assert m.shape == (1, 1, 2, 2) and m.dtype == np.bool_
+    with pytest.raises(ValueError, match=r"\(1, 3\).*\(2, 2\)"):
+        combine_masks([[False, True, False]], [[False, True], [False, False]])

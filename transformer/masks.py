@@ -136,9 +136,9 @@ def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
     try:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
-        raise ValueError(f"combine_masks: key_padding_mask {key_padding_mask.shape} and "
-                         f"attn_mask {attn_mask.shape} do not fit together (their key lengths "
-                         f"or batch sizes differ)") from None
+        raise ValueError(f"combine_masks: key_padding_mask {kpm.shape} and attn_mask "
+                         f"{np.shape(attn_mask)} do not fit together (their key lengths or "
+                         f"batch sizes differ)") from None
     if a.dtype == np.bool_ and b.dtype == np.bool_:
         return a | b
     dtype = a.dtype if a.dtype.kind == "f" else b.dtype

@@ -56,7 +56,9 @@ class Div(Function):
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
         ga = unbroadcast(grad / b, a.shape) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(-grad * a / (b * b), b.shape) if ctx.needs_input_grad[1] else None
+        # d(a/b)/db = −a/b², computed as (a/b)/b: b·b underflows to a subnormal (or 0) in
+        # float32 long before a/b/b does, and loses digits there
+        gb = unbroadcast(-(grad * ((a / b) / b)), b.shape) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -150,28 +152,37 @@ class Abs(Function):
 
 class _Pick(Function):
     """Elementwise max or min of two tensors: each output element is picked from a or from b,
-    and its gradient goes to the one picked. Where a == b it is split evenly (half to each)."""
+    and its gradient goes to the one picked. Where a == b it is split evenly (half to each).
+
+    As in PyTorch, a side loses its gradient only where the other side wins outright, so a
+    NaN (which compares false with everything) passes the whole gradient to both sides.
+    """
     pick = None      # np.maximum or np.minimum
+    loses = None     # np.less for maximum (a < b: a loses), np.greater for minimum
 
     @classmethod
     def forward(cls, ctx, a, b):
-        out = cls.pick(a, b)
-        ctx.save_for_backward(a, b, out)
-        return out
+        ctx.save_for_backward(a, b)
+        return cls.pick(a, b)
 
     @staticmethod
     def backward(ctx, grad):
-        a, b, out = ctx.saved_tensors
-        share_a = np.where(a == b, 0.5, out == a).astype(grad.dtype)
-        return unbroadcast(grad * share_a, np.shape(a)), unbroadcast(grad * (1 - share_a), np.shape(b))
+        a, b = ctx.saved_tensors
+        half = np.where(a == b, 0.5, 1.0).astype(grad.dtype)
+        share_a = np.where(ctx.fn.loses(a, b), 0, half)
+        share_b = np.where(ctx.fn.loses(b, a), 0, half)
+        return (unbroadcast(grad * share_a, np.shape(a)),
+                unbroadcast(grad * share_b, np.shape(b)))
 
 
 class Maximum(_Pick):
     pick = staticmethod(np.maximum)
+    loses = staticmethod(np.less)
 
 
 class Minimum(_Pick):
     pick = staticmethod(np.minimum)
+    loses = staticmethod(np.greater)
 
 
 class Clip(Function):

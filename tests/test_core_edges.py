@@ -1,0 +1,66 @@
+"""The core off the ordinary path: in-place edits of saved non-differentiable inputs, mask
+dtypes, integer and float16 inputs to float-only ops, division by tiny numbers, NaN in
+maximum/minimum, abandoned step-throughs, empty splits."""
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.functional as F
+
+
+# --------------------------------------------------------------------------- Div, max, min
+def test_div_gradient_wrt_a_tiny_divisor_is_accurate_in_float32():
+    # b·b = 1e-40 is subnormal in float32; (a/b)/b stays normal all the way
+    a = mt.tensor([1e-30], requires_grad=True)
+    b = mt.tensor([1e-20], requires_grad=True)
+    (a / b).sum().backward()
+    exact = -np.float64(a.data[0]) / np.float64(b.data[0]) ** 2
+    np.testing.assert_allclose(b.grad.data[0], exact, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_gradient_at_nan_and_ties_matches_torch(op):
+    torch = pytest.importorskip("torch")
+    a0 = [np.nan, 1.0, 2.0, 3.0, np.nan]
+    b0 = [1.0, np.nan, 2.0, 1.0, np.nan]
+    a = mt.tensor(a0, requires_grad=True)
+    b = mt.tensor(b0, requires_grad=True)
+    getattr(F, op)(a, b).sum().backward()
+    ta = torch.tensor(a0, requires_grad=True)
+    tb = torch.tensor(b0, requires_grad=True)
+    getattr(torch, op)(ta, tb).sum().backward()
+    np.testing.assert_array_equal(a.grad.data, ta.grad.numpy())
+    np.testing.assert_array_equal(b.grad.data, tb.grad.numpy())
+
+
+# --------------------------------------------------------------------------- backward_steps
+def test_closing_a_step_through_half_way_puts_every_grad_back():
+    w = mt.tensor([1.0, 2.0], requires_grad=True)
+    w.grad = mt.tensor([10.0, 10.0])
+    x = mt.tensor([3.0, 4.0], requires_grad=True)
+    loss = (w * 2.0).sum() + (x * x).sum()
+    steps = loss.backward_steps()
+    for _, _ in zip(range(3), steps):   # some leaves have received their gradient by now
+        pass
+    steps.close()
+    np.testing.assert_array_equal(w.grad.data, [10.0, 10.0])
+    assert x.grad is None
+
+
+def test_closing_a_step_through_after_its_last_step_keeps_the_gradients():
+    x = mt.tensor([3.0, 4.0], requires_grad=True)
+    loss = (x * x).sum()
+    steps = loss.backward_steps()
+    for _ in range(2):
+        next(steps)
+    steps.close()
+    np.testing.assert_array_equal(x.grad.data, [6.0, 8.0])
+
+
+# --------------------------------------------------------------------------- split, chunk
+def test_split_and_chunk_of_an_empty_axis_match_torch():
+    torch = pytest.importorskip("torch")
+    x = mt.zeros(0, 3)
+    assert [p.shape for p in F.split(x, 2)] == [tuple(p.shape) for p in torch.zeros(0, 3).split(2)]
+    assert [p.shape for p in F.chunk(x, 3)] == [tuple(p.shape) for p in torch.zeros(0, 3).chunk(3)]
+    assert [p.shape for p in F.split(mt.zeros(3, 0), 2, axis=1)] == [(3, 0)]
