@@ -1,11 +1,26 @@
-"""minitensor.nn: Module, Parameter, layers, initialisers and gradient utilities, shaped like
-torch.nn so that what a learner learns here carries over."""
-from . import init, utils
-from .layers import (GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ModuleDict,
-                     ModuleList, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
-from .module import IncompatibleKeys, Module, Parameter, StateDictError
+"""minitensor.nn: Module, Parameter, layers, losses, attention, initialisers and gradient
+utilities, shaped like torch.nn so that what a learner learns here carries over.
+
+`minitensor.nn.functional` is the same module as `minitensor.functional` (torch keeps its
+functional ops under torch.nn), so ``import minitensor.nn.functional as F`` works.
+`functional_torch` holds the torch functions not in it yet (pad, one_hot, kl_div, nll_loss,
+torch-layout cross_entropy, scaled_dot_product_attention with torch's mask meaning).
+"""
+import sys as _sys
+
 from .. import functional
+from . import functional_torch, init, utils
+from .attention import MultiheadAttention
+from .layers import (GELU, Dropout, Embedding, Identity, LayerNorm, Linear, LogSoftmax,
+                     ModuleDict, ModuleList, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
+from .loss import CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
+from .module import IncompatibleKeys, Module, Parameter, StateDictError
+
+# One module under two names: `import minitensor.nn.functional` finds it here.
+_sys.modules[__name__ + ".functional"] = functional
 
 __all__ = ["Module", "Parameter", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
-           "SiLU", "Sigmoid", "Tanh", "Softmax", "Identity", "Sequential", "ModuleList",
-           "ModuleDict", "init", "utils", "functional", "StateDictError", "IncompatibleKeys"]
+           "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Identity", "Sequential",
+           "ModuleList", "ModuleDict", "MultiheadAttention", "CrossEntropyLoss", "NLLLoss",
+           "MSELoss", "KLDivLoss", "init", "utils", "functional", "functional_torch",
+           "StateDictError", "IncompatibleKeys"]

@@ -1,10 +1,15 @@
-"""Weight initialisers (in place, seeded by mt.manual_seed), named as in torch.nn.init."""
+"""Weight initialisers (in place, seeded by mt.manual_seed), named as in torch.nn.init, with
+torch's arguments, gains and fan conventions. Each returns the tensor it filled.
+
+The `generator=` argument of torch's initialisers is accepted only as None: every draw comes
+from the one generator that mt.manual_seed seeds.
+"""
 import math
 
 import numpy as np
 
 from ..autograd import no_grad
-from ..random import generator
+from ..random import generator as _rng
 
 
 def _fans(t):
@@ -16,47 +21,108 @@ def _fans(t):
     return t.shape[1] * receptive, t.shape[0] * receptive
 
 
+def _calculate_fan_in_and_fan_out(tensor):
+    """(fan_in, fan_out), under the name torch's own layers (and some tutorials) call."""
+    return _fans(tensor)
+
+
+def _no_generator(generator, op):
+    if generator is not None:
+        raise NotImplementedError(f"init.{op}: generator= is not supported; seed with "
+                                  f"mt.manual_seed")
+
+
 def _fill(t, values):
     with no_grad():
         t.copy_(np.asarray(values, dtype=t.dtype))
     return t
 
 
-def uniform_(t, a=0.0, b=1.0):
-    return _fill(t, generator().uniform(a, b, t.shape))
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """U(a, b)."""
+    _no_generator(generator, "uniform_")
+    return _fill(tensor, _rng().uniform(a, b, tensor.shape))
 
 
-def normal_(t, mean=0.0, std=1.0):
-    return _fill(t, generator().normal(mean, std, t.shape))
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """N(mean, std²)."""
+    _no_generator(generator, "normal_")
+    return _fill(tensor, _rng().normal(mean, std, tensor.shape))
 
 
-def zeros_(t):
-    return _fill(t, np.zeros(t.shape))
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """N(mean, std²) restricted to [a, b] (absolute bounds, as torch): values outside are
+    drawn again until every one lies inside."""
+    _no_generator(generator, "trunc_normal_")
+    if not a < b:
+        raise ValueError(f"init.trunc_normal_: need a < b, got a={a}, b={b}")
+    values = _rng().normal(mean, std, tensor.shape)
+    outside = (values < a) | (values > b)
+    while outside.any():
+        values[outside] = _rng().normal(mean, std, int(outside.sum()))
+        outside = (values < a) | (values > b)
+    return _fill(tensor, values)
 
 
-def ones_(t):
-    return _fill(t, np.ones(t.shape))
+def zeros_(tensor):
+    return _fill(tensor, np.zeros(tensor.shape))
 
 
-def constant_(t, value):
-    return _fill(t, np.full(t.shape, value))
+def ones_(tensor):
+    return _fill(tensor, np.ones(tensor.shape))
 
 
-def xavier_uniform_(t, gain=1.0):
-    fan_in, fan_out = _fans(t)
+def constant_(tensor, val):
+    return _fill(tensor, np.full(tensor.shape, val))
+
+
+def eye_(tensor):
+    """The identity matrix (a 2-D tensor; rectangular ones get ones on the diagonal)."""
+    if tensor.ndim != 2:
+        raise ValueError(f"init.eye_: only 2-D tensors, got shape {tensor.shape}")
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """A (semi-)orthogonal matrix times gain (Saxe et al., 2013), from the QR decomposition of
+    a Gaussian matrix, signs fixed so that it is uniformly distributed; ≥ 3-D tensors are
+    flattened to (shape[0], rest) first, as torch."""
+    _no_generator(generator, "orthogonal_")
+    if tensor.ndim < 2:
+        raise ValueError(f"init.orthogonal_: only tensors with 2 or more axes, got shape "
+                         f"{tensor.shape}")
+    rows = tensor.shape[0]
+    cols = tensor.size // rows if rows else 0
+    flat = _rng().normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, gain * q.reshape(tensor.shape))
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    """Glorot: U(±gain·√(6/(fan_in + fan_out)))."""
+    _no_generator(generator, "xavier_uniform_")
+    fan_in, fan_out = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -bound, bound)
+    return uniform_(tensor, -bound, bound)
 
 
-def xavier_normal_(t, gain=1.0):
-    fan_in, fan_out = _fans(t)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    """Glorot: N(0, gain²·2/(fan_in + fan_out))."""
+    _no_generator(generator, "xavier_normal_")
+    fan_in, fan_out = _fans(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 def calculate_gain(nonlinearity, param=None):
     """The factor that keeps activations' variance steady through `nonlinearity` (PyTorch's
     values): linear/sigmoid 1, tanh 5/3, relu √2, leaky_relu √(2/(1 + slope²)), selu 3/4."""
-    if nonlinearity in ("linear", "identity", "sigmoid", "conv1d", "conv2d"):
+    if nonlinearity in ("linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d",
+                        "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
         return 1.0
     if nonlinearity == "tanh":
         return 5.0 / 3.0
@@ -70,22 +136,26 @@ def calculate_gain(nonlinearity, param=None):
     raise ValueError(f"calculate_gain: unknown nonlinearity {nonlinearity!r}")
 
 
-def _kaiming_std(t, a, nonlinearity, op):
-    fan_in, _ = _fans(t)
+def _kaiming_std(t, a, mode, nonlinearity, op):
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"init.{op}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _fans(t)
     try:
         gain = calculate_gain(nonlinearity, a)
     except ValueError:
-        raise ValueError(f"{op}: unknown nonlinearity {nonlinearity!r}") from None
-    return gain / math.sqrt(fan_in)
+        raise ValueError(f"init.{op}: unknown nonlinearity {nonlinearity!r}") from None
+    return gain / math.sqrt(fan_in if mode == "fan_in" else fan_out)
 
 
-def kaiming_uniform_(t, a=0.0, nonlinearity="leaky_relu"):
-    """He initialisation, U(±gain·√(3/fan_in)); with a=√5 this is PyTorch's default for Linear
-    weights (uniform in ±1/√fan_in)."""
-    bound = math.sqrt(3.0) * _kaiming_std(t, a, nonlinearity, "kaiming_uniform_")
-    return uniform_(t, -bound, bound)
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He initialisation, U(±gain·√(3/fan)), fan = fan_in or fan_out (mode); with a=√5 this
+    is PyTorch's default for Linear weights (uniform in ±1/√fan_in)."""
+    _no_generator(generator, "kaiming_uniform_")
+    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
+    return uniform_(tensor, -bound, bound)
 
 
-def kaiming_normal_(t, a=0.0, nonlinearity="leaky_relu"):
-    """He initialisation, N(0, (gain/√fan_in)²)."""
-    return normal_(t, 0.0, _kaiming_std(t, a, nonlinearity, "kaiming_normal_"))
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He initialisation, N(0, (gain/√fan)²), fan = fan_in or fan_out (mode)."""
+    _no_generator(generator, "kaiming_normal_")
+    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_"))

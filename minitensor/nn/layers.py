@@ -1,5 +1,6 @@
 """Layers: Linear, Embedding, LayerNorm, Dropout, activations and containers."""
 import math
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -9,7 +10,7 @@ from ..autograd import no_grad
 from ..creation import empty_like_shape
 from ..function import ShapeError
 from . import init
-from .module import Module, Parameter, _indent
+from .module import Module, Parameter, _indent, check_device
 
 
 class Linear(Module):
@@ -18,8 +19,9 @@ class Linear(Module):
     Initialised as PyTorch does: weight kaiming_uniform_(a=√5), i.e. U(±1/√in), bias U(±1/√in).
     """
 
-    def __init__(self, in_features, out_features, bias=True, dtype=None):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
+        check_device(device, "Linear")
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(empty_like_shape((out_features, in_features), dtype))
         if bias:
@@ -55,8 +57,9 @@ class Embedding(Module):
     Adam without weight decay).
     """
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
         super().__init__()
+        check_device(device, "Embedding")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
@@ -85,8 +88,10 @@ class LayerNorm(Module):
     """γ ⊙ (x − μ)/√(σ² + eps) + β over the last len(normalized_shape) axes (each token's
     features). x (..., *normalized_shape) → same shape. γ starts at 1 and β at 0."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
         super().__init__()
+        check_device(device, "LayerNorm")
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape, self.eps = tuple(normalized_shape), eps
@@ -113,24 +118,32 @@ class Dropout(Module):
     """Zero elements with probability p in training mode (scaling the rest by 1/(1 − p));
     identity in eval mode. Draws from the generator `mt.manual_seed` seeds."""
 
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
         return F.dropout(x, self.p, self.training)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class ReLU(Module):
-    """max(x, 0), elementwise."""
+    """max(x, 0), elementwise. inplace is accepted for torch's signature; the result is a new
+    tensor either way (autograd here never overwrites an input)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
 
     def forward(self, x):
         return F.relu(x)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -166,18 +179,36 @@ class Tanh(Module):
         return F.tanh(x)
 
 
-class Softmax(Module):
-    """softmax over `axis` (PyTorch calls it `dim`; both spellings work)."""
+def _implicit_dim(name, ndim):
+    """torch's legacy axis when Softmax/LogSoftmax get no dim: 0 for 0-, 1- and 3-D input,
+    1 otherwise, with torch's deprecation warning (always pass dim=)."""
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  f"to include dim=X as an argument.", UserWarning, stacklevel=4)
+    return 0 if ndim in (0, 1, 3) else 1
 
-    def __init__(self, axis=-1, *, dim=None):
+
+class Softmax(Module):
+    """softmax over axis `dim` (numpy's spelling `axis=` works too): each slice along dim
+    becomes non-negative and sums to 1."""
+
+    def __init__(self, dim=None, *, axis=None):
         super().__init__()
-        self.axis = dim if dim is not None else axis
+        self.dim = dim if dim is not None else axis
 
     def forward(self, x):
-        return F.softmax(x, axis=self.axis)
+        dim = self.dim if self.dim is not None else _implicit_dim(type(self).__name__, x.ndim)
+        return F.softmax(x, axis=dim)
 
     def extra_repr(self):
-        return f"axis={self.axis}"
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    """log(softmax(x)) over axis `dim`, computed stably."""
+
+    def forward(self, x):
+        dim = self.dim if self.dim is not None else _implicit_dim(type(self).__name__, x.ndim)
+        return F.log_softmax(x, axis=dim)
 
 
 class Identity(Module):

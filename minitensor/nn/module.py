@@ -183,6 +183,8 @@ class Module:
                            f"choose another name")
         setattr(self, name, module)
 
+    register_module = add_module
+
     def __deepcopy__(self, memo):
         """copy.deepcopy(layer) (e.g. to make N identical layers): the copy is a new root whose
         children and parameters point at the copy, not at the original's tree."""
@@ -231,16 +233,18 @@ class Module:
             if m is not None:
                 yield name, m
 
-    def named_modules(self, prefix=""):
-        """(dotted name, module) for this module and every descendant, each once, parents
-        before children, in registration order."""
-        seen = set()
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) for this module and every descendant, parents before
+        children, in registration order; a module reached twice is given once unless
+        remove_duplicate=False. memo: a set of modules to skip (and to fill), as in torch."""
+        seen = memo if memo is not None else set()
         stack = [(prefix, self)]
         while stack:
             name, m = stack.pop()
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
+            if remove_duplicate:
+                if m in seen:
+                    continue
+                seen.add(m)
             yield name, m
             children = [(f"{name}.{n}" if name else n, c) for n, c in m.named_children()]
             stack.extend(reversed(children))
@@ -249,28 +253,30 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
-    def _named_members(self, store, prefix, recurse):
-        """(dotted name, tensor) from each module's `store` dict, each tensor once."""
+    def _named_members(self, store, prefix, recurse, remove_duplicate=True):
+        """(dotted name, tensor) from each module's `store` dict, each tensor once (unless
+        remove_duplicate=False)."""
         seen = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
         for mname, m in modules:
             for name, t in getattr(m, store).items():
-                if t is None or id(t) in seen:
+                if t is None or (remove_duplicate and id(t) in seen):
                     continue
                 seen.add(id(t))
                 yield (f"{mname}.{name}" if mname else name), t
 
-    def named_parameters(self, prefix="", recurse=True):
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
         """(dotted name, parameter) for every parameter, each once (tied weights once)."""
-        return self._named_members("_parameters", prefix, recurse)
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True):
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
         """(dotted name, buffer) for every buffer, each once."""
-        return self._named_members("_buffers", prefix, recurse)
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         for _, b in self.named_buffers(recurse=recurse):
@@ -321,10 +327,14 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self):
-        """Forget every parameter's gradient (sets .grad to None, PyTorch's default)."""
+    def zero_grad(self, set_to_none=True):
+        """Forget every parameter's gradient: .grad = None (PyTorch's default), or filled with
+        zeros when set_to_none=False."""
         for p in self.parameters():
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad.data[...] = 0
 
     def apply(self, fn):
         """Call fn(module) on every submodule (children first) and on self; returns self.
@@ -336,11 +346,26 @@ class Module:
         fn(self)
         return self
 
-    def to(self, dtype):
-        """Convert every floating-point parameter (and its grad) and buffer to `dtype` in place.
+    def to(self, *args, **kwargs):
+        """Convert every floating-point parameter (and its grad) and buffer to a dtype in place;
+        returns self. torch's forms: to(dtype), to('cpu'), to('cpu', dtype), to(tensor) (its
+        dtype), to(device=…, dtype=…, non_blocking=…). minitensor runs on the CPU only: any
+        other device is an error.
 
         Do this before creating the optimizer: its state is made from the parameters it sees.
         """
+        dtype = _to_dtype(type(self).__name__, args, kwargs)
+        if dtype is None:
+            return self
+        return self._cast(dtype)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        check_device("cuda", f"{type(self).__name__}.cuda")
+
+    def _cast(self, dtype):
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: expected a floating-point dtype, "
@@ -354,22 +379,24 @@ class Module:
         return self
 
     def double(self):
-        return self.to(np.float64)
+        return self._cast(np.float64)
 
     def float(self):
-        return self.to(np.float32)
+        return self._cast(np.float32)
 
     # ------------------------------------------------------------------ state
-    def state_dict(self):
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
         """{dotted name: numpy array copy} of every parameter and persistent buffer.
 
         Module by module in registration order, each module's parameters before its buffers (as
         PyTorch); a tied parameter appears once, under its first name. Copies, so later training
-        does not change a state dict you are about to save.
+        does not change a state dict you are about to save. (torch gives detached tensors that
+        share memory; here the values are numpy arrays.) keep_vars=True gives the Parameters and
+        buffers themselves; prefix is put before every name; destination: a dict to fill.
         """
-        state = OrderedDict()
+        state = OrderedDict() if destination is None else destination
         for name, t in self._named_state():
-            state[name] = t.data.copy()
+            state[prefix + name] = t if keep_vars else t.data.copy()
         return state
 
     def _named_state(self):
@@ -383,22 +410,28 @@ class Module:
                 seen.add(id(t))
                 yield (f"{mname}.{name}" if mname else name), t
 
-    def load_state_dict(self, state, strict=True):
-        """Copy arrays from `state` into parameters and buffers by name.
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy arrays from `state_dict` into parameters and buffers by name.
 
+        The values may be numpy arrays, minitensor tensors or torch tensors (a torch model's
+        `state_dict()` loads directly when the names match; torch is never imported here).
         Everything is checked first and nothing changes if anything is wrong: one error lists
         the missing keys, the unexpected keys and the shape (or dtype kind) mismatches.
         strict=False skips missing and unexpected keys; mismatches are always errors.
-        Returns IncompatibleKeys(missing_keys, unexpected_keys).
+        The values are copied into the existing arrays (so an optimizer keeps seeing them):
+        assign=True is not supported. Returns IncompatibleKeys(missing_keys, unexpected_keys).
         """
+        state = state_dict
+        if assign:
+            raise NotImplementedError(f"{type(self).__name__}.load_state_dict: assign=True is "
+                                      f"not supported; the values are always copied in")
         if not hasattr(state, "items"):
             raise TypeError(f"{type(self).__name__}.load_state_dict: expected a dict of arrays, "
                             f"got {type(state).__name__}")
         own = OrderedDict(self._named_state())
         arrays, mismatched = {}, []
         for k, v in state.items():
-            if isinstance(v, Tensor):
-                v = v.data
+            v = _as_numpy(v)
             if not isinstance(v, np.ndarray) or v.dtype.kind not in "biuf":
                 mismatched.append(f"{k}: value is {type(v).__name__}, not a numeric array")
                 continue
@@ -453,6 +486,50 @@ class Module:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules)
                       | set(self._buffers))
+
+
+def _as_numpy(value):
+    """A state-dict value as a numpy array: minitensor tensors and numpy arrays directly, torch
+    tensors (duck-typed: .detach().cpu().numpy(), so torch need not be imported) by copy,
+    numbers as 0-d arrays. Anything else is returned unchanged (and reported)."""
+    if isinstance(value, Tensor):
+        return value.data
+    if isinstance(value, (np.ndarray, np.generic, int, float, bool)):
+        return np.asarray(value)
+    if all(hasattr(value, a) for a in ("detach", "cpu", "numpy")):
+        return value.detach().cpu().numpy()
+    return value
+
+
+def check_device(device, where):
+    """Accept torch's CPU device spellings ('cpu', 'cpu:0', a device object whose .type is
+    'cpu', None); refuse any other device with a clear error (minitensor runs on the CPU)."""
+    if device is None:
+        return
+    kind = getattr(device, "type", device)
+    if not (isinstance(kind, str) and kind.split(":")[0] == "cpu"):
+        raise RuntimeError(f"{where}: device {device!r} is not available; minitensor runs on "
+                           f"the CPU only (use 'cpu')")
+
+
+def _to_dtype(where, args, kwargs):
+    """The dtype asked for by Module.to's arguments (None when only a device is given)."""
+    unknown = set(kwargs) - {"device", "dtype", "non_blocking", "memory_format"}
+    if unknown or len(args) > 3:
+        raise TypeError(f"{where}.to: unexpected arguments {sorted(unknown) or args}")
+    dtype = kwargs.get("dtype")
+    check_device(kwargs.get("device"), f"{where}.to")
+    for a in args:
+        if isinstance(a, bool):                      # non_blocking given by position
+            continue
+        if isinstance(a, Tensor) or (hasattr(a, "dtype") and hasattr(a, "shape")):
+            dtype = a.dtype if isinstance(a, Tensor) else None
+            continue
+        if isinstance(a, str) or (hasattr(a, "type") and not isinstance(a, (np.dtype, type))):
+            check_device(a, f"{where}.to")
+            continue
+        dtype = a
+    return dtype
 
 
 class ModuleAttributeError(AttributeError):
