@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from .. import kernels as K
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_torch_flags
 
 
 class Adam(Optimizer):
@@ -22,7 +22,14 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, maximize=False):
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        # foreach, capturable and fused choose among torch's implementations of the same
+        # update (here there is one); differentiable (a step autograd can go through) is not
+        # supported. decoupled_weight_decay=True makes this AdamW, as in torch.
+        check_torch_flags(type(self).__name__, differentiable)
+        if decoupled_weight_decay:
+            self.decoupled = True
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize))
@@ -69,6 +76,7 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, maximize=False):
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, maximize=maximize)
+                         amsgrad=amsgrad, maximize=maximize, differentiable=differentiable)

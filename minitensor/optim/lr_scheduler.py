@@ -1,4 +1,5 @@
-"""Learning-rate schedules: LambdaLR, StepLR, the paper's Noam schedule, warmup + cosine.
+"""Learning-rate schedules: torch's LambdaLR, StepLR, MultiStepLR, ExponentialLR, LinearLR,
+CosineAnnealingLR (same signatures and numbers), the paper's Noam schedule, warmup + cosine.
 
 Call ``scheduler.step()`` once after each ``optimizer.step()``. Every schedule here is a
 closed-form function of `last_epoch` (the number of scheduler steps taken; PyTorch's name):
@@ -6,6 +7,7 @@ creating a scheduler sets the lr for the first optimizer step (last_epoch = 0), 
 `step()` moves on by one. Because the lr depends only on that count, resuming from a
 checkpoint gives exactly the same rates.
 """
+import bisect
 import math
 
 from .optimizer import Optimizer
@@ -102,6 +104,59 @@ class StepLR(LRScheduler):
 
     def lr_at(self, base_lr, epoch):
         return base_lr * self.gamma ** (epoch // self.step_size)
+
+
+class MultiStepLR(LRScheduler):
+    """lr = base_lr · gamma^(number of milestones ≤ epoch)."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        return base_lr * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+
+
+class ExponentialLR(LRScheduler):
+    """lr = base_lr · gamma^epoch."""
+
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        return base_lr * self.gamma ** epoch
+
+
+class LinearLR(LRScheduler):
+    """lr = base_lr · factor, factor going linearly from start_factor to end_factor over
+    total_iters steps and staying at end_factor after."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if not (0 < start_factor <= 1 and 0 <= end_factor <= 1):
+            raise ValueError(f"LinearLR: need 0 < start_factor ≤ 1 and 0 ≤ end_factor ≤ 1, got "
+                             f"{start_factor} and {end_factor}")
+        self.start_factor, self.end_factor = start_factor, end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        done = min(epoch, self.total_iters) / self.total_iters if self.total_iters else 1.0
+        return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * done)
+
+
+class CosineAnnealingLR(LRScheduler):
+    """lr = eta_min + (base_lr − eta_min) · ½(1 + cos(π · epoch / T_max)) (SGDR without
+    restarts; torch computes the same numbers step by step)."""
+
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        return self.eta_min + (base_lr - self.eta_min) * 0.5 * (
+            1.0 + math.cos(math.pi * epoch / self.T_max))
 
 
 class NoamLR(LRScheduler):

@@ -30,6 +30,8 @@ class Optimizer:
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        if isinstance(groups[0], tuple):         # model.named_parameters(), as torch accepts
+            groups = [p for _, p in groups]
         if not isinstance(groups[0], dict):
             groups = [{"params": groups}]
         for group in groups:
@@ -188,6 +190,14 @@ class Optimizer:
                 if k != "params":
                     lines.append(f"    {k}: {group[k]}")
         return "\n".join(lines + [")"])
+
+
+def check_torch_flags(name, differentiable):
+    """torch's implementation switches (foreach, fused, capturable) change nothing here;
+    differentiable=True (autograd through the step) is refused rather than ignored."""
+    if differentiable:
+        raise NotImplementedError(f"{name}: differentiable=True is not supported (the update "
+                                  f"runs outside the graph)")
 
 
 def _restore(value, param):

@@ -1,7 +1,7 @@
 """Stochastic gradient descent, with momentum, Nesterov momentum and weight decay."""
 import numpy as np
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_torch_flags
 
 
 class SGD(Optimizer):
@@ -13,7 +13,9 @@ class SGD(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, maximize=False):
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
+        check_torch_flags("SGD", differentiable)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize))
