@@ -19,7 +19,8 @@ the current node, green the nodes whose gradient is known. With Graphviz's `dot`
 frames are SVG files; without it, .dot text files (render them later with `dot -Tsvg`).
 
 The walk is `loss.backward_steps()`: the same engine `loss.backward()` runs, so at the end the
-demo checks the gradients equal those of a plain `backward()`.
+demo checks the gradients equal those of a plain `backward()`. In a notebook,
+`mt.viz.step_graph(step, loss)` draws a frame inline and `mt.viz.describe_step(step)` is the text.
 """
 import argparse
 import math
@@ -80,39 +81,7 @@ def build(n_tokens=3, d_model=4, seed=0):
 
 # ----------------------------------------------------------------------------- printing a step
 
-def _array_text(a, indent="      "):
-    text = np.array2string(np.asarray(a), precision=3, suppress_small=True, max_line_width=100)
-    return indent + text.replace("\n", "\n" + indent)
-
-
-def _input_name(t):
-    if t.grad_fn is not None:
-        return f"the output of `{t.grad_fn.name}`"
-    return t.name or "a leaf"
-
-
-def describe_step(step):
-    """The lines printed for one BackwardStep."""
-    node = step.node
-    where = node.scope or "(top level)"
-    lines = [f"── step {step.index + 1}/{step.total}: `{node.name}` in {where} "
-             f"-> output {tuple(node.out_shape)}"]
-    if node.source:
-        lines.append(f"   created at {os.path.basename(node.source[0])}:{node.source[1]}: "
-                     f"{node.source_line().split('  #')[0]}")
-    lines.append(f"   gradient arriving at its output, shape {step.grad_output.shape}:")
-    lines.append(_array_text(step.grad_output))
-    for i, (t, g) in enumerate(zip(node.inputs, step.grad_inputs)):
-        if t is None:
-            continue
-        if g is None:
-            lines.append(f"   input {i} ({_input_name(t)}): no gradient needed")
-            continue
-        lines.append(f"   sends to input {i} ({_input_name(t)}), shape {g.shape}:")
-        lines.append(_array_text(g))
-    saved = ", ".join(str(getattr(a, "shape", a)) for a in step.saved) or "nothing"
-    lines.append(f"   saved during forward: {saved}")
-    return "\n".join(lines)
+describe_step = mt.viz.describe_step       # the lines printed for one BackwardStep
 
 
 # ----------------------------------------------------------------------------- frames

@@ -148,9 +148,9 @@ def test_parameter_names_leaf_names_and_shapes():
     labels = [a["label"] for a in nodes(g).values()]
     names = {name for name, _ in model.named_parameters()}
     for name in names:                       # every parameter appears under its dotted name
-        assert any(lab.split("\n")[0] in (name, name + ".T") for lab in labels), name
+        assert any(lab.split("\n")[0] in (name, name + "ᵀ") for lab in labels), name
     _, where = structure(g)
-    (wq,) = find(g, "encoder.layers.0.self_attn.w_q.weight.T")
+    (wq,) = find(g, "encoder.layers.0.self_attn.w_q.weightᵀ")
     assert where[wq] == "cluster_encoder_layers_0_self_attn_w_q"
     assert nodes(g)[wq]["label"].split("\n")[1] == "(8, 8)"
     (xin,) = find(g, "x\n(2, 3, 8)")
@@ -308,7 +308,7 @@ def test_show_grad_gives_shape_and_norm():
     loss.backward()
     g = draw_graph(loss, show_grad=True, max_nodes=None)
     w = model.encoder.layers[0].self_attn.w_q.weight
-    (box,) = find(g, "encoder.layers.0.self_attn.w_q.weight.T")
+    (box,) = find(g, "encoder.layers.0.self_attn.w_q.weightᵀ")
     norm = float(np.linalg.norm(w.grad.data.astype(np.float64)))
     assert f"grad (8, 8) ‖g‖ {norm:.3g}" in nodes(g)[box]["label"]
     (mean,) = find(g, "mean\n")
@@ -366,7 +366,7 @@ def test_highlight_marks_current_and_known_nodes():
         fills = _fills(g)
         (current,) = [n for n, f in fills.items() if f == "orange"]
         label = nodes(g)[current]["label"]
-        assert label.startswith(step.node.name) or step.node.name == "permute"
+        assert label.startswith(step.node.name) or "weightᵀ" in label.split("\n")[0]
         assert nodes(g)[current]["penwidth"] == "3"
         seen_green.append(sum(f == "palegreen" for f in fills.values()))
         assert f"backward step {step.index + 1}/{step.total}" in g.source
@@ -516,10 +516,11 @@ def test_small_transformer_renders_through_dot_at_several_depths(tmp_path):
     model, loss = transformer_loss(TransformerConfig.small(16, 16), batch=2, length=5)
     counts = []
     for depth in (0, 1, 2, 3, None):
-        g = draw_graph(loss, depth=depth, model=model)
+        g = draw_graph(loss, depth=depth, model=model, max_nodes=200)
         svg = open(g.render(tmp_path / f"transformer_{depth}", format="svg")).read()
-        assert svg.count('class="node"') == count_boxes(g) <= mt.viz.DEFAULT_MAX_NODES
+        assert svg.count('class="node"') == count_boxes(g)
         counts.append(count_boxes(g))
+    assert count_boxes(draw_graph(loss, model=model)) <= mt.viz.DEFAULT_MAX_NODES
     assert counts[:4] == sorted(counts[:4]) and len(set(counts[:4])) == 4
     g0 = draw_graph(loss, depth=0, model=model)
     for name in ("Encoder\nencoder\n", "Decoder\ndecoder\n", "Embeddings\nsrc_embed\n",
@@ -574,7 +575,32 @@ def test_parameter_views_share_the_parameter_box():
     m = nn.Parameter(mt.randn(3, 3))
     m.name = "m"
     g = draw_graph((m.T @ m).sum())              # m used twice: the transpose stays an op
-    assert find(g, "permute\n(3, 3)") and find(g, "m\n(3, 3)") and count_boxes(g) == 4
+    assert find(g, "mᵀ\n(3, 3)") and find(g, "m\n(3, 3)") and count_boxes(g) == 4
+    x = mt.randn(3, 4, requires_grad=True)
+    g = draw_graph(x.T.sum())                    # not a parameter: an anonymous permute
+    assert find(g, "permute\n(4, 3)")
+
+
+def test_linear_weight_shows_as_the_layers_transposed_weight(capsys):
+    """nn.Linear computes x Wᵀ: its `permute` node is named W's name with ᵀ, in the graph (shape
+    and gradient of Wᵀ, both (in, out)), the trace and the step-through."""
+    from minitensor.viz import describe_step
+    mt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32))
+    x = mt.randn(5, 64)
+    with trace(quiet=True) as t:
+        loss = model(x).sum()
+    assert [r.op for r in t.records][:2] == ["weightᵀ", "matmul"]
+    assert "0  " in t.records[0].line() and "weightᵀ" in t.records[0].line()
+    loss.backward(retain_graph=True)
+    g = draw_graph(loss, show_grad=True, max_nodes=None)
+    (box,) = find(g, "0.weightᵀ\n(64, 32)\n")
+    assert "grad (64, 32)" in nodes(g)[box]["label"]
+    assert not find(g, "permute")
+    texts = [describe_step(s) for s in loss.backward_steps()]
+    assert any("`weightᵀ` (0.weight, transposed) in 0 -> output (64, 32)" in text
+               for text in texts), texts
+    assert not any("permute" in text for text in texts)
 
 
 def test_trace_on_the_transformer_shows_why_scores_are_scaled():
@@ -619,3 +645,57 @@ def test_budget_without_modules_to_collapse_says_why():
             y = y * 1.01
     g = draw_graph(y.sum(), max_nodes=10)
     assert count_boxes(g) == 5 and "collapsed automatically to depth=0" in g.source
+
+
+# ----------------------------------------------------------------------------- a step in a notebook
+
+def test_step_draws_itself_with_its_node_highlighted(monkeypatch):
+    from minitensor.viz import step_graph, step_mimebundle, step_svg
+    model, x, loss = make(n=1)
+    steps = list(loss.backward_steps(retain_graph=True))
+    third = steps[2]
+    g = step_graph(third, loss)
+    fills = _fills(g)
+    assert list(fills.values()).count("orange") == 1
+    assert f"backward step 3/{third.total}" in g.source
+    # without the loss, the graph under the step's node (the engine may keep `step.root`)
+    assert "backward step 3/" in step_graph(third).source
+    if shutil.which("dot"):
+        svg = step_svg(third, loss)
+        assert svg.lstrip().startswith("<?xml") and 'fill="orange"' in svg
+        bundle = step_mimebundle(third)
+        assert set(bundle) == {"text/plain", "image/svg+xml"}
+    assert step_mimebundle(third, include=["text/plain"]).keys() == {"text/plain"}
+    # without Graphviz's dot: the text alone, no error
+    monkeypatch.setenv("PATH", "")
+    assert step_svg(third, loss) is None
+    bundle = step_mimebundle(third)
+    assert set(bundle) == {"text/plain"}
+    assert bundle["text/plain"].startswith(f"── step 3/{third.total}: `")
+    assert "gradient arriving at its output" in bundle["text/plain"]
+
+
+def test_source_lines_typed_in_a_notebook_cell_read_as_the_cell(monkeypatch):
+    """IPython compiles cell 3 as '/tmp/ipykernel_…/2429019779.py': say 'cell [3], line 5'."""
+    from minitensor.viz import describe_node, describe_source
+    assert describe_source("/home/me/model.py", 42) == "model.py:42"
+    assert describe_source("<ipython-input-7-1b2c3d4e5f>", 2) == "cell [7], line 2"
+    compilerop = pytest.importorskip("IPython.core.compilerop")
+    import IPython.core.getipython as getipython
+    compiler = compilerop.CachingCompiler()
+    code = "w = nn.Parameter(mt.randn(2, 2))\nw.name = 'w'\n\n\ny = (w.T * 2).sum()\n"
+    filename = compiler.cache(code, number=3)
+
+    class Shell:
+        compile = compiler
+    monkeypatch.setattr(getipython, "get_ipython", lambda: Shell())
+    assert describe_source(filename, 5) == "cell [3], line 5"
+    assert describe_source("/home/me/model.py", 42) == "model.py:42"     # not a cell
+    namespace = {"nn": nn, "mt": mt}
+    exec(compile(code, filename, "exec"), namespace)
+    node = namespace["y"].grad_fn
+    assert describe_node(node) == "`sum` (created at cell [3], line 5)"
+    assert describe_node(node.inputs[0].grad_fn.inputs[0].grad_fn) == \
+        "`wᵀ` (created at cell [3], line 5)"
+    g = draw_graph(namespace["y"])
+    assert "created at cell [3], line 5" in g.source

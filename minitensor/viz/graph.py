@@ -27,8 +27,10 @@ import graphviz
 import numpy as np
 
 from ..autograd import topological_order
+from ..function import Context
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
+from ._labels import TRANSPOSE, describe_node, node_label
 
 # The default box budget: a picture that fits a screen. A Transformer drawn at depth 2 (its
 # layers' sub-layers as boxes, identical layers folded) is 47 boxes whatever its size; depth 3
@@ -100,17 +102,21 @@ class _Item:
         self.node = None          # the Context, for ops
         self.tensor = None        # the output tensor when reachable (values), the leaf itself
         self.title = ""           # op name, or the leaf's name
-        self.suffix = ""          # a view folded into a parameter, e.g. '.T'
+        self.suffix = ""          # a view folded into a parameter, e.g. 'ᵀ'
         self.param = None         # for such a view: the parameter itself
 
     def signature(self, depth):
         """What must match for two repeated modules to count as identical."""
-        title = self.title.rsplit(".", 1)[-1] if self.kind == "param" else self.title
+        named = self.kind == "param" or self.title.endswith(TRANSPOSE)   # a dotted name
+        title = self.title.rsplit(".", 1)[-1] if named else self.title
         return (self.units[depth:], self.kind, title, self.suffix, self.shape, str(self.dtype))
 
     def grad(self):
-        """The gradient that reached this item in the last backward (numpy array) or None."""
-        if self.kind == "op":
+        """The gradient that reached this item in the last backward (numpy array) or None.
+
+        A parameter's view (Wᵀ) shows the gradient of the view itself, which has the shape the
+        box shows; its norm is the parameter's gradient's norm."""
+        if self.node is not None:
             return self.node.grad
         g = (self.param if self.param is not None else self.tensor).grad
         return g.data if g is not None else None
@@ -148,9 +154,18 @@ def _owner_module(t):
     return owner[0] if owner else None
 
 
+def _key(t):
+    """The item key of an output: a Tensor (its node, or itself as a leaf) or a graph node."""
+    if isinstance(t, Context):
+        return ("op", id(t))
+    return ("leaf", id(t)) if t.grad_fn is None else ("op", id(t.grad_fn))
+
+
 def _collect(outputs, model):
-    """Read the graph under `outputs`: items (in forward order), edges, module types."""
-    roots = [t.grad_fn for t in outputs if t.grad_fn is not None]
+    """Read the graph under `outputs` (Tensors or graph nodes): items (in forward order), edges,
+    module types."""
+    roots = [t if isinstance(t, Context) else t.grad_fn for t in outputs]
+    roots = [r for r in roots if r is not None]
     nodes = topological_order(*roots)[::-1]     # forward order: inputs before users
     out_tensor = {}                          # id(node) -> its output Tensor, where reachable
     leaves = {}
@@ -163,6 +178,8 @@ def _collect(outputs, model):
             else:
                 out_tensor.setdefault(id(t.grad_fn), t)
     for t in outputs:
+        if isinstance(t, Context):
+            continue
         if t.grad_fn is None:
             leaves.setdefault(id(t), t)
         else:
@@ -174,15 +191,14 @@ def _collect(outputs, model):
         items[("leaf", id(t))] = _leaf_item(t, buffers)
     for node in nodes:
         it = _Item(("op", id(node)), "op", scope_units(node.scope), node.out_shape, node.out_dtype)
-        it.node, it.tensor, it.title = node, out_tensor.get(id(node)), node.name
+        it.node, it.tensor, it.title = node, out_tensor.get(id(node)), node_label(node)
         items[it.key] = it
         for t in node.inputs:
             if t is not None:
                 src = ("leaf", id(t)) if t.grad_fn is None else ("op", id(t.grad_fn))
                 edges.append((src, it.key))
     _absorb_parameter_views(items, edges)
-    outputs_keys = [("leaf", id(t)) if t.grad_fn is None else ("op", id(t.grad_fn)) for t in outputs]
-    return items, edges, types, outputs_keys
+    return items, edges, types, [_key(t) for t in outputs]
 
 
 def _leaf_item(t, buffers):
@@ -200,13 +216,14 @@ def _leaf_item(t, buffers):
     return it
 
 
-_VIEW_OPS = {"permute": ".T", "reshape": ".reshape", "expand": ".expand", "cast": ".cast"}
+_VIEW_OPS = {"permute": TRANSPOSE, "reshape": ".reshape", "expand": ".expand", "cast": ".cast"}
 
 
 def _absorb_parameter_views(items, edges):
-    """Draw `W.T` as one box: a view op whose only input is a parameter used nowhere else.
+    """Draw `Wᵀ` as one box: a view op whose only input is a parameter used nowhere else.
 
-    Linear computes ``x @ weight.T``; without this every weight costs two boxes.
+    Linear computes ``x @ weight.T``; without this every weight costs two boxes, one of them an
+    anonymous `permute`. The box is the parameter's, named ``….weightᵀ`` with the shape of Wᵀ.
     """
     users = defaultdict(list)
     for src, dst in edges:
@@ -214,7 +231,7 @@ def _absorb_parameter_views(items, edges):
     absorbed = set()
     for key in list(items):
         it = items[key]
-        if it.kind != "op" or it.title not in _VIEW_OPS:
+        if it.kind != "op" or it.node.name not in _VIEW_OPS:
             continue
         inputs = [t for t in it.node.inputs if t is not None]
         if len(inputs) != 1 or inputs[0].grad_fn is not None:
@@ -224,8 +241,8 @@ def _absorb_parameter_views(items, edges):
         if leaf.kind != "param" or len(users[leaf_key]) != 1:
             continue
         # the op's box becomes the parameter's: same key stays, so edges out of the op remain
-        it.suffix = ".permute" if it.title == "permute" and len(it.shape) != 2 else \
-            _VIEW_OPS[it.title]
+        op = it.node.name
+        it.suffix = ".permute" if op == "permute" and len(it.shape) != 2 else _VIEW_OPS[op]
         it.kind, it.units, it.title, it.param = "param", leaf.units, leaf.title, leaf.tensor
         del items[leaf_key]
         absorbed.add(leaf_key)
@@ -368,7 +385,8 @@ class _Highlight:
 
 def draw_graph(*outputs, depth=None, show_grad=False, show_values=False, highlight=None,
                max_nodes=DEFAULT_MAX_NODES, model=None, fold=True, title=None):
-    """Draw the computation graph that produced `outputs` (Tensors) as a graphviz.Digraph.
+    """Draw the computation graph that produced `outputs` (Tensors, or graph nodes such as
+    ``loss.grad_fn`` or a backward step's ``step.node``) as a graphviz.Digraph.
 
     depth: None shows every op (within the budget); ``k`` collapses each module nested deeper
         than k into one box (0: the top-level modules are boxes, 1: their children, …).
@@ -389,8 +407,9 @@ def draw_graph(*outputs, depth=None, show_grad=False, show_values=False, highlig
     if not outputs:
         raise TypeError("draw_graph: give at least one output tensor, e.g. draw_graph(loss)")
     for i, t in enumerate(outputs):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"draw_graph: output {i} is a {type(t).__name__}, not a Tensor")
+        if not isinstance(t, (Tensor, Context)):
+            raise TypeError(f"draw_graph: output {i} is a {type(t).__name__}, not a Tensor "
+                            f"(or a graph node such as loss.grad_fn)")
     if depth is not None and (not isinstance(depth, int) or depth < 0):
         raise ValueError(f"draw_graph: depth must be None or an int >= 0, got {depth!r}")
     if max_nodes is not None and max_nodes < 1:
@@ -475,7 +494,7 @@ def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
         lines.append(note)
     if hl is not None:
         s = hl.step
-        lines.append(f"backward step {s.index + 1}/{s.total}: {s.node.where()} — orange: this node, "
+        lines.append(f"backward step {s.index + 1}/{s.total}: {describe_node(s.node)} — orange: this node, "
                      f"green: gradient known")
     g.attr(label=_escape("\n".join(lines)), labelloc="t", labeljust="l")
     return g
@@ -537,7 +556,7 @@ def _item_attrs(it, hl, consumers, show_grad, show_values):
     fill = _COLOURS[it.kind]
     attrs = {"shape": "box" if it.kind != "input" else "ellipse", "style": "rounded,filled"}
     if it.kind == "op":
-        tooltip = it.node.where()
+        tooltip = describe_node(it.node)
         src = it.node.source_line()
         if src:
             tooltip += "\n" + src

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import autograd
 from ..scope import current_scope
+from ._labels import op_label
 
 SATURATION = 0.99     # a softmax row whose largest weight exceeds this is all but one-hot
                       # (rows with one unmasked key are not counted: they are one-hot by design)
@@ -26,7 +27,7 @@ class TraceRecord:
     """One op as it ran: where, what, shapes, value range and warnings."""
 
     def __init__(self, scope, op, input_shapes, output_shape, dtype, stats, marks, source):
-        self.scope, self.op = scope, op
+        self.scope, self.op = scope, op   # op: its name, or 'weightᵀ' for a parameter's transpose
         self.input_shapes, self.output_shape, self.dtype = input_shapes, output_shape, dtype
         self.stats = stats          # (min, max, mean) over finite values, or None
         self.marks = marks          # list of warnings: 'NaN', 'Inf', 'saturated: …', …
@@ -121,7 +122,10 @@ class trace:
             return
         out = result.data
         op = fn.op_name()
-        rec = TraceRecord(scope, op, _input_shapes(arrays), tuple(out.shape), out.dtype.name,
+        # a Linear's weight.T reads 'weightᵀ' (the scope column names the layer); under no_grad
+        # the node is not recorded, its inputs are unknown and it stays 'permute'
+        label = op_label(op, ctx.inputs, full=False) if recorded else op
+        rec = TraceRecord(scope, label, _input_shapes(arrays), tuple(out.shape), out.dtype.name,
                           _stats(out), _marks(op, out, self.saturation),
                           ctx.source if recorded else None)
         self.records.append(rec)
