@@ -1,6 +1,12 @@
 """Checkpoints: mt.save / mt.load round trips, exact resume, and every kind of bad file."""
 import json
 import math
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
 import zipfile
 from collections import OrderedDict
 
@@ -298,3 +304,88 @@ def test_resume_without_rng_differs(tmp_path):
     mt.manual_seed(7)
     train(model, opt, sched, 10)
     assert not np.array_equal(model.state_dict()["out.weight"], straight["out.weight"])
+
+
+def test_numpy_scalars_keep_their_type(tmp_path):
+    """np.float64 is a subclass of Python float; it must still come back as np.float64, as
+    np.float32 does (optimizer and scheduler states hold numpy scalars)."""
+    obj = {"f64": np.float64(0.1), "f32": np.float32(0.1), "i64": np.int64(-3),
+           "b": np.bool_(True), "c128": np.complex128(1 - 2j), "f64_nan": np.float64("nan"),
+           np.float64(2.5): "numpy key", "py": 0.1, "list": [np.float64(1e-300), 2.0]}
+    mt.save(obj, tmp_path / "s.npz")
+    assert_same(obj, mt.load(tmp_path / "s.npz"))
+    model, opt, sched = make_run()
+    train(model, opt, sched, 2)
+    state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict()}
+    mt.save(state, tmp_path / "run.npz")
+    assert_same(state, mt.load(tmp_path / "run.npz"))
+
+
+# ----------------------------------------------------------------------------- durable save
+
+def test_save_fsyncs_the_file_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", stat.S_ISDIR(os.fstat(fd).st_mode), os.fstat(fd).st_size))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.path.basename(src).startswith(".ckpt.npz.tmp-"), None))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    mt.save({"a": np.ones(1000)}, tmp_path / "ckpt.npz")
+    size = (tmp_path / "ckpt.npz").stat().st_size
+    assert events[:2] == [("fsync", False, size), ("replace", True, None)]   # file, then name
+    assert len(events) == 3 and events[2][:2] == ("fsync", True)            # then the folder
+
+
+@pytest.mark.parametrize("failure", [OSError("disk full"), KeyboardInterrupt()])
+def test_failed_save_leaves_no_temporary_and_keeps_the_old_checkpoint(tmp_path, monkeypatch,
+                                                                      failure):
+    path = tmp_path / "ckpt.npz"
+    mt.save({"step": 1}, path)
+
+    def failing_savez(f, **members):
+        f.write(b"PK\x03\x04 half a checkpoint")
+        raise failure
+
+    monkeypatch.setattr(np, "savez", failing_savez)
+    with pytest.raises(type(failure)):
+        mt.save({"step": 2}, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
+    assert mt.load(path) == {"step": 1}
+
+
+def test_temporary_of_a_killed_save_is_removed_by_the_next_save(tmp_path):
+    """A process killed mid-write (SIGKILL, power cut) cannot clean up; its temporary file
+    names its process id, and the next save to the same path removes it once that process is
+    gone (a temporary of a save still running elsewhere is left alone)."""
+    path = tmp_path / "ckpt.npz"
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        import numpy as np
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(mt.__file__))!r})
+        import minitensor as mt
+        def killed_mid_write(f, **members):
+            f.write(b"PK\\x03\\x04 half a checkpoint")
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        np.savez = killed_mid_write
+        mt.save({{"step": 2}}, {str(path)!r})
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert run.returncode == -signal.SIGKILL, run.stderr.decode()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".ckpt.npz.tmp-"), left
+    alive = tmp_path / f".ckpt.npz.tmp-{os.getpid()}-inprogress.npz"   # this process runs
+    alive.write_bytes(b"PK\x03\x04")
+    other = tmp_path / ".other.npz.tmp-999999999-x.npz"                # another file's
+    other.write_bytes(b"PK\x03\x04")
+    mt.save({"step": 3}, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["ckpt.npz", alive.name, other.name])
+    assert mt.load(path) == {"step": 3}
