@@ -1,0 +1,508 @@
+"""torch's names, side by side: each call on the same inputs in minitensor and in torch — values,
+gradients, returned types and dtypes. Skipped without torch."""
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.functional as MF
+from minitensor import nn, optim
+from minitensor.nn import functional_torch as FT
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+
+def pair(array, requires_grad=True):
+    """The same numbers as a minitensor tensor and a torch tensor (both leaves)."""
+    a = np.asarray(array)
+    ours = mt.tensor(a, dtype=a.dtype, requires_grad=requires_grad and a.dtype.kind == "f")
+    theirs = torch.tensor(a, requires_grad=requires_grad and a.dtype.kind == "f")
+    return ours, theirs
+
+
+def rand(*shape, seed=0, dtype=np.float64):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def check(ours, theirs, atol=1e-10, rtol=1e-7):
+    """Same shape, dtype and values."""
+    assert isinstance(ours, mt.Tensor)
+    t = theirs.detach().numpy()
+    assert ours.shape == t.shape
+    assert ours.dtype == t.dtype, (ours.dtype, t.dtype)
+    np.testing.assert_allclose(ours.data, t, atol=atol, rtol=rtol)
+
+
+def check_backward(out, tout, leaves, atol=1e-10):
+    """Backward from a random projection of the outputs; every leaf's gradient agrees."""
+    w = rand(*out.shape, seed=7, dtype=out.dtype) if out.ndim else np.asarray(1.3, out.dtype)
+    (out * mt.tensor(w, dtype=w.dtype)).sum().backward()
+    (tout * torch.tensor(w)).sum().backward()
+    for ours, theirs in leaves:
+        np.testing.assert_allclose(ours.grad.data, theirs.grad.numpy(), atol=atol, rtol=1e-7)
+
+
+# ----------------------------------------------------------------------------- nn.functional
+def test_nn_functional_is_minitensor_functional():
+    import minitensor.nn.functional as F
+    assert F is mt.functional is nn.functional
+    assert sys.modules["minitensor.nn.functional"] is mt.functional
+
+
+@pytest.mark.parametrize("pads", [(1, 2), (0, 1, 2, 0), (2, 1, 1, 1, 1, 0), (-1, 2), (1, -2, 0, 1)])
+def test_pad_constant(pads):
+    x, tx = pair(rand(2, 3, 4))
+    check(FT.pad(x, pads, value=0.5), TF.pad(tx, pads, value=0.5))
+    check_backward(FT.pad(x, pads), TF.pad(tx, pads), [(x, tx)])
+
+
+def test_pad_refuses_other_modes():
+    with pytest.raises(NotImplementedError, match="reflect"):
+        FT.pad(mt.zeros(2, 3), (1, 1), mode="reflect")
+
+
+@pytest.mark.parametrize("num_classes", [-1, 7])
+def test_one_hot(num_classes):
+    ids = np.array([[0, 3, 1], [2, 2, 4]])
+    ours, theirs = FT.one_hot(mt.tensor(ids), num_classes), TF.one_hot(torch.tensor(ids),
+                                                                       num_classes)
+    check(ours, theirs)
+    assert ours.dtype == np.int64
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none", "batchmean"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div(reduction, log_target):
+    logp, tlogp = pair(np.log(np.random.default_rng(1).dirichlet(np.ones(5), 4)))
+    target = np.random.default_rng(2).dirichlet(np.ones(5), 4)
+    target[0, 1] = 0.0                                     # 0·log 0 counts as 0
+    if log_target:
+        target = np.log(target + 1e-3)
+    tgt, ttgt = pair(target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = FT.kl_div(logp, tgt, reduction=reduction, log_target=log_target)
+        tout = TF.kl_div(tlogp, ttgt, reduction=reduction, log_target=log_target)
+    check(out, tout)
+    check_backward(out, tout, [(logp, tlogp), (tgt, ttgt)] if log_target else [(logp, tlogp)])
+
+
+def test_kl_div_loss_module_sums_as_the_annotated_transformer_uses_it():
+    logp, tlogp = pair(np.log(np.random.default_rng(3).dirichlet(np.ones(6), 3)))
+    target = np.random.default_rng(4).dirichlet(np.ones(6), 3)
+    out = nn.KLDivLoss(reduction="sum")(logp, mt.tensor(target, dtype=np.float64))
+    tout = torch.nn.KLDivLoss(reduction="sum")(tlogp, torch.tensor(target))
+    check(out, tout)
+    check_backward(out, tout, [(logp, tlogp)])
+
+
+NLL_CASES = [  # (input shape, target shape): classes on axis 1, as torch
+    ((5, 4), (5,)), ((3, 4, 6), (3, 6)), ((2, 4, 3, 2), (2, 3, 2)), ((4,), ())]
+
+
+@pytest.mark.parametrize("shape,tshape", NLL_CASES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss(shape, tshape, reduction, weighted):
+    c = shape[0] if len(shape) == 1 else shape[1]
+    x, tx = pair(rand(*shape))
+    t = np.random.default_rng(5).integers(0, c, tshape)
+    if t.ndim:
+        t.reshape(-1)[0] = -100                                # one ignored target
+    w = np.linspace(0.5, 2.0, c) if weighted else None
+    kw = dict(reduction=reduction)
+    out = FT.nll_loss(x, mt.tensor(t), weight=None if w is None else mt.tensor(w), **kw)
+    tout = TF.nll_loss(tx, torch.tensor(t), weight=None if w is None else torch.tensor(w), **kw)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+    mod = nn.NLLLoss(weight=None if w is None else mt.tensor(w), reduction=reduction)
+    check(mod(x, mt.tensor(t)), tout)
+
+
+@pytest.mark.parametrize("shape,tshape", NLL_CASES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_torch_layout(shape, tshape, reduction, weighted, smoothing):
+    c = shape[0] if len(shape) == 1 else shape[1]
+    x, tx = pair(rand(*shape, seed=8))
+    t = np.random.default_rng(9).integers(0, c, tshape)
+    if t.ndim:
+        t.reshape(-1)[-1] = 1                                   # ignore_index=1 below
+    else:
+        t = np.array(2)                       # unbatched: one target, not ignored (torch: NaN)
+    w = np.linspace(0.5, 2.0, c) if weighted else None
+    kw = dict(reduction=reduction, label_smoothing=smoothing, ignore_index=1)
+    out = FT.cross_entropy(x, mt.tensor(t), weight=None if w is None else mt.tensor(w), **kw)
+    tout = TF.cross_entropy(tx, torch.tensor(t), weight=None if w is None else torch.tensor(w),
+                            **kw)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+    mod = nn.CrossEntropyLoss(weight=None if w is None else mt.tensor(w), **kw)
+    check(mod(x, mt.tensor(t)), tout)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_probability_targets(smoothing):
+    x, tx = pair(rand(3, 5, 2, seed=10))
+    p = np.random.default_rng(11).dirichlet(np.ones(5), (3, 2)).transpose(0, 2, 1)  # (3, 5, 2)
+    out = FT.cross_entropy(x, mt.tensor(p, dtype=np.float64), label_smoothing=smoothing)
+    tout = TF.cross_entropy(tx, torch.tensor(p), label_smoothing=smoothing)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+
+
+def test_cross_entropy_float32_result_is_float32():
+    x, tx = pair(rand(4, 3, dtype=np.float32))
+    t = np.array([0, 2, 1, 1])
+    out = nn.CrossEntropyLoss()(x, mt.tensor(t))
+    tout = torch.nn.CrossEntropyLoss()(tx, torch.tensor(t))
+    check(out, tout, atol=1e-6, rtol=1e-5)
+    assert out.dtype == np.float32 and out.shape == ()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss(reduction):
+    a, ta = pair(rand(3, 4))
+    b, tb = pair(rand(3, 4, seed=3))
+    check(FT.mse_loss(a, b, reduction=reduction), TF.mse_loss(ta, tb, reduction=reduction))
+    out, tout = nn.MSELoss(reduction=reduction)(a, b), torch.nn.MSELoss(reduction=reduction)(ta, tb)
+    check(out, tout)
+    check_backward(out, tout, [(a, ta), (b, tb)])
+
+
+# ----------------------------------------------------------------------------- attention
+def _qkv(shape_q=(2, 3, 5, 4), shape_k=(2, 3, 6, 4)):
+    q, tq = pair(rand(*shape_q, seed=1))
+    k, tk = pair(rand(*shape_k, seed=2))
+    v, tv = pair(rand(*shape_k, seed=3))
+    return (q, k, v), (tq, tk, tv)
+
+
+@pytest.mark.parametrize("kind", ["none", "bool", "float", "causal", "scale"])
+def test_scaled_dot_product_attention_torch_mask_meaning(kind):
+    ours, theirs = _qkv()
+    kw, tkw = {}, {}
+    if kind == "bool":              # True = MAY attend; every query keeps at least one key
+        allowed = np.random.default_rng(4).random((5, 6)) > 0.4
+        allowed[:, 0] = True
+        kw, tkw = dict(attn_mask=mt.tensor(allowed)), dict(attn_mask=torch.tensor(allowed))
+    elif kind == "float":
+        m = rand(5, 6, seed=5)
+        kw, tkw = dict(attn_mask=mt.tensor(m, dtype=np.float64)), dict(attn_mask=torch.tensor(m))
+    elif kind == "causal":
+        kw = tkw = dict(is_causal=True)
+    elif kind == "scale":
+        kw = tkw = dict(scale=0.3)
+    out = FT.scaled_dot_product_attention(*ours, **kw)
+    tout = TF.scaled_dot_product_attention(*theirs, **tkw)
+    check(out, tout)
+    check_backward(out, tout, list(zip(ours, theirs)))
+
+
+def test_sdpa_mask_is_the_opposite_of_multihead_attention_mask():
+    """The trap: the same bool mask means 'allowed' to sdpa and 'blocked' to MHA."""
+    ours, _ = _qkv((1, 1, 3, 4), (1, 1, 3, 4))
+    allowed = np.tril(np.ones((3, 3), bool))
+    a = FT.scaled_dot_product_attention(*ours, attn_mask=mt.tensor(allowed))
+    b = FT.scaled_dot_product_attention(*ours, attn_mask=mt.tensor(~allowed))
+    c = FT.scaled_dot_product_attention(*ours, is_causal=True)
+    np.testing.assert_allclose(a.data, c.data)
+    assert not np.allclose(a.data, b.data)
+
+
+def _mha_pair(e=8, h=2, batch_first=False, bias=True, dtype=torch.float64):
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(e, h, bias=bias, batch_first=batch_first, dtype=dtype)
+    ours = nn.MultiheadAttention(e, h, bias=bias, batch_first=batch_first,
+                                 dtype=str(dtype).replace("torch.", ""))
+    ours.load_state_dict(theirs.state_dict())          # torch tensors load directly
+    return ours, theirs
+
+
+def test_multihead_attention_parameters_are_torchs():
+    ours, theirs = _mha_pair()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    for name, value in theirs.state_dict().items():
+        np.testing.assert_array_equal(ours.state_dict()[name], value.numpy())
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("masks", ["none", "bool", "float", "both"])
+@pytest.mark.parametrize("average", [True, False])
+def test_multihead_attention_matches_torch(batch_first, masks, average):
+    ours, theirs = _mha_pair(batch_first=batch_first)
+    l_q, l_k, n = 4, 5, 3
+    qshape = (n, l_q, 8) if batch_first else (l_q, n, 8)
+    kshape = (n, l_k, 8) if batch_first else (l_k, n, 8)
+    q, tq = pair(rand(*qshape, seed=1))
+    kv, tkv = pair(rand(*kshape, seed=2))
+    kw, tkw = {}, {}
+    padding = np.zeros((n, l_k), bool)
+    padding[0, -2:] = True                           # True = ignore this key (<pad>)
+    causal = np.triu(np.ones((l_q, l_k), bool), 1)   # True = not allowed
+    if masks in ("bool", "both"):
+        kw["key_padding_mask"], tkw["key_padding_mask"] = mt.tensor(padding), torch.tensor(padding)
+    if masks == "both":
+        kw["attn_mask"], tkw["attn_mask"] = mt.tensor(causal), torch.tensor(causal)
+    if masks == "float":
+        fm = np.where(causal, -np.inf, 0.0) + rand(l_q, l_k, seed=3) * 0.1
+        kw["attn_mask"], tkw["attn_mask"] = mt.tensor(fm, dtype=np.float64), torch.tensor(fm)
+    out, w = ours(q, kv, kv, average_attn_weights=average, **kw)
+    tout, tw = theirs(tq, tkv, tkv, average_attn_weights=average, **tkw)
+    check(out, tout)
+    check(w, tw)
+    check_backward(out, tout, [(q, tq), (kv, tkv), (ours.in_proj_weight, theirs.in_proj_weight),
+                               (ours.out_proj.weight, theirs.out_proj.weight)])
+
+
+def test_multihead_attention_unbatched_and_need_weights_false():
+    ours, theirs = _mha_pair()
+    x, tx = pair(rand(4, 8))
+    out, w = ours(x, x, x, need_weights=False)
+    tout, tw = theirs(tx, tx, tx, need_weights=False)
+    assert w is None and tw is None
+    check(out, tout)
+    out, w = ours(x, x, x)
+    tout, tw = theirs(tx, tx, tx)
+    check(w, tw)
+
+
+def test_multihead_attention_is_causal_needs_the_mask_as_in_torch():
+    ours, _ = _mha_pair()
+    x = mt.zeros(3, 1, 8, dtype=np.float64)
+    with pytest.raises(RuntimeError, match="Need attn_mask"):
+        ours(x, x, x, is_causal=True)
+
+
+# ----------------------------------------------------------------------------- modules
+@pytest.mark.parametrize("make", [
+    lambda m: m.Softmax(dim=-1), lambda m: m.Softmax(1), lambda m: m.LogSoftmax(dim=0),
+    lambda m: m.ReLU(), lambda m: m.GELU(), lambda m: m.GELU(approximate="tanh"),
+    lambda m: m.Identity(54, unused=1), lambda m: m.Tanh(), lambda m: m.Sigmoid()])
+def test_activation_modules(make):
+    x, tx = pair(rand(3, 4, 5))
+    out, tout = make(nn)(x), make(torch.nn)(tx)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+    assert repr(make(nn)) == repr(make(torch.nn))
+
+
+def test_softmax_without_dim_picks_torchs_legacy_axis():
+    x, tx = pair(rand(3, 4, 5))
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        out = nn.Softmax()(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(out, torch.nn.Softmax()(tx))
+
+
+def test_load_state_dict_takes_torch_tensors_numpy_arrays_and_tensors():
+    torch.manual_seed(0)
+    tlin = torch.nn.Linear(3, 2)
+    lin = nn.Linear(3, 2)
+    lin.load_state_dict(tlin.state_dict())
+    x, tx = pair(rand(4, 3, dtype=np.float32))
+    check(lin(x), tlin(tx), atol=1e-6)
+    lin.load_state_dict({k: v.numpy() * 2 for k, v in tlin.state_dict().items()})
+    np.testing.assert_allclose(lin.weight.data, 2 * tlin.weight.detach().numpy())
+    lin.load_state_dict({k: mt.tensor(v.numpy()) for k, v in tlin.state_dict().items()})
+    np.testing.assert_allclose(lin.weight.data, tlin.weight.detach().numpy())
+    assert lin.weight.dtype == np.float32
+
+
+def test_load_state_dict_of_torch_checks_shapes_and_changes_nothing():
+    lin = nn.Linear(3, 2)
+    before = lin.weight.data.copy()
+    with pytest.raises(nn.StateDictError, match=r"weight: checkpoint \(2, 4\) vs model \(2, 3\)"):
+        lin.load_state_dict(torch.nn.Linear(4, 2).state_dict())
+    np.testing.assert_array_equal(lin.weight.data, before)
+
+
+class _Net:
+    """One structure built in both libraries: names, order, buffers."""
+
+    @staticmethod
+    def build(lib):
+        class Block(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = lib.Linear(4, 4)
+                self.norm = lib.LayerNorm(4)
+                self.register_buffer("pe", mt.zeros(3, 4) if lib is nn else torch.zeros(3, 4))
+                self.register_buffer("tmp", mt.ones(2) if lib is nn else torch.ones(2),
+                                     persistent=False)
+
+        class Net(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = lib.ModuleList([Block() for _ in range(2)])
+                self.head = lib.Sequential(lib.Linear(4, 2), lib.ReLU())
+                self.attn = lib.MultiheadAttention(4, 2)
+        return Net()
+
+
+def test_module_traversal_matches_torch():
+    ours, theirs = _Net.build(nn), _Net.build(torch.nn)
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [type(c).__name__ for c in ours.children()] == \
+        [type(c).__name__ for c in theirs.children()]
+    assert [n for n, _ in ours.named_modules(prefix="net")] == \
+        [n for n, _ in theirs.named_modules(prefix="net")]
+    ours.load_state_dict(theirs.state_dict())
+    seen = []
+    assert ours.apply(lambda m: seen.append(type(m).__name__)) is ours
+    tseen = []
+    theirs.apply(lambda m: tseen.append(type(m).__name__))
+    assert seen == [s.replace("NonDynamicallyQuantizableLinear", "Linear") for s in tseen]
+
+
+def test_module_modes_devices_dtypes_and_grads():
+    net = _Net.build(nn)
+    assert net.eval() is net and not net.blocks[0].training
+    assert net.train() is net and net.blocks[1].lin.training
+    assert net.to("cpu") is net and net.cpu() is net
+    assert net.to(torch.device("cpu")) is net
+    with pytest.raises(RuntimeError, match="CPU only"):
+        net.to("cuda")
+    net.to(mt.float64)
+    assert net.blocks[0].lin.weight.dtype == np.float64 and net.blocks[0].pe.dtype == np.float64
+    net.to("cpu", dtype=np.float32)
+    assert net.head[0].weight.dtype == np.float32
+    out = net.head(mt.ones(1, 4)).sum()
+    out.backward()
+    net.zero_grad(set_to_none=False)
+    assert np.all(net.head[0].weight.grad.data == 0)
+    net.zero_grad()
+    assert net.head[0].weight.grad is None
+    assert net.requires_grad_(False) is net and not net.head[0].weight.requires_grad
+    assert all(p is q for p, q in zip(net.parameters(),
+                                      (p for _, p in net.named_parameters())))
+    kept = net.state_dict(keep_vars=True, prefix="m.")
+    assert kept["m.head.0.weight"] is net.head[0].weight
+
+
+# ----------------------------------------------------------------------------- init
+def test_calculate_gain_matches_torch():
+    for name, param in [("linear", None), ("conv3d", None), ("sigmoid", None), ("tanh", None),
+                        ("relu", None), ("leaky_relu", None), ("leaky_relu", 0.2),
+                        ("selu", None)]:
+        assert nn.init.calculate_gain(name, param) == pytest.approx(
+            torch.nn.init.calculate_gain(name, param))
+
+
+@pytest.mark.parametrize("fn,kw,bound", [
+    ("xavier_uniform_", dict(gain=2.0), lambda fi, fo: 2.0 * math.sqrt(6 / (fi + fo))),
+    ("kaiming_uniform_", dict(a=math.sqrt(5)), lambda fi, fo: 1 / math.sqrt(fi)),
+    ("kaiming_uniform_", dict(mode="fan_out", nonlinearity="relu"),
+     lambda fi, fo: math.sqrt(6 / fo)),
+    ("uniform_", dict(a=-0.3, b=0.3), lambda fi, fo: 0.3)])
+def test_uniform_initialisers_use_torchs_fans(fn, kw, bound):
+    mt.manual_seed(0)
+    w = nn.Parameter(np.zeros((300, 200), np.float32))
+    getattr(nn.init, fn)(w, **kw)
+    b = bound(200, 300)
+    assert np.abs(w.data).max() <= b * (1 + 1e-6)
+    assert np.abs(w.data).max() > 0.99 * b                 # the whole range is used
+    t = torch.empty(300, 200)
+    getattr(torch.nn.init, fn)(t, **kw)
+    assert np.abs(w.data).std() == pytest.approx(t.abs().std().item(), rel=0.03)
+
+
+@pytest.mark.parametrize("fn,kw", [
+    ("xavier_normal_", {}), ("kaiming_normal_", dict(nonlinearity="relu")),
+    ("kaiming_normal_", dict(mode="fan_out")), ("normal_", dict(mean=1.0, std=0.5)),
+    ("trunc_normal_", dict(std=0.5, a=-0.6, b=0.4)), ("orthogonal_", dict(gain=1.5))])
+def test_normal_initialisers_match_torchs_statistics(fn, kw):
+    mt.manual_seed(0)
+    torch.manual_seed(0)
+    w = nn.Parameter(np.zeros((300, 200), np.float32))
+    t = torch.empty(300, 200)
+    getattr(nn.init, fn)(w, **kw)
+    getattr(torch.nn.init, fn)(t, **kw)
+    assert w.data.mean() == pytest.approx(t.mean().item(), abs=0.01)
+    assert w.data.std() == pytest.approx(t.std().item(), rel=0.03)
+    assert w.data.min() >= t.min().item() - 0.5 and w.data.max() <= t.max().item() + 0.5
+    if fn == "trunc_normal_":
+        assert w.data.min() >= -0.6 and w.data.max() <= 0.4
+    if fn == "orthogonal_":
+        np.testing.assert_allclose(w.data.T @ w.data, 1.5 ** 2 * np.eye(200), atol=1e-4)
+
+
+def test_constant_initialisers():
+    w = nn.Parameter(np.zeros((3, 3), np.float32))
+    np.testing.assert_array_equal(nn.init.eye_(w).data, np.eye(3))
+    np.testing.assert_array_equal(nn.init.constant_(w, 0.25).data, np.full((3, 3), 0.25))
+    np.testing.assert_array_equal(nn.init.ones_(w).data, np.ones((3, 3)))
+    np.testing.assert_array_equal(nn.init.zeros_(w).data, np.zeros((3, 3)))
+    assert nn.init._calculate_fan_in_and_fan_out(mt.zeros(5, 3, 2)) == \
+        torch.nn.init._calculate_fan_in_and_fan_out(torch.zeros(5, 3, 2))
+
+
+# ----------------------------------------------------------------------------- optim
+def _train_both(make_opt, make_topt, steps=5, sched=None):
+    torch.manual_seed(0)
+    tlin = torch.nn.Linear(4, 3).double()
+    lin = nn.Linear(4, 3, dtype=np.float64)
+    lin.load_state_dict(tlin.state_dict())
+    opt, topt = make_opt(lin.parameters()), make_topt(tlin.parameters())
+    s = ts = None
+    if sched is not None:
+        s, ts = sched[0](opt), sched[1](topt)
+    x = rand(6, 4)
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        topt.zero_grad(set_to_none=True)
+        (lin(mt.tensor(x, dtype=np.float64)) ** 2).mean().backward()
+        (tlin(torch.tensor(x)) ** 2).mean().backward()
+        opt.step()
+        topt.step()
+        if s is not None:
+            s.step()
+            ts.step()
+            assert opt.param_groups[0]["lr"] == pytest.approx(topt.param_groups[0]["lr"])
+    np.testing.assert_allclose(lin.weight.data, tlin.weight.detach().numpy(), atol=1e-12)
+    return opt, topt
+
+
+@pytest.mark.parametrize("kw", [
+    dict(lr=0.5, betas=(0.9, 0.98), eps=1e-9), dict(lr=0.01, weight_decay=0.1),
+    dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), dict(lr=0.01, amsgrad=True),
+    dict(lr=0.01, foreach=False, maximize=True)])
+def test_adam_matches_torch(kw):
+    opt, topt = _train_both(lambda p: optim.Adam(p, **kw), lambda p: torch.optim.Adam(p, **kw))
+    assert {k for k in opt.param_groups[0]} <= set(topt.param_groups[0])
+
+
+def test_sgd_and_adamw_match_torch_and_take_named_parameters():
+    kw = dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)
+    _train_both(lambda p: optim.SGD(p, **kw), lambda p: torch.optim.SGD(p, **kw))
+    _train_both(lambda p: optim.AdamW(p, lr=0.01), lambda p: torch.optim.AdamW(p, lr=0.01))
+    lin = nn.Linear(2, 2)
+    assert optim.Adam(lin.named_parameters()).param_groups[0]["params"][0] is lin.weight
+
+
+def _noam(step, model_size=16, factor=1.0, warmup=3):
+    step = max(step, 1)
+    return factor * model_size ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("LambdaLR", dict(lr_lambda=_noam)), ("StepLR", dict(step_size=2, gamma=0.5)),
+    ("MultiStepLR", dict(milestones=[2, 4], gamma=0.3)), ("ExponentialLR", dict(gamma=0.8)),
+    ("LinearLR", dict(start_factor=0.25, total_iters=3)),
+    ("CosineAnnealingLR", dict(T_max=4, eta_min=0.01))])
+def test_lr_schedulers_match_torch(name, kw):
+    ours = getattr(optim.lr_scheduler, name)
+    theirs = getattr(torch.optim.lr_scheduler, name)
+    _train_both(lambda p: optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
+                lambda p: torch.optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
+                steps=7, sched=(lambda o: ours(o, **kw), lambda o: theirs(o, **kw)))
