@@ -142,8 +142,10 @@ def _self_mask(l_new, offset, key_padding):
 
 
 def _project(generator, x):
+    """x (B, L, d_model) → logits (B, L, vocab) as one 2-D matmul on (B·L, d_model). The vocab
+    size is spelled out, not -1: with B = 0 or L = 0 there are no elements to infer it from."""
     batch, length, d = x.shape
-    return generator(x.reshape(batch * length, d)).reshape(batch, length, -1)
+    return generator(x.reshape(batch * length, d)).reshape(batch, length, generator.out_features)
 
 
 class _Inspectable:
