@@ -1,0 +1,68 @@
+"""Load one PyTorch source file twice: with the real torch, and with `torch`, `torch.nn`,
+`torch.nn.functional` and `torch.optim` bound to minitensor's modules — the "only the imports
+changed" port, done without editing the file. Used by test_pytorch_style.py and
+test_annotated_transformer.py."""
+import importlib.util
+import pathlib
+import sys
+
+import numpy as np
+
+import minitensor as mt
+
+HERE = pathlib.Path(__file__).parent
+
+
+def _minitensor_modules():
+    return {"torch": mt, "torch.nn": mt.nn, "torch.nn.functional": mt.nn.functional,
+            "torch.optim": mt.optim, "torch.optim.lr_scheduler": mt.optim.lr_scheduler}
+
+
+def load(filename, backend):
+    """The module in tests/`filename`, executed with `import torch` meaning `backend`
+    ('torch' or 'minitensor'). sys.modules is restored afterwards, whatever happens."""
+    name = f"{pathlib.Path(filename).stem}_{backend}"
+    spec = importlib.util.spec_from_file_location(name, HERE / filename)
+    module = importlib.util.module_from_spec(spec)
+    if backend == "torch":
+        import torch  # noqa: F401  (the real one)
+        spec.loader.exec_module(module)
+        return module
+    swapped = _minitensor_modules()
+    saved = {k: sys.modules.get(k) for k in swapped}
+    sys.modules.update(swapped)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    return module
+
+
+def tensor(backend, array):
+    """`array` as the backend's tensor (ids stay int64, floats float32)."""
+    import torch
+    a = np.asarray(array)
+    return torch.tensor(a) if backend == "torch" else mt.tensor(a)
+
+
+def numpy(t):
+    """A backend tensor's values as numpy (torch: detached)."""
+    return t.detach().numpy() if hasattr(t, "detach") and not isinstance(t, mt.Tensor) \
+        else np.asarray(t.data)
+
+
+def compare_grads(ours, theirs, atol):
+    """Every parameter's gradient, by name, in both models."""
+    theirs_grads = {n: p.grad for n, p in theirs.named_parameters()}
+    names = [n for n, _ in ours.named_parameters()]
+    assert names == list(theirs_grads)
+    for n, p in ours.named_parameters():
+        if theirs_grads[n] is None:
+            assert p.grad is None or not np.any(p.grad.data), n
+            continue
+        np.testing.assert_allclose(p.grad.data, theirs_grads[n].numpy(), atol=atol, rtol=1e-4,
+                                   err_msg=n)
