@@ -38,6 +38,7 @@ from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
 from transformer.tasks import AdditionTask  # noqa: E402
 from transformer.training import evaluate, seq2seq_batch, sequence_loss, shift_right, train  # noqa: E402
+from transformer.viz import save_attention, token_labels  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -180,6 +181,7 @@ def main(argv=None):
         return {"exact_match": float(correct.mean()), "evaluated_on": correct.size}
 
     remaining = max(0, args.steps - start_step)
+    written = []            # files this run wrote (--eval-only only reads the checkpoint)
     if not args.eval_only and remaining > 0:
         history = train(
             model, optimizer, lambda step: seq2seq_batch(*task.batch(args.batch_size, rng)),
@@ -194,10 +196,13 @@ def main(argv=None):
                                step=history.last_step, history=history, data_rng=rng,
                                extra={"task": f"addition-{task.digits}",
                                       "reverse_answer": task.reverse_answer})
+        written.append(ckpt_path)
 
     model.eval()
     correct, pred = heldout_exact_match(model, task, heldout_src)
     say("")
+    if args.eval_only:
+        say(f"read {ckpt_path} (step {int(ckpt['step'])}); nothing is written back to it")
     report(task, correct, pred, say)
     if history is not None and history.steps:
         val = evaluate(model, val_batches)
@@ -206,8 +211,9 @@ def main(argv=None):
             f"{'(stopped at the target)' if history.stopped_early else ''}")
 
     if not args.no_figures:
-        written = draw_figures(model, task, history, args.out, rng_seed=args.seed)
-        say("wrote " + ", ".join([ckpt_path] + written))
+        written += draw_figures(model, task, history, args.out, rng_seed=args.seed)
+    if written:
+        say("wrote " + ", ".join(written))
     say(f"total wall-clock: {time.perf_counter() - T_START:.1f} s")
     return float(correct.mean())
 
@@ -228,9 +234,9 @@ def draw_figures(model, task, history, out, rng_seed=0):
         model(src, tgt_in)
     maps = model.attention_maps()
     answer = tok.decode(out_ids[0])
-    written += common.attention_heatmaps(
-        maps, common.token_labels(tok, src[0]), common.token_labels(tok, tgt_in[0]), out,
-        title=f"{task.problem_text(a[0], b[0])} → {answer!r}")
+    # rows: the token each decoder position writes (its output), e.g. 9 7 5 0 <eos>
+    written += save_attention(maps, token_labels(tok, src[0]), token_labels(tok, out_ids[0]), out,
+                              title=f"{task.problem_text(a[0], b[0])} → {answer!r}")
     # 2. the graph of one training step (forward + loss, gradients shown after backward)
     model.train()
     src, tgt = task.batch(8, np.random.default_rng(rng_seed))

@@ -26,12 +26,14 @@ import minitensor as mt  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
 from transformer.tasks import AdditionTask, CopyTask, ReverseTask  # noqa: E402
 from transformer.training import shift_right  # noqa: E402
+from transformer.viz import save_attention, token_labels  # noqa: E402
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--checkpoint", default="runs/addition/checkpoint.npz")
+    p.add_argument("--checkpoint", default="runs/addition/checkpoint.npz",
+                   help="a checkpoint.npz written by addition_task.py or copy_task.py")
     p.add_argument("--input", default="123+456", help='e.g. "123+456" (or a string for a copy/reverse model)')
     p.add_argument("--out", default="runs/attention_maps", help="folder for the PNGs")
     return p.parse_args(argv)
@@ -84,9 +86,10 @@ def main(argv=None):
     else:
         print(f"{problem!r} → {answer!r} (expected {task.transform(problem)!r})")
     maps = model.attention_maps()
-    files = common.attention_heatmaps(maps, common.token_labels(tok, src[0]),
-                                      common.token_labels(tok, tgt_in[0]), args.out,
-                                      title=f"{tok.decode(src[0])} → {answer!r}")
+    # rows: the token each decoder position writes; <pad> columns shown (and empty) if any
+    files = save_attention(maps, token_labels(tok, src[0], keep_pad=True),
+                           token_labels(tok, out_ids[0]), args.out,
+                           title=f"{tok.decode(src[0])} → {answer!r}")
     for name, w in maps.items():
         top = w[0].max(axis=-1).mean()
         print(f"  {name:<28} weights {tuple(w.shape)}  mean of each row's largest weight {top:.2f}")

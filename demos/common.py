@@ -1,4 +1,5 @@
-"""Helpers the demos share: checkpoints, attention heatmaps, curves, the graph picture.
+"""Helpers the demos share: checkpoints, curves, the graph picture (attention heatmaps are
+the library's: `transformer.viz.plot_attention` / `save_attention`).
 
 Nothing here is needed to understand the model; it is the plumbing that turns a trained model
 into files a learner opens (PNG, SVG, .npz). Figures use matplotlib's Agg backend (no display).
@@ -49,10 +50,14 @@ def save_checkpoint(path, model, config, *, optimizer=None, scheduler=None, step
 
 
 def load_model(path):
-    """(model, config, checkpoint dict) from a checkpoint written by save_checkpoint."""
+    """(model, config, checkpoint dict) from a checkpoint written by save_checkpoint.
+
+    A missing file ends the demo with one line that says what to run (SystemExit: no traceback,
+    the demo did nothing wrong)."""
     from transformer import Transformer, TransformerConfig
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no checkpoint at {path}: train first (python demos/addition_task.py)")
+        raise SystemExit(f"no checkpoint at {path}: train first (python demos/addition_task.py, "
+                         f"or --checkpoint to name another file)")
     ckpt = mt.load(path)
     config = TransformerConfig(**ckpt["config"])
     model = Transformer(config)
@@ -80,63 +85,6 @@ def restore_data_rng(ckpt, seed):
     if "data_rng" in ckpt:
         rng.bit_generator.state = json.loads(ckpt["data_rng"])
     return rng
-
-
-# --------------------------------------------------------------------------- attention maps
-KINDS = (("encoder", "self_attn", "encoder self-attention"),
-         ("decoder", "self_attn", "decoder self-attention (causal)"),
-         ("decoder", "cross_attn", "cross-attention (decoder → encoder memory)"))
-
-
-def attention_heatmaps(maps, src_tokens, tgt_in_tokens, out_dir, example=0, title=""):
-    """One PNG per kind of attention — rows are layers, columns are heads — for one example.
-
-    maps: model.attention_maps() → {"encoder.layers.0.self_attn": (B, h, L_q, L_k), …}.
-    src_tokens / tgt_in_tokens: the labels of the source and decoder-input positions.
-    Returns the list of files written.
-    """
-    plt = matplotlib_pyplot()
-    os.makedirs(out_dir, exist_ok=True)
-    written = []
-    for stack, kind, label in KINDS:
-        paths = sorted((p for p in maps if p.startswith(stack + ".") and p.endswith("." + kind)),
-                       key=lambda p: int(p.split(".")[2]) if p.split(".")[2].isdigit() else 0)
-        if not paths:
-            continue
-        q_labels = src_tokens if stack == "encoder" else tgt_in_tokens
-        k_labels = tgt_in_tokens if kind == "self_attn" and stack == "decoder" else src_tokens
-        n_heads = maps[paths[0]].shape[1]
-        fig, axes = plt.subplots(len(paths), n_heads, squeeze=False,
-                                 figsize=(2.3 * n_heads + 0.6, 2.3 * len(paths) + 0.8))
-        for r, path in enumerate(paths):
-            # drop the <pad> rows and columns: nothing attends to them or from them
-            w = np.asarray(maps[path])[example][:, :len(q_labels), :len(k_labels)]
-            for h in range(n_heads):
-                ax = axes[r][h]
-                ax.imshow(w[h], vmin=0.0, vmax=1.0, cmap="viridis")
-                ax.set_xticks(range(len(k_labels)))
-                ax.set_xticklabels(k_labels, fontsize=7)
-                ax.set_yticks(range(len(q_labels)))
-                ax.set_yticklabels(q_labels, fontsize=7)
-                ax.set_title(f"layer {path.split('.')[2]} · head {h}", fontsize=8)
-        fig.suptitle(f"{label}{' — ' + title if title else ''}\nrows: queries, columns: keys",
-                     fontsize=9)
-        fig.tight_layout()
-        name = os.path.join(out_dir, f"attention_{stack}_{kind}.png")
-        fig.savefig(name, dpi=90)
-        plt.close(fig)
-        written.append(name)
-    return written
-
-
-def token_labels(tokenizer, ids):
-    """Readable labels for one row of ids (specials in angle brackets, no padding)."""
-    out = []
-    for i in np.asarray(ids).tolist():
-        if i == tokenizer.pad_id:
-            break
-        out.append(tokenizer.vocab.id_to_token(i))
-    return out
 
 
 # --------------------------------------------------------------------------- curves

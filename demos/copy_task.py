@@ -6,7 +6,8 @@
 Strings have random lengths (1 to --max-len), so batches are padded: this is the demo where the
 padding mask and the loss's ``ignore_index=<pad>`` matter. Look at
 ``runs/copy/attention_decoder_cross_attn.png``: to reverse, each output position attends to the
-mirrored source position, an anti-diagonal (a diagonal for copying).
+mirrored source position, an anti-diagonal (a diagonal for copying). The heatmaps show a padded
+example: its ``<pad>`` columns are drawn, and they are empty — nothing attends to ``<pad>``.
 
 Writes into --out: checkpoint.npz, attention_*.png, curves.png.
 """
@@ -24,6 +25,7 @@ from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
 from transformer.tasks import CopyTask, ReverseTask  # noqa: E402
 from transformer.training import evaluate, seq2seq_batch, shift_right, train  # noqa: E402
+from transformer.viz import save_attention, token_labels  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -55,6 +57,32 @@ def exact_match(model, task, texts, src):
     model.train(was)
     pred = np.asarray(pred.data if isinstance(pred, mt.Tensor) else pred)
     return task.correct(pred, texts), pred
+
+
+def padded_example(texts, src, pad_id):
+    """The index of a held-out example whose source has <pad> columns to see: the longest with
+    at least two, else with one, else the longest example."""
+    n_pad = [int((np.asarray(src[i]) == pad_id).sum()) for i in range(len(texts))]
+    for least in (2, 1, 0):
+        pool = [i for i in range(len(texts)) if n_pad[i] >= least]
+        if pool:
+            return max(pool, key=lambda i: len(texts[i]))
+
+
+def draw_attention(model, tok, texts, src_all, pred, args):
+    """Heatmaps of one padded held-out example, replaying the model's own output through the
+    decoder with the padding mask: the <pad> columns are drawn, and they are empty."""
+    i = padded_example(texts, src_all, tok.pad_id)
+    src = src_all[i:i + 1]
+    pad = np.asarray(src) == tok.pad_id
+    model.eval()
+    with mt.no_grad():
+        tgt_in = shift_right(pred[i:i + 1], tok.bos_id)
+        model(src, tgt_in, src_padding_mask=pad if pad.any() else None)
+    note = f"\n{int(pad.sum())} <pad> columns: nothing attends to them" if pad.any() else ""
+    return save_attention(model.attention_maps(), token_labels(tok, src[0], keep_pad=True),
+                          token_labels(tok, pred[i]), args.out,
+                          title=f"{texts[i]!r} → {tok.decode(pred[i])!r}{note}")
 
 
 def main(argv=None):
@@ -94,16 +122,7 @@ def main(argv=None):
     ckpt = common.save_checkpoint(os.path.join(args.out, "checkpoint.npz"), model, config,
                                   step=history.last_step, history=history,
                                   extra={"task": args.task, "alphabet": args.alphabet})
-    # attention maps of one held-out example, replaying the model's own output
-    i = int(np.argmax([len(t) for t in held_texts]))
-    src = held_src[i:i + 1]
-    model.eval()
-    with mt.no_grad():
-        tgt_in = shift_right(pred[i:i + 1], tok.bos_id)
-        model(src, tgt_in)
-    files = common.attention_heatmaps(model.attention_maps(), common.token_labels(tok, src[0]),
-                                      common.token_labels(tok, tgt_in[0]), args.out,
-                                      title=f"{held_texts[i]!r} → {tok.decode(pred[i])!r}")
+    files = draw_attention(model, tok, held_texts, held_src, pred, args)
     files.append(common.plot_curves(history, os.path.join(args.out, "curves.png")))
     print("wrote " + ", ".join([ckpt] + files))
     print(f"total wall-clock: {time.perf_counter() - t_start:.1f} s")

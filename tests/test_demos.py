@@ -59,6 +59,7 @@ def test_addition_tiny_run_writes_everything_then_resumes_and_evaluates(tmp_path
 
     text = run_demo("addition_task.py", "--eval-only", "--no-figures", "--quiet", "--out", out)
     assert "held-out exact match" in text
+    assert "wrote" not in text and f"read {out / 'checkpoint.npz'} (step 6)" in text
     assert mt.load(str(out / "checkpoint.npz"))["step"] == 6      # eval-only changes nothing
 
     maps = tmp_path / "maps"
@@ -86,12 +87,45 @@ def test_attention_maps_rejects_bad_input(tmp_path):
                            str(tmp_path / "missing.npz")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "no checkpoint" in proc.stderr
+    assert "Traceback" not in proc.stderr           # one line that says what to run
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "a checkpoint.npz written by" in run_demo("attention_maps.py", "--help")
 
 
 def test_copy_task_tiny_run(tmp_path):
     text = run_demo("copy_task.py", "--steps", 5, "--eval-every", 5, "--quiet", "--out", tmp_path)
     assert "held-out exact match" in text
     assert {"checkpoint.npz", "curves.png", "attention_decoder_cross_attn.png"} <= set(os.listdir(tmp_path))
+
+
+def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monkeypatch):
+    """'Nothing attends to <pad>' must be visible: the heatmaps show a padded example, its <pad>
+    columns drawn and empty."""
+    import importlib.util
+    from transformer import Transformer, TransformerConfig
+    from transformer.tasks import ReverseTask
+    spec = importlib.util.spec_from_file_location("copy_task_demo",
+                                                  os.path.join(ROOT, "demos", "copy_task.py"))
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    task = ReverseTask(alphabet="abcd", min_len=1, max_len=5)
+    texts = ["abcde", "ab", "abc", "a"]
+    src, _ = task.encode(texts)
+    i = demo.padded_example(texts, src, task.tokenizer.pad_id)
+    assert texts[i] == "abc"                        # the longest with two <pad> columns
+    mt.manual_seed(0)
+    tok = task.tokenizer
+    model = Transformer(TransformerConfig.tiny(len(tok), len(tok), max_len=8))
+    pred = np.asarray(src)[:, ::-1].copy()          # any ids: the maps only need a forward
+    captured = {}
+    monkeypatch.setattr(demo, "save_attention",
+                        lambda maps, src_labels, tgt_labels, out, title: captured.update(
+                            maps=maps, src=src_labels, title=title) or [])
+    demo.draw_attention(model, tok, texts, src, pred, type("A", (), {"out": str(tmp_path)}))
+    assert captured["src"] == ["a", "b", "c", "<pad>", "<pad>"]
+    assert "2 <pad> columns: nothing attends to them" in captured["title"]
+    cross = captured["maps"]["decoder.layers.0.cross_attn"][0]
+    assert np.all(cross[..., 3:] == 0) and np.all(cross[..., :3].sum(-1) > 0.99)
 
 
 def test_ablations_tiny_run_prints_the_table(tmp_path):

@@ -1,0 +1,166 @@
+"""Attention heatmaps: what every head of every layer looked at, for one example.
+
+    model(src, tgt_in)                     # any forward; then {path: (B, h, L_q, L_k)}:
+    maps = model.attention_maps()
+    fig = plot_attention(maps, src_tokens=["1", "2", "3", "+", "4", "5", "6"],
+                         tgt_tokens=["9", "7", "5", "0", "<eos>"])
+
+A Transformer has three kinds of attention ("Attention Is All You Need", §3.2.3), and each is
+drawn as rows of layers by columns of heads, rows = queries, columns = keys, all on one colour
+scale from 0 to 1 (each row of weights sums to 1):
+
+- **encoder self-attention**: source token → source token;
+- **decoder self-attention** (causal): row t is the position that *writes* tgt_tokens[t]; it
+  reads the tokens before it, ``<bos>, tgt_tokens[0], …, tgt_tokens[t-1]`` (teacher forcing
+  shifts the target right by one), so the upper triangle is empty;
+- **cross-attention**: row t (writing tgt_tokens[t]) → source token: which source positions
+  each output token was computed from.
+
+Labels decide what is drawn: give fewer labels than positions and the rest (padding) is cropped;
+give ``<pad>`` labels and their columns are shown — empty when the padding mask was passed,
+since nothing attends to ``<pad>``.
+
+The figures are `matplotlib.figure.Figure` objects made without pyplot, so a script can make any
+number without a display; in Jupyter a returned Figure shows inline (after ``import
+matplotlib.pyplot`` has set up the inline backend).
+"""
+import os
+
+import numpy as np
+
+# kind: (stack, attention module name, title)
+KINDS = {
+    "encoder": ("encoder", "self_attn", "encoder self-attention"),
+    "decoder": ("decoder", "self_attn", "decoder self-attention (causal)"),
+    "cross": ("decoder", "cross_attn", "cross-attention (decoder → encoder memory)"),
+}
+PANEL_INCHES = 2.1        # each head's heatmap; the tick labels are sized to it
+
+
+def token_labels(tokenizer, ids, keep_pad=False):
+    """Readable labels for one row of ids (specials in angle brackets). Stops at the first
+    ``<pad>`` unless keep_pad (then every position is labelled, ``<pad>`` included)."""
+    out = []
+    for i in np.asarray(getattr(ids, "data", ids)).tolist():
+        if i == tokenizer.pad_id and not keep_pad:
+            break
+        out.append(tokenizer.vocab.id_to_token(i))
+    return out
+
+
+def _layer_paths(maps, stack, module):
+    """The maps of one kind in layer order: encoder.layers.0.self_attn, encoder.layers.1…"""
+    paths = [p for p in maps if p.startswith(stack + ".") and p.endswith("." + module)]
+
+    def layer(p):
+        parts = p.split(".")
+        return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
+    return sorted(paths, key=layer)
+
+
+def _axis_labels(kind, src_tokens, tgt_tokens, bos):
+    """(query labels, key labels, query axis name, key axis name) of one kind of attention."""
+    written = list(tgt_tokens)
+    if kind == "encoder":
+        return list(src_tokens), list(src_tokens), "query (source)", "key (source)"
+    if kind == "decoder":
+        read = [bos] + written[:-1]
+        return written, read, "writes", "reads (decoder input)"
+    return written, list(src_tokens), "writes", "reads (source)"
+
+
+def _panels(maps, kinds, src_tokens, tgt_tokens, bos):
+    """[(kind, layer path, labels…)] for every layer of every kind present in maps."""
+    panels = []
+    for kind in kinds:
+        if kind not in KINDS:
+            raise ValueError(f"plot_attention: kinds must be among {tuple(KINDS)}, got {kind!r}")
+        stack, module, _ = KINDS[kind]
+        for path in _layer_paths(maps, stack, module):
+            panels.append((kind, path) + _axis_labels(kind, src_tokens, tgt_tokens, bos))
+    return panels
+
+
+def plot_attention(maps, src_tokens, tgt_tokens, *, example=0, kinds=tuple(KINDS), bos="<bos>",
+                   title="", cmap="viridis"):
+    """Every layer and head of the chosen kinds of attention, for one example, as one Figure.
+
+    maps: ``model.attention_maps()`` — {module path: weights (B, h, L_q, L_k)}.
+    src_tokens: labels of the source positions (encoder queries and keys; cross-attention keys).
+    tgt_tokens: labels of the tokens the decoder WRITES, one per decoder position (the
+        model's output, e.g. ``9 7 5 0 <eos>``): decoder rows are labelled by what they write,
+        decoder self-attention columns by what they read (``bos`` then tgt_tokens shifted).
+    example: which batch row to draw. kinds: any of "encoder", "decoder", "cross".
+    Returns a matplotlib Figure: one row of panels per layer of each kind, one column per head,
+    and a colour bar (weights 0–1).
+    """
+    from matplotlib.figure import Figure
+
+    panels = _panels(maps, kinds, src_tokens, tgt_tokens, bos)
+    if not panels:
+        raise ValueError(f"plot_attention: no attention maps of kinds {tuple(kinds)} among "
+                         f"{sorted(maps)} (run a forward pass first: model.attention_maps())")
+    n_heads = max(np.asarray(maps[p[1]]).shape[1] for p in panels)
+    fig = Figure(figsize=(max(PANEL_INCHES * n_heads + 1.4, 5.5), PANEL_INCHES * len(panels) + 1.2),
+                 layout="constrained")
+    axes = fig.subplots(len(panels), n_heads, squeeze=False)
+    image = None
+    for r, (kind, path, q_labels, k_labels, q_name, k_name) in enumerate(panels):
+        weights = np.asarray(maps[path])[example]
+        for h in range(n_heads):
+            ax = axes[r][h]
+            if h >= weights.shape[0]:
+                ax.set_visible(False)
+                continue
+            image = _heatmap(ax, weights[h][:len(q_labels), :len(k_labels)], q_labels, k_labels,
+                             cmap)
+            ax.set_title(f"{KINDS[kind][2].split(' (')[0]}\n{_layer_name(path)} · head {h}",
+                         fontsize=8)
+            if h == 0:
+                ax.set_ylabel(q_name, fontsize=8)
+            ax.set_xlabel(k_name, fontsize=8)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    legend = "rows: queries, columns: keys; each row sums to 1"
+    fig.suptitle(f"{title}\n{legend}" if title else legend, fontsize=9)
+    return fig
+
+
+def _layer_name(path):
+    parts = path.split(".")
+    return f"layer {parts[2]}" if len(parts) > 2 and parts[2].isdigit() else parts[0]
+
+
+def _heatmap(ax, w, q_labels, k_labels, cmap):
+    image = ax.imshow(w, vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
+    size = 8 if max(len(q_labels), len(k_labels)) <= 12 else 6
+    ax.set_xticks(range(len(k_labels)))
+    ax.set_xticklabels(k_labels, fontsize=size, rotation=90 if _wide(k_labels) else 0)
+    ax.set_yticks(range(len(q_labels)))
+    ax.set_yticklabels(q_labels, fontsize=size)
+    ax.tick_params(length=0)
+    return image
+
+
+def _wide(labels):
+    return any(len(str(s)) > 2 for s in labels) and len(labels) > 4
+
+
+def save_attention(maps, src_tokens, tgt_tokens, out_dir, *, example=0, title="", bos="<bos>"):
+    """One PNG per kind of attention (``attention_encoder_self_attn.png``,
+    ``attention_decoder_self_attn.png``, ``attention_decoder_cross_attn.png``) in out_dir;
+    returns the paths written. Arguments as for `plot_attention`."""
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for kind, (stack, module, label) in KINDS.items():
+        if not _layer_paths(maps, stack, module):
+            continue
+        heading = f"{label}\n{title}" if title else label
+        fig = plot_attention(maps, src_tokens, tgt_tokens, example=example, kinds=(kind,),
+                             bos=bos, title=heading)
+        path = os.path.join(out_dir, f"attention_{stack}_{module}.png")
+        fig.savefig(path, dpi=90)
+        written.append(path)
+    return written
+
+
+__all__ = ["plot_attention", "save_attention", "token_labels", "KINDS"]
