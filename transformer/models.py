@@ -145,7 +145,8 @@ def _project(generator, x):
     """x (B, L, d_model) → logits (B, L, vocab) as one 2-D matmul on (B·L, d_model). The vocab
     size is spelled out, not -1: with B = 0 or L = 0 there are no elements to infer it from."""
     batch, length, d = x.shape
-    return generator(x.reshape(batch * length, d)).reshape(batch, length, generator.out_features)
+    logits = generator(x.reshape(batch * length, d))
+    return logits.reshape(batch, length, generator.out_features)
 
 
 class _Inspectable:
