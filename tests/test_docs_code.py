@@ -38,3 +38,32 @@ def test_the_page_code_runs(page, capsys):
             exec(code, namespace)
         except Exception as e:     # say which block failed
             pytest.fail(f"block {i + 1} of docs/{page} raised {type(e).__name__}: {e}")
+
+
+def test_a_custom_activation_plugs_into_the_transformer():
+    """TransformerConfig(activation=…) takes a function, an nn.Module class or an mt.Function
+    class (docs/extending.md shows it); a saved config names it and asks for it back."""
+    import minitensor as mt
+    import minitensor.functional as F
+    from minitensor import nn
+    from transformer import Transformer, TransformerConfig
+
+    def squared_relu(x):
+        return F.relu(x) ** 2
+
+    src, tgt_in = mt.randint(3, 10, (2, 5)), mt.randint(3, 10, (2, 4))
+    for activation, scope_has_act in ((squared_relu, False), (nn.GELU, True)):
+        mt.manual_seed(0)
+        model = Transformer(TransformerConfig.tiny(10, 10, activation=activation))
+        with mt.viz.trace(quiet=True) as t:
+            model(src, tgt_in)
+        ffn_ops = [r.op for r in t.records if r.scope.startswith("encoder.layers.0.ffn")]
+        assert ("gelu" in ffn_ops) if scope_has_act else ("pow" in ffn_ops), ffn_ops
+        assert any(r.scope.endswith("ffn.act") for r in t.records) == scope_has_act
+    d = TransformerConfig.tiny(10, 10, activation=squared_relu).to_dict()
+    assert d["activation"].startswith("custom:") and d["activation"].endswith("squared_relu")
+    with pytest.raises(ValueError, match="pass it again"):
+        TransformerConfig(**d)
+    assert TransformerConfig(**{**d, "activation": squared_relu}).activation is squared_relu
+    with pytest.raises(ValueError, match="or a callable"):
+        TransformerConfig.tiny(10, 10, activation="gleu")

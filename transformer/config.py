@@ -1,6 +1,6 @@
 """`TransformerConfig`: every size and switch of a model in one dataclass.
 
-The defaults are the paper's base model ("Attention Is All You Need", seed 02): N = 6 encoder and
+The defaults are the paper's base model ("Attention Is All You Need", §3, Table 3): N = 6 encoder and
 6 decoder layers, d_model = 512, h = 8 heads, d_ff = 2048, dropout 0.1, ReLU, Post-Norm, sinusoidal
 positions, embeddings scaled by √d_model. `TransformerConfig.small(...)` is the size the addition
 task and the tests use.
@@ -22,7 +22,10 @@ class TransformerConfig:
     d_ff: hidden width of the position-wise feed-forward network.
     dropout: after the embedding sum, on attention weights, inside the FFN and on each sub-layer
         output before the residual add (as the paper and torch.nn.Transformer do).
-    activation: "relu" (paper) | "gelu" | "silu" | "swiglu" / "geglu" (gated FFN, seed 07).
+    activation: "relu" (paper) | "gelu" | "silu" | "swiglu" / "geglu" (gated FFN: act(x W_gate) ⊙
+        x W_1) — or your own: a function on Tensors (``my_gelu(x)``), an `nn.Module` class (one
+        instance per FFN) or an `mt.Function` class (its ``apply`` is called). A config with
+        your own activation saves its name only (`to_dict`); rebuild it by passing the callable.
     norm_first: False = Post-Norm x = LN(x + F(x)) (paper); True = Pre-Norm x = x + F(LN(x)).
     final_norm: a LayerNorm after the last layer of each stack. torch.nn.Transformer always has
         one (for both norm_first settings), so True is the default and keeps parity with it; the
@@ -32,10 +35,12 @@ class TransformerConfig:
         | "none" (the ablation: attention alone cannot see order).
     scale_embeddings: multiply token embeddings by √d_model (paper). Token embeddings are then
         initialised N(0, 1/d_model), so that scaled they are N(0, 1), on the scale of the
-        positional encoding; without it they are N(0, 1) as in torch (see PERFORMANCE.md: a √d
-        scale on N(0, 1) embeddings drowned the positions and the addition task did not learn).
-    attention_scale: divide scores by √d_k (paper); False is the ablation of seed 04's
-        "why divide by √d_k" (scores grow with d_k and saturate the softmax).
+        positional encoding; without it they are N(0, 1) as in torch (the README's ablation: a
+        √d_model scale on N(0, 1) embeddings drowns the positions, and the addition task does
+        not learn).
+    attention_scale: divide scores by √d_k (paper, §3.2.1); False is the ablation: for unit
+        variance q and k a dot product has variance d_k, so unscaled scores grow with d_k and
+        saturate the softmax.
     max_len: longest sequence the positional tables cover.
     pad_id: the <pad> id; its embedding row starts at zero and gets no gradient.
     tie_embeddings: share the output projection's weight with the target token embedding.
@@ -49,7 +54,7 @@ class TransformerConfig:
     num_decoder_layers: int = 6
     d_ff: int = 2048
     dropout: float = 0.1
-    activation: str = "relu"
+    activation: object = "relu"         # a name in ACTIVATIONS, or a callable
     norm_first: bool = False
     positional: str = "sinusoidal"
     scale_embeddings: bool = True
@@ -65,9 +70,7 @@ class TransformerConfig:
             raise ValueError(f"TransformerConfig: d_model={self.d_model} must be a positive "
                              f"multiple of n_heads={self.n_heads} (each head gets "
                              f"d_model / n_heads)")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"TransformerConfig: activation must be one of {ACTIVATIONS}, "
-                             f"got {self.activation!r}")
+        check_activation(self.activation, "TransformerConfig")
         if self.positional not in POSITIONALS:
             raise ValueError(f"TransformerConfig: positional must be one of {POSITIONALS}, "
                              f"got {self.positional!r}")
@@ -110,4 +113,35 @@ class TransformerConfig:
         return replace(self, **changes)
 
     def to_dict(self):
-        return asdict(self)
+        """Every field as plain data (for checkpoints); your own activation by its name only:
+        ``"custom:my_module.my_gelu"``, which `TransformerConfig(**d)` refuses with a message
+        saying to pass the callable again."""
+        d = asdict(self)
+        if callable(self.activation):
+            d["activation"] = CUSTOM_PREFIX + activation_name(self.activation, qualified=True)
+        return d
+
+
+CUSTOM_PREFIX = "custom:"
+
+
+def activation_name(activation, qualified=False):
+    """'relu', or a callable's name ('my_gelu'; with qualified: 'my_module.my_gelu')."""
+    if isinstance(activation, str):
+        return activation
+    name = getattr(activation, "__qualname__", None) or type(activation).__name__
+    module = getattr(activation, "__module__", None)
+    return f"{module}.{name}" if qualified and module else name
+
+
+def check_activation(activation, where):
+    """A built-in name or your own callable; a clear error otherwise."""
+    if callable(activation) or activation in ACTIVATIONS:
+        return
+    if isinstance(activation, str) and activation.startswith(CUSTOM_PREFIX):
+        raise ValueError(f"{where}: this config was saved with your own activation "
+                         f"{activation[len(CUSTOM_PREFIX):]}; a checkpoint stores only its "
+                         f"name: pass it again: TransformerConfig(**{{**d, 'activation': my_gelu}})")
+    raise ValueError(f"{where}: activation must be one of {ACTIVATIONS} or a callable (a "
+                     f"function on Tensors, an nn.Module class or an mt.Function class), got "
+                     f"{activation!r}")

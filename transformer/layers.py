@@ -11,11 +11,12 @@ healthy in deep stacks (seed 7.2); read which one a model uses before reading it
 Names follow torch.nn.TransformerEncoderLayer / DecoderLayer, so weights map one to one
 (see `transformer.interop`).
 """
-from minitensor import nn
+from minitensor import Function, nn
 import minitensor.functional as F
 from minitensor.nn import init
 
 from .attention import MultiHeadAttention
+from .config import activation_name, check_activation
 from .embeddings import RotaryEmbedding
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
@@ -29,33 +30,49 @@ class FeedForward(nn.Module):
         gated (swiglu / geglu): (act(x W_gate + b_gate) ⊙ (x W_1 + b_1)) W_2 + b_2
 
     x (B, L, d_model) → (B, L, d_model). activation: "relu" (paper) | "gelu" | "silu" |
-    "swiglu" | "geglu". Children: linear1 (W_1), linear_gate (gated only), dropout (after the
-    activation, as torch does), linear2 (W_2).
+    "swiglu" | "geglu", or your own (see `make_activation`). Children: linear1 (W_1),
+    linear_gate (gated only), act (when the activation is an nn.Module class), dropout (after
+    the activation, as torch does), linear2 (W_2).
     """
 
     def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"FeedForward: activation must be one of {sorted(_ACTIVATIONS)}, "
-                             f"got {activation!r}")
+        check_activation(activation, "FeedForward")
         self.activation = activation
         self.gated = activation in ("swiglu", "geglu")
         self.linear1 = nn.Linear(d_model, d_ff)
         if self.gated:
             self.linear_gate = nn.Linear(d_model, d_ff)
+        act = make_activation(activation)
+        if isinstance(act, nn.Module):
+            self.act, self._act_fn = act, None   # a child: its scope shows in graphs and traces
+        else:
+            self._act_fn = act
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])                # tokens are independent: one 2-D matmul
-        act = _ACTIVATIONS[self.activation]
+        act = self._act_fn or self.act
         h = self.linear1(x2)
         h = act(self.linear_gate(x2)) * h if self.gated else act(h)
         return self.linear2(self.dropout(h)).reshape(shape)
 
     def extra_repr(self):
-        return f"activation={self.activation!r}"
+        return f"activation={activation_name(self.activation)!r}"
+
+
+def make_activation(activation):
+    """The function FeedForward applies: a built-in by name; your function as is; an nn.Module
+    class instantiated (one per FFN); an mt.Function class's ``apply``."""
+    if isinstance(activation, str):
+        return _ACTIVATIONS[activation]
+    if isinstance(activation, type) and issubclass(activation, Function):
+        return activation.apply
+    if isinstance(activation, type) and issubclass(activation, nn.Module):
+        return activation()
+    return activation
 
 
 def _rotary(cfg):

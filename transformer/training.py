@@ -381,11 +381,24 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
                                       order=[name for name, _ in model.named_modules()]))
             if want_eval and stop_when is not None and metrics is not None and stop_when(metrics):
                 history.stopped_early = True
+                _complete(bar, desc)
                 break
     finally:
         bar.close()
         history.seconds = seconds_before + (time.perf_counter() - t_start)
     return history
+
+
+def _complete(bar, desc):
+    """Close the bar as done at the step where the target was reached: its total becomes that
+    step, so it ends at 100% (green in Jupyter, whose bar turns red when closed short of its
+    total — the sign of an error, which reaching the target is not)."""
+    bar.total = bar.n
+    widgets = getattr(bar, "container", None)       # tqdm.notebook: the progress widget's max
+    if widgets is not None:
+        widgets.children[1].max = bar.n
+    bar.set_description(f"{desc} (target reached)", refresh=False)
+    bar.refresh()
 
 
 def _fmt(k, v):
