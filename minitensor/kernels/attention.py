@@ -1,0 +1,391 @@
+"""Fused attention: softmax(Q·Kᵀ·scale + mask)·V without the L×L matrix (FlashAttention's
+algorithm, Dao et al. 2022), a numba kernel and its plain numpy twin.
+
+The twin is attention as every text writes it, in three steps: the scores S = Q·Kᵀ·scale + mask
+(Lq × Lk per head), the weights P = softmax(S) row by row, the output O = P·V. It keeps S and P
+whole. The kernel computes the same O one tile of keys at a time: for a block of queries it
+walks over blocks of keys, keeps for each query row the running maximum m of its scores, the
+running sum ℓ of their exponentials and the running output, and rescales the last two by
+exp(m_old − m_new) whenever a new tile raises the maximum (the "online softmax"). Only one
+tile of scores exists at a time; what it keeps for backward is O and one number per query row,
+the log-sum-exp lse = m + log ℓ. Backward recomputes each tile of P = exp(S − lse) from Q, K and
+lse instead of reading a stored P. docs/kernels.md ("Fused attention") explains the algorithm.
+
+    fused_attention_forward(q, k, v, mask, scale, is_causal, seed, p) → (out, lse)
+    fused_attention_backward(q, k, v, out, lse, dout, mask, scale, is_causal, seed, p)
+        → (dq, dk, dv)
+
+q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) → out (B, h, Lq, dv), lse (B, h, Lq).
+mask: None, bool (True = blocked) or additive float (−inf = blocked), broadcastable to
+(B, h, Lq, Lk) — a (B, 1, 1, Lk) padding mask or a (1, 1, Lq, Lk) causal mask is read in place.
+is_causal: block key j for query i when j > i + (Lk − Lq) (the queries are the last Lq of the Lk
+positions, as masks.causal_mask) without any mask array. A blocked position's score is never
+read (an inf or NaN there does not reach the row); a row with no allowed key gives output 0,
+lse −inf and zero gradient. Dropout (probability p, from `seed`) drops entry (b, h, i, j) of the
+weights exactly when dropout(weights, seed, p) of kernels/dropout.py would, in both backends.
+"""
+import math
+
+import numpy as np
+from numba import prange
+
+from .blas import GEMM, NO_TRANS, TRANS, gemm
+from .dropout import GAMMA, _dropout_flat, dropout_numpy, keep_threshold
+from .jit import exp, kernel, maximum, row_max
+
+# The dropout kernel's serial build, called on one row segment of a tile at a time: it hashes
+# (seed, position) exactly as dropout() does, so the same entries are dropped.
+_drop_segment = _dropout_flat.serial
+
+# Tile sizes: a block of BLOCK_Q queries is one parallel task; keys come BLOCK_K at a time, so
+# a task's working set (a packed kᵀ tile, a v tile, the running outputs) stays in the L1/L2 cache.
+BLOCK_Q = 64
+BLOCK_K = 128
+
+
+# ---- shared by both backends: checks and the mask's two parts ----------------------------------
+
+def _check(q, k, v):
+    """Raise a clear error unless q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) fit."""
+    fits = (q.ndim == 4 and k.ndim == 4 and v.ndim == 4 and q.shape[:2] == k.shape[:2]
+            == v.shape[:2] and q.shape[3] == k.shape[3] and k.shape[2] == v.shape[2])
+    if not fits:
+        raise ValueError(f"fused attention: query {q.shape}, key {k.shape} and value {v.shape} "
+                         f"do not fit: need query (B, h, Lq, d), key (B, h, Lk, d), value "
+                         f"(B, h, Lk, dv)")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype.kind != "f":
+        raise TypeError(f"fused attention: query, key and value must share one float dtype, "
+                        f"got {q.dtype}, {k.dtype}, {v.dtype} (shapes {q.shape}, {k.shape}, "
+                        f"{v.shape})")
+
+
+def additive_mask(mask, q, k):
+    """The mask as an additive float array of q's dtype, −inf where blocked, with the shape
+    (MB, MH, MQ, Lk) — each of MB, MH, MQ 1 (broadcast) or the full size — so that a padding or
+    causal mask stays small. None gives zeros (1, 1, 1, Lk)."""
+    (B, H, Lq, _), Lk = q.shape, k.shape[2]
+    if mask is None:
+        return np.zeros((1, 1, 1, Lk), dtype=q.dtype)
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ and mask.dtype.kind != "f":
+        raise TypeError(f"fused attention: a mask must be bool (True = blocked) or additive "
+                        f"float, got dtype {mask.dtype} of shape {mask.shape}")
+    try:
+        fits = mask.ndim <= 4 and np.broadcast_shapes(mask.shape, (B, H, Lq, Lk)) == (B, H, Lq, Lk)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"fused attention: mask of shape {mask.shape} does not broadcast to "
+                         f"the scores' shape {(B, H, Lq, Lk)}")
+    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+    if mask.dtype == np.bool_:
+        mask = np.where(mask, q.dtype.type(-np.inf), q.dtype.type(0))
+    mask = np.broadcast_to(mask.astype(q.dtype, copy=False), mask.shape[:3] + (Lk,))
+    return np.ascontiguousarray(mask)
+
+
+def _blocked_and_bias(mask, is_causal, q, k):
+    """The twin's view of the mask: (blocked bool, bias float), both broadcastable to the
+    scores. A float mask's −inf entries are blocked, its other entries are added."""
+    add = additive_mask(mask, q, k)
+    blocked = np.isneginf(add)
+    if is_causal:
+        Lq, Lk = q.shape[2], k.shape[2]
+        above = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
+        blocked = blocked | above
+    return blocked, np.where(np.isneginf(add), 0, add).astype(q.dtype)
+
+
+def _scale(scale, q):
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+
+
+# ---- numpy twins (the three steps, with the L×L matrix) ---------------------------------------
+
+def _weights_numpy(q, k, mask, scale, is_causal):
+    """(blocked, scores S = Q·Kᵀ·scale + bias with −inf where blocked): (B, h, Lq, Lk).
+    np.where picks −inf without reading a blocked score, so an inf or NaN there stays out."""
+    blocked, bias = _blocked_and_bias(mask, is_causal, q, k)
+    s = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(scale) + bias
+    return blocked, np.where(blocked, q.dtype.type(-np.inf), s)
+
+
+def fused_attention_forward_numpy(q, k, v, mask=None, scale=None, is_causal=False, seed=0, p=0.0):
+    """out = dropout(softmax(Q·Kᵀ·scale + mask))·V and lse = log Σⱼ exp(Sᵢⱼ) per query row.
+    q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) → out (B, h, Lq, dv), lse (B, h, Lq)."""
+    _check(q, k, v)
+    if k.shape[2] == 0:                                                # no keys at all
+        return (np.zeros(q.shape[:3] + v.shape[3:], q.dtype),
+                np.full(q.shape[:3], -np.inf, q.dtype))
+    scale = _scale(scale, q)
+    _, s = _weights_numpy(q, k, mask, scale, is_causal)               # step 1: scores
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isneginf(m), 0, m)                                 # a row with no key
+    e = np.exp(s - m)                                                  # step 2: softmax
+    total = e.sum(axis=-1, keepdims=True)
+    weights = np.divide(e, total, out=np.zeros_like(e), where=total != 0)
+    with np.errstate(divide="ignore"):
+        lse = np.where(total > 0, m + np.log(total), -np.inf)[..., 0].astype(q.dtype)
+    if p:
+        weights = dropout_numpy(weights, seed, p)
+    return (weights @ v).astype(q.dtype, copy=False), lse            # step 3: weights · V
+
+
+def fused_attention_backward_numpy(q, k, v, out, lse, dout, mask=None, scale=None,
+                                   is_causal=False, seed=0, p=0.0):
+    """Gradients of out with respect to q, k, v, given dout = dLoss/dout (B, h, Lq, dv).
+    P = exp(S − lse) is recomputed; dP = dout·Vᵀ; dS = P ⊙ (dP − rowsum(dout ⊙ out)), zero
+    where P is (a blocked position); dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dout."""
+    scale = _scale(scale, q)
+    _, s = _weights_numpy(q, k, mask, scale, is_causal)
+    finite = np.isfinite(lse)[..., None]
+    weights = np.where(finite, np.exp(s - np.where(finite, lse[..., None], 0)), 0)
+    dweights = dout @ np.swapaxes(v, -1, -2)
+    dropped = weights
+    if p:
+        dropped, dweights = dropout_numpy(weights, seed, p), dropout_numpy(dweights, seed, p)
+    dv = np.swapaxes(dropped, -1, -2) @ dout
+    delta = (dout * out).sum(axis=-1, keepdims=True)
+    ds = np.where(weights == 0, 0, weights * (dweights - delta)) * q.dtype.type(scale)
+    dq, dk = ds @ k, np.swapaxes(ds, -1, -2) @ q
+    return tuple(g.astype(q.dtype, copy=False) for g in (dq, dk, dv))
+
+
+# ---- numba kernels ------------------------------------------------------------------------------
+# Each tile product (scores = Q_block·K_tileᵀ, output += P·V_tile and the five of backward) is
+# one call of BLAS's gemm (blas.py) from inside the parallel loop: gemm reads q, k, v in place,
+# whatever their row stride (ld), so the heads need not be copied out of the (B, L, h, d)
+# layout the projections leave them in. The per-row work between the products — mask, online
+# softmax, dropout — is the loops below, each running from 0 so that numba vectorises them.
+
+@kernel()
+def _row_address(x, b, h, i):
+    """The address of x[b, h, i, 0] (x 4-D, any strides)."""
+    return x.ctypes.data + b * x.strides[0] + h * x.strides[1] + i * x.strides[2]
+
+
+@kernel()
+def _mask_scores(s, mask_row, cols, causal_limit):
+    """s[jj] ← s[jj] + mask_row[jj], or −inf where the mask is −inf or jj > causal_limit (the
+    blocked score is replaced, never added to, so an inf or NaN there is not read); returns
+    the largest result (row_max: a separate pass, so that both loops vectorise)."""
+    f = s.dtype.type
+    for jj in range(cols):
+        blocked = mask_row[jj] == -np.inf or jj > causal_limit
+        s[jj] = f(-np.inf) if blocked else s[jj] + mask_row[jj]
+    return row_max(s[:cols])
+
+
+@kernel()
+def _exp_shifted(s, cols, shift):
+    """s[jj] ← exp(s[jj] − shift) in place (exactly 0 where s is −inf); returns their sum. The
+    sum is a second loop: summing inside the exp loop stops numba from vectorising the exp."""
+    f = s.dtype.type
+    for jj in range(cols):
+        s[jj] = exp(s[jj] - shift)
+    total = f(0)
+    for jj in range(cols):
+        total += s[jj]
+    return total
+
+
+@kernel()
+def _online_softmax_row(s, mask_row, cols, limit, m, ell, ii, acc_row):
+    """One query row meets one tile of scores s (in place): mask them, raise the running
+    maximum m[ii] if the tile holds a larger score, rescale the running sum ell[ii] and the
+    running output acc_row by exp(m_old − m_new), add the tile's exponentials to ell[ii], and
+    leave in s the unnormalised weights exp(s − m_new) that the tile adds to the output."""
+    f = s.dtype.type
+    m_new = maximum(m[ii], _mask_scores(s, mask_row, cols, limit))
+    if m_new == -np.inf:                  # no allowed key for this row yet: add nothing
+        for jj in range(cols):
+            s[jj] = f(0)
+        return
+    alpha = exp(m[ii] - m_new)            # 0 on the first allowed tile (m_old = −inf)
+    ell[ii] = ell[ii] * alpha + _exp_shifted(s, cols, m_new)
+    m[ii] = m_new
+    for e in range(acc_row.shape[0]):
+        acc_row[e] *= alpha
+
+
+@kernel(parallel=True)
+def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, threshold, keep_scale,
+                   out, lse):
+    """out[b, h, i] and lse[b, h, i] for every query; one parallel task per (b, h, block of
+    BLOCK_Q queries). Shapes as fused_attention_forward; lds = the row strides of q, k, v, out
+    in entries; mask additive (MB, MH, MQ, Lk)."""
+    B, H, Lq, d = q.shape
+    Lk, dv = k.shape[2], v.shape[3]
+    MB, MH, MQ, _ = mask.shape
+    f = q.dtype.type
+    n_blocks = (Lq + BLOCK_Q - 1) // BLOCK_Q
+    for task in prange(B * H * n_blocks):
+        bh, i0 = task // n_blocks, (task % n_blocks) * BLOCK_Q
+        b, h = bh // H, bh % H
+        rows = min(BLOCK_Q, Lq - i0)
+        s, acc = np.empty((BLOCK_Q, BLOCK_K), q.dtype), np.zeros((BLOCK_Q, dv), q.dtype)
+        m, ell = np.full(BLOCK_Q, -np.inf, q.dtype), np.zeros(BLOCK_Q, q.dtype)
+        for j0 in range(0, Lk, BLOCK_K):
+            if causal and j0 > i0 + rows - 1 + Lk - Lq:
+                break                                    # every later key is in the future
+            cols = min(BLOCK_K, Lk - j0)
+            # S = scale · Q_block · K_tileᵀ   (rows × cols)
+            gemm(gemm_at, NO_TRANS, TRANS, rows, cols, d, scale, _row_address(q, b, h, i0),
+                 lds[0], _row_address(k, b, h, j0), lds[1], f(0), s.ctypes.data, BLOCK_K)
+            for ii in range(rows):
+                i = i0 + ii
+                mask_row = mask[b if MB > 1 else 0, h if MH > 1 else 0, i if MQ > 1 else 0]
+                limit = i + Lk - Lq - j0 if causal else cols
+                _online_softmax_row(s[ii], mask_row[j0:j0 + cols], cols, limit, m, ell, ii,
+                                    acc[ii])
+                if drop:
+                    start = np.uint64(((b * H + h) * Lq + i) * Lk + j0)
+                    _drop_segment(s[ii, :cols], seed + start * GAMMA, threshold, keep_scale,
+                                  s[ii, :cols])
+            # acc += P_tile · V_tile   (rows × dv)
+            gemm(gemm_at, NO_TRANS, NO_TRANS, rows, dv, cols, f(1), s.ctypes.data, BLOCK_K,
+                 _row_address(v, b, h, j0), lds[2], f(1), acc.ctypes.data, dv)
+        for ii in range(rows):
+            inv = f(1) / ell[ii] if ell[ii] > 0 else f(0)
+            for e in range(dv):
+                out[b, h, i0 + ii, e] = acc[ii, e] * inv
+            lse[b, h, i0 + ii] = m[ii] + np.log(ell[ii]) if ell[ii] > 0 else f(-np.inf)
+
+
+@kernel()
+def _weight_gradients(s, dp, rows, cols, lse, delta, i0, mask_rows, limit0, scale, drop, seed,
+                      first_position, row_positions, threshold, keep_scale):
+    """For one (query block, key tile): s holds the scores S·scale and dp holds dP̃ = dO·Vᵀ.
+    Leaves in s the weights P̃ = drop(exp(S − lse)) and in dp dS = P ⊙ (drop(dP̃) − δ)·scale,
+    0 wherever P is (a blocked key, a row with no allowed key)."""
+    f = s.dtype.type
+    for ii in range(rows):
+        i = i0 + ii
+        row, grad = s[ii], dp[ii]
+        if lse[i] == -np.inf:
+            for jj in range(cols):
+                row[jj], grad[jj] = f(0), f(0)
+            continue
+        _mask_scores(row, mask_rows[i if mask_rows.shape[0] > 1 else 0], cols, limit0 + ii)
+        _exp_shifted(row, cols, lse[i])                  # P, exactly 0 where blocked
+        start = seed + np.uint64(first_position + ii * row_positions) * GAMMA
+        if drop:
+            _drop_segment(grad[:cols], start, threshold, keep_scale, grad[:cols])
+        for jj in range(cols):
+            p = row[jj]
+            grad[jj] = f(0) if p == 0 else p * (grad[jj] - delta[i]) * scale
+        if drop:
+            _drop_segment(row[:cols], start, threshold, keep_scale, row[:cols])
+
+
+@kernel(parallel=True)
+def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal, drop, seed,
+                    threshold, keep_scale, dq, dk, dv):
+    """Adds into dq, dk, dv (zeros on entry) for every (b, h); one parallel task per (b, h):
+    it owns its slices of the three gradients, so no two threads add into one. For each tile of
+    keys it walks over the blocks of queries that can see it, recomputing the tile's P."""
+    B, H, Lq, d = q.shape
+    Lk, dvn = k.shape[2], v.shape[3]
+    MB, MH, _, _ = mask.shape
+    f = q.dtype.type
+    for bh in prange(B * H):
+        b, h = bh // H, bh % H
+        mask_rows = mask[b if MB > 1 else 0, h if MH > 1 else 0]
+        s, dp = np.empty((BLOCK_Q, BLOCK_K), q.dtype), np.empty((BLOCK_Q, BLOCK_K), q.dtype)
+        for j0 in range(0, Lk, BLOCK_K):
+            cols = min(BLOCK_K, Lk - j0)
+            first = max(0, j0 - (Lk - Lq)) if causal else 0   # earlier queries see none of it
+            k_at, v_at = _row_address(k, b, h, j0), _row_address(v, b, h, j0)
+            dk_at, dv_at = _row_address(dk, b, h, j0), _row_address(dv, b, h, j0)
+            for i0 in range(first, Lq, BLOCK_Q):
+                rows = min(BLOCK_Q, Lq - i0)
+                q_at, do_at = _row_address(q, b, h, i0), _row_address(dout, b, h, i0)
+                gemm(gemm_at, NO_TRANS, TRANS, rows, cols, d, scale, q_at, lds[0], k_at, lds[1],
+                     f(0), s.ctypes.data, BLOCK_K)                      # S·scale
+                gemm(gemm_at, NO_TRANS, TRANS, rows, cols, dvn, f(1), do_at, lds[3], v_at,
+                     lds[2], f(0), dp.ctypes.data, BLOCK_K)             # dP̃ = dO · Vᵀ
+                limit0 = i0 + Lk - Lq - j0 if causal else cols
+                _weight_gradients(s, dp, rows, cols, lse[b, h], delta[b, h], i0,
+                                  mask_rows[:, j0:j0 + cols], limit0,
+                                  scale, drop, seed, ((b * H + h) * Lq + i0) * Lk + j0, Lk,
+                                  threshold, keep_scale)
+                gemm(gemm_at, TRANS, NO_TRANS, cols, dvn, rows, f(1), s.ctypes.data, BLOCK_K,
+                     do_at, lds[3], f(1), dv_at, lds[6])                # dV += P̃ᵀ · dO
+                gemm(gemm_at, TRANS, NO_TRANS, cols, d, rows, f(1), dp.ctypes.data, BLOCK_K,
+                     q_at, lds[0], f(1), dk_at, lds[5])                 # dK += dSᵀ · Q
+                gemm(gemm_at, NO_TRANS, NO_TRANS, rows, d, cols, f(1), dp.ctypes.data, BLOCK_K,
+                     k_at, lds[1], f(1), _row_address(dq, b, h, i0), lds[4])  # dQ += dS · K
+
+
+# ---- the numba side's wrappers -------------------------------------------------------------------
+
+def _heads_last_zeros(batch, heads, length, width, dtype):
+    """A zero (B, h, L, n) array whose memory is laid out (B, L, h, n): merging the heads
+    afterwards (swapaxes(1, 2) then reshape to (B·L, h·n)) is then a view, not a copy."""
+    return np.zeros((batch, length, heads, width), dtype).swapaxes(1, 2)
+
+
+def _gemm_readable(x):
+    """(x, ld): x as gemm can read each x[b, h] in place — unit stride along the last axis, a
+    row stride of at least one row — copied only when it cannot; ld its row stride in entries."""
+    item = x.itemsize
+    rows, width = x.shape[2], x.shape[3]
+    if rows <= 1:
+        ok = x.strides[3] == item or width <= 1
+        return (x, max(width, 1)) if ok else (np.ascontiguousarray(x), max(width, 1))
+    if (x.strides[3] == item or width <= 1) and x.strides[2] % item == 0 \
+            and x.strides[2] >= width * item and min(x.strides) >= 0:
+        return x, x.strides[2] // item
+    return np.ascontiguousarray(x), max(width, 1)
+
+
+def _dropout_args(seed, p, dtype):
+    """(drop?, seed, threshold, 1/(1 − p)) as the kernels take them."""
+    if not p:
+        return False, np.uint64(0), np.uint64(0), dtype.type(1)
+    return True, np.uint64(seed), keep_threshold(p), dtype.type(1.0 / (1.0 - p))
+
+
+def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=False, seed=0,
+                                  p=0.0):
+    """Numba twin of fused_attention_forward_numpy (same arguments, same result). The output
+    is (B, h, Lq, dv) laid out as (B, Lq, h, dv) in memory (see _heads_last_zeros). Without
+    an OpenBLAS gemm to call (blas.py), the numpy twin runs instead."""
+    _check(q, k, v)
+    if q.dtype not in GEMM:
+        return fused_attention_forward_numpy(q, k, v, mask, scale, is_causal, seed, p)
+    add = additive_mask(mask, q, k)
+    (B, H, Lq, _), Lk, dv = q.shape, k.shape[2], v.shape[3]
+    out = _heads_last_zeros(B, H, Lq, dv, q.dtype)
+    lse = np.full((B, H, Lq), -np.inf, q.dtype)
+    if out.size == 0 or Lk == 0:
+        return out, lse
+    (q, ldq), (k, ldk), (v, ldv) = _gemm_readable(q), _gemm_readable(k), _gemm_readable(v)
+    lds = np.array([ldq, ldk, ldv], dtype=np.int64)
+    _forward_tasks(GEMM[q.dtype], q, k, v, lds, add, q.dtype.type(_scale(scale, q)),
+                   bool(is_causal), *_dropout_args(seed, p, q.dtype), out, lse,
+                   work=B * H * Lq * Lk)
+    return out, lse
+
+
+def fused_attention_backward_numba(q, k, v, out, lse, dout, mask=None, scale=None,
+                                   is_causal=False, seed=0, p=0.0):
+    """Numba twin of fused_attention_backward_numpy. dq, dk, dv are laid out heads-last in
+    memory like the forward's output."""
+    if q.dtype not in GEMM:
+        return fused_attention_backward_numpy(q, k, v, out, lse, dout, mask, scale, is_causal,
+                                              seed, p)
+    add = additive_mask(mask, q, k)
+    (B, H, Lq, d), Lk, dvn = q.shape, k.shape[2], v.shape[3]
+    dq, dk, dv = (_heads_last_zeros(B, H, n, w, q.dtype) for n, w in
+                  ((Lq, d), (Lk, d), (Lk, dvn)))
+    if dq.size == 0 or dk.size == 0 or dv.size == 0:
+        return dq, dk, dv
+    dout = dout.astype(q.dtype, copy=False)
+    delta = np.einsum("bhid,bhid->bhi", dout, out)               # δᵢ = dOᵢ · Oᵢ
+    readable = [_gemm_readable(x) for x in (q, k, v, dout, dq, dk, dv)]
+    (q, k, v, dout), lds = [x for x, _ in readable[:4]], np.array([ld for _, ld in readable])
+    _backward_tasks(GEMM[q.dtype], q, k, v, dout, lds, lse, delta, add,
+                    q.dtype.type(_scale(scale, q)), bool(is_causal),
+                    *_dropout_args(seed, p, q.dtype), dq, dk, dv, work=B * H * Lq * Lk)
+    return dq, dk, dv

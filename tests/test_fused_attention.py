@@ -1,0 +1,210 @@
+"""Fused attention (minitensor/kernels/attention.py, ops/attention.py): the numba kernel against
+its numpy twin, the twin against the three-step formula, gradcheck in float64, masks (padding,
+causal, is_causal, additive, fully masked rows, inf/NaN under a blocked score), dropout that
+drops the entries F.dropout drops, and parity with torch (skipped without torch)."""
+import math
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from minitensor.kernels import attention as KA
+from minitensor.kernels.dropout import dropout_numpy
+from minitensor.ops.attention import ScaledDotProductAttention, scaled_dot_product_attention
+
+BACKENDS = ("numba", "numpy")
+
+
+def _qkv(rng, B=2, H=3, Lq=5, Lk=7, d=8, dv=6, dtype=np.float32):
+    return (rng.standard_normal((B, H, Lq, d)).astype(dtype),
+            rng.standard_normal((B, H, Lk, d)).astype(dtype),
+            rng.standard_normal((B, H, Lk, dv)).astype(dtype))
+
+
+def _three_steps(q, k, v, blocked=None, additive=None, scale=None):
+    """Attention as the paper writes it, in float64, with an explicit L×L matrix."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if additive is not None:
+        s = s + additive
+    if blocked is not None:
+        s = np.where(blocked, -np.inf, s)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0))
+    total = e.sum(-1, keepdims=True)
+    w = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    return w @ v, w
+
+
+def _masks(rng, B, Lq, Lk):
+    padding = rng.random((B, 1, 1, Lk)) < 0.3
+    padding[..., 0] = False
+    causal = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
+    additive = np.where(rng.random((1, 1, Lq, Lk)) < 0.2, -np.inf, rng.standard_normal((1, 1, Lq, Lk)))
+    return {"none": (None, False), "padding": (padding, False), "causal bool": (causal, False),
+            "is_causal": (None, True), "padding + is_causal": (padding, True),
+            "additive": (additive, False)}
+
+
+# ---- kernel against twin, twin against the formula ----------------------------------------------
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7, 8, 6), (1, 2, 70, 150, 16, 16), (3, 1, 9, 9, 4, 4)])
+@pytest.mark.parametrize("p", [0.0, 0.25])
+def test_kernel_matches_its_twin_within_float32_rounding(rng, shape, p):
+    B, H, Lq, Lk, d, dv = shape
+    q, k, v = _qkv(rng, B, H, Lq, Lk, d, dv)
+    dout = rng.standard_normal((B, H, Lq, dv)).astype(np.float32)
+    for name, (mask, causal) in _masks(rng, B, Lq, Lk).items():
+        args = (mask, None, causal, 77, p)
+        o1, l1 = KA.fused_attention_forward_numpy(q, k, v, *args)
+        o2, l2 = KA.fused_attention_forward_numba(q, k, v, *args)
+        assert o2.dtype == np.float32 and o2.shape == (B, H, Lq, dv), name
+        np.testing.assert_allclose(o2, o1, rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_array_equal(np.isneginf(l1), np.isneginf(l2), err_msg=name)
+        np.testing.assert_allclose(l2[np.isfinite(l1)], l1[np.isfinite(l1)], rtol=2e-6, err_msg=name)
+        g1 = KA.fused_attention_backward_numpy(q, k, v, o1, l1, dout, *args)
+        g2 = KA.fused_attention_backward_numba(q, k, v, o2, l2, dout, *args)
+        for a, b, label in zip(g2, g1, ("dq", "dk", "dv")):
+            np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5, err_msg=f"{name} {label}")
+
+
+def test_twin_is_the_three_step_formula(rng):
+    q, k, v = _qkv(rng, dtype=np.float64)
+    masks = _masks(rng, 2, 5, 7)
+    padding, additive = masks["padding"][0], masks["additive"][0]
+    out, lse = KA.fused_attention_forward_numpy(q, k, v, padding, 0.3)
+    ref, _ = _three_steps(q, k, v, blocked=padding, scale=0.3)
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-14)
+    s = np.where(padding, -np.inf, q @ np.swapaxes(k, -1, -2) * 0.3)
+    np.testing.assert_allclose(lse, np.log(np.exp(s).sum(-1)), rtol=1e-12)
+    out, _ = KA.fused_attention_forward_numpy(q, k, v, additive)
+    ref, _ = _three_steps(q, k, v, additive=additive)
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_drops_the_entries_dropout_of_the_weights_drops(rng, backend):
+    q, k, v = _qkv(rng, 2, 2, 6, 9, 4, 4, dtype=np.float64)
+    _, w = _three_steps(q, k, v)
+    expected = dropout_numpy(w, 1234, 0.4) @ v
+    with mt.kernels.use_backend(backend):
+        out = ScaledDotProductAttention.forward(_Ctx(), q, k, v, seed=1234, p=0.4)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
+
+
+class _Ctx:
+    def save_for_backward(self, *a):
+        pass
+
+
+# ---- masks: fully masked rows, blocked inf/NaN, empty inputs ------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fully_masked_rows_give_zero_output_and_zero_gradient(rng, backend):
+    q, k, v = (mt.tensor(x, requires_grad=True) for x in _qkv(rng, 2, 2, 4, 5, 8, 8))
+    mask = np.zeros((2, 1, 4, 5), dtype=bool)
+    mask[0, :, 1] = True                               # row 1 of batch 0: every key blocked
+    mask[1] = True                                     # every row of batch 1
+    with mt.kernels.use_backend(backend):
+        out = scaled_dot_product_attention(q, k, v, mask=mask)
+        (out * out).sum().backward()
+    assert np.all(np.isfinite(out.data)) and np.all(out.data[0, :, 1] == 0)
+    assert np.all(out.data[1] == 0) and np.any(out.data[0, :, 0] != 0)
+    for t in (q, k, v):
+        assert np.all(np.isfinite(t.grad.data))
+    assert np.all(q.grad.data[0, :, 1] == 0) and np.all(q.grad.data[1] == 0)
+    assert np.all(k.grad.data[1] == 0) and np.all(v.grad.data[1] == 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_blocked_score_is_never_read(rng, backend):
+    """An inf in a padded key makes its score inf or NaN; blocked, it must not reach the row."""
+    q, k, v = _qkv(rng, 2, 2, 4, 6, 8, 8)
+    padding = np.zeros((2, 1, 1, 6), dtype=bool)
+    padding[..., 4:] = True
+    bad_k = k.copy()
+    bad_k[..., 4:, 0] = np.inf
+    for mask in (padding, np.where(padding, -np.inf, 0.0).astype(np.float32)):
+        with mt.kernels.use_backend(backend):
+            clean, _ = _forward(q, k, v, mask)
+            dirty, _ = _forward(q, bad_k, v, mask)
+        assert np.all(np.isfinite(dirty))
+        np.testing.assert_allclose(dirty, clean, rtol=1e-6)
+
+
+def _forward(q, k, v, mask=None, **kw):
+    from minitensor.ops.attention import fused_attention_forward
+    return fused_attention_forward(q, k, v, mask, kw.get("scale"), kw.get("is_causal", False))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_batch_and_no_keys(rng, backend):
+    q, k, v = _qkv(rng, 0, 2, 3, 4, 8, 8)
+    with mt.kernels.use_backend(backend):
+        out, lse = _forward(q, k, v)
+        assert out.shape == (0, 2, 3, 8) and lse.shape == (0, 2, 3)
+        q, k, v = _qkv(rng, 1, 2, 3, 0, 8, 8)
+        out, lse = _forward(q, k, v)
+    assert out.shape == (1, 2, 3, 8) and np.all(out == 0) and np.all(np.isneginf(lse))
+
+
+def test_bad_inputs_get_clear_errors(rng):
+    q, k, v = _qkv(rng)
+    with pytest.raises(ValueError, match=r"\(2, 3, 7, 8\)"):
+        _forward(q, k, v[:, :, :6])
+    with pytest.raises(TypeError, match="bool .True = blocked. or additive float"):
+        _forward(q, k, v, np.zeros((2, 1, 1, 7), dtype=np.int64))
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 1, 1, 7\)"):
+        _forward(q, k, v, np.zeros((3, 1, 1, 7), dtype=bool))
+    with pytest.raises(ValueError, match="B, h, L, d"):
+        ScaledDotProductAttention.apply(mt.tensor(q[0, 0]), mt.tensor(k[0, 0]), mt.tensor(v[0, 0]))
+
+
+# ---- gradients -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["padding", "is_causal", "additive", "dropout"])
+def test_gradcheck_float64(leaf, rng, backend, case):
+    q, k, v = leaf(2, 2, 3, 4), leaf(2, 2, 5, 4), leaf(2, 2, 5, 3)
+    padding = np.zeros((2, 1, 1, 5), dtype=bool)
+    padding[1, ..., 3:] = True
+    kw = {"padding": dict(mask=padding), "is_causal": dict(is_causal=True, mask=padding),
+          "additive": dict(mask=rng.standard_normal((1, 1, 3, 5))),
+          "dropout": dict(mask=padding, seed=99, p=0.3)}[case]
+    with mt.kernels.use_backend(backend):
+        assert mt.gradcheck(lambda q, k, v: ScaledDotProductAttention.apply(q, k, v, **kw), q, k, v)
+
+
+def test_three_dimensional_inputs_are_one_head_each(rng):
+    q, k, v = (mt.tensor(x[:, 0], dtype=mt.float64) for x in _qkv(rng, dtype=np.float64))
+    out = scaled_dot_product_attention(q, k, v)
+    ref, _ = _three_steps(q.data, k.data, v.data)
+    assert out.shape == (2, 5, 6)
+    np.testing.assert_allclose(out.data, ref, rtol=1e-12)
+
+
+# ---- torch parity ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matches_torch_scaled_dot_product_attention(rng, backend):
+    torch = pytest.importorskip("torch")
+    q, k, v = _qkv(rng, 2, 3, 6, 6, 8, 5, dtype=np.float64)
+    dout = rng.standard_normal((2, 3, 6, 5))
+    padding = np.zeros((2, 1, 1, 6), dtype=bool)
+    padding[0, ..., 4:] = True
+    for mask, causal in ((padding, False), (None, True), (padding, True)):
+        tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+        # torch's bool attn_mask means True = ALLOWED: pass the complement of ours
+        # (torch takes is_causal or a mask, not both: then the triangle goes into the mask)
+        blocked = mask if not (causal and mask is not None) else mask | np.triu(np.ones((6, 6), bool), 1)
+        t_mask = None if mask is None else torch.tensor(~blocked)
+        t_out = torch.nn.functional.scaled_dot_product_attention(
+            tq, tk, tv, attn_mask=t_mask, is_causal=causal and mask is None)
+        t_out.backward(torch.tensor(dout))
+        ours = [mt.tensor(x, dtype=mt.float64, requires_grad=True) for x in (q, k, v)]
+        with mt.kernels.use_backend(backend):
+            out = scaled_dot_product_attention(*ours, mask=mask, is_causal=causal)
+            out.backward(mt.tensor(dout, dtype=mt.float64))
+        np.testing.assert_allclose(out.data, t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+        for a, t in zip(ours, (tq, tk, tv)):
+            np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-9, atol=1e-11)
