@@ -156,3 +156,15 @@ def test_addition_default_run_reaches_target(tmp_path):
     match = re.search(r"held-out exact match: ([\d.]+)%", text)
     assert match, text[-2000:]
     assert float(match.group(1)) >= 99.0, text[-2000:]
+
+
+def test_the_diagnostics_legend_does_not_flag_a_healthy_model():
+    """The 99.9% baseline shows max|score| 23–29 and saturation ≈ 0.72: no alarm; the
+    ×√d_model-on-N(0, 1) run's scores in the hundreds are flagged."""
+    from transformer.training import diagnostics_table
+    healthy = diagnostics_table(600, {"encoder": 0.5}, {"encoder.layers.0.self_attn": (29.0, 0.72)},
+                                0.01)
+    assert "⚠" not in healthy.split("\n(")[0]
+    assert "tens and more saturate" not in healthy and "hundreds" in healthy
+    broken = diagnostics_table(600, {}, {"encoder.layers.0.self_attn": (461.0, 0.66)}, 2.3)
+    assert "⚠ scores in the hundreds" in broken.splitlines()[2]
