@@ -2,9 +2,9 @@
 `torch.nn.functional` and `torch.optim` bound to minitensor's modules — the "only the imports
 changed" port, done without editing the file. Used by test_pytorch_style.py and
 test_annotated_transformer.py."""
-import importlib.util
 import pathlib
 import sys
+import types
 
 import numpy as np
 
@@ -18,21 +18,28 @@ def _minitensor_modules():
             "torch.optim": mt.optim, "torch.optim.lr_scheduler": mt.optim.lr_scheduler}
 
 
-def load(filename, backend):
+def load(filename, backend, edits=None):
     """The module in tests/`filename`, executed with `import torch` meaning `backend`
-    ('torch' or 'minitensor'). sys.modules is restored afterwards, whatever happens."""
-    name = f"{pathlib.Path(filename).stem}_{backend}"
-    spec = importlib.util.spec_from_file_location(name, HERE / filename)
-    module = importlib.util.module_from_spec(spec)
+    ('torch' or 'minitensor'). `edits` {line: replacement}: the lines a port to minitensor
+    still has to change beyond its imports (each line must occur exactly once; applied on the
+    minitensor side only). sys.modules is restored afterwards, whatever happens."""
+    path = HERE / filename
+    module = types.ModuleType(f"{path.stem}_{backend}")
+    module.__file__ = str(path)
+    text = path.read_text()
     if backend == "torch":
         import torch  # noqa: F401  (the real one)
-        spec.loader.exec_module(module)
+        exec(compile(text, str(path), "exec"), module.__dict__)
         return module
+    for old, new in (edits or {}).items():
+        if text.count(old) != 1:
+            raise ValueError(f"port edit {old!r} matches {text.count(old)} times in {filename}")
+        text = text.replace(old, new)
     swapped = _minitensor_modules()
     saved = {k: sys.modules.get(k) for k in swapped}
     sys.modules.update(swapped)
     try:
-        spec.loader.exec_module(module)
+        exec(compile(text, str(path), "exec"), module.__dict__)
     finally:
         for k, v in saved.items():
             if v is None:
