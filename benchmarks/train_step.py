@@ -2,6 +2,8 @@
 
     python benchmarks/train_step.py [--steps 20] [--rounds 3] [--profile] [--no-torch]
 
+Without torch installed it says so and times minitensor alone.
+
 The model: d_model 128, 4 heads, 2 encoder + 2 decoder layers, d_ff 512, dropout 0.1, Post-Norm,
 sinusoidal positions; batch 128, source length 7 ("123+456"), target length 5. The torch twin
 is built by `transformer.interop.to_torch`, so both start from the same weights. A step is
@@ -146,6 +148,19 @@ class TorchChild:
         self.process.wait()
 
 
+def torch_missing():
+    """Why torch cannot run here (its ImportError, one line), or None when it imports.
+
+    Asked in a throw-away process with the torch child's environment: importing torch here
+    would start its thread pool beside ours, which is what the child process avoids."""
+    probe = subprocess.run([sys.executable, "-c", "import torch"], env=_ORIGINAL_ENV,
+                           capture_output=True, text=True)
+    if probe.returncode == 0:
+        return None
+    lines = probe.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {probe.returncode}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20, help="steps per block")
@@ -169,7 +184,14 @@ def main():
     opt = mt.optim.Adam(model.parameters(), lr=1e-4)
     for b in batches[:3]:                                 # warm up (numba compiles, caches)
         ours_step(model, opt, b)
-    child = None if args.no_torch else TorchChild(args)
+    child = None
+    if not args.no_torch:
+        missing = torch_missing()
+        if missing:
+            print(f"torch is not installed ({missing}): timing minitensor alone "
+                  f"(pip install torch==2.13.0 to compare; --no-torch skips this check)")
+        else:
+            child = TorchChild(args)
 
     ours, theirs, ours_cpu, theirs_cpu = [], [], [], []
     for _ in range(args.rounds):
