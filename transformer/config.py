@@ -1,6 +1,6 @@
 """`TransformerConfig`: every size and switch of a model in one dataclass.
 
-The defaults are the paper's base model ("Attention Is All You Need", §3, Table 3): N = 6 encoder and
+The defaults are the paper's base model ("Attention Is All You Need", Table 3): N = 6 encoder and
 6 decoder layers, d_model = 512, h = 8 heads, d_ff = 2048, dropout 0.1, ReLU, Post-Norm, sinusoidal
 positions, embeddings scaled by √d_model. `TransformerConfig.small(...)` is the size the addition
 task and the tests use.
@@ -141,7 +141,8 @@ def check_activation(activation, where):
     if isinstance(activation, str) and activation.startswith(CUSTOM_PREFIX):
         raise ValueError(f"{where}: this config was saved with your own activation "
                          f"{activation[len(CUSTOM_PREFIX):]}; a checkpoint stores only its "
-                         f"name: pass it again: TransformerConfig(**{{**d, 'activation': my_gelu}})")
+                         f"name: pass it again: "
+                         f"TransformerConfig(**{{**d, 'activation': my_gelu}})")
     raise ValueError(f"{where}: activation must be one of {ACTIVATIONS} or a callable (a "
                      f"function on Tensors, an nn.Module class or an mt.Function class), got "
                      f"{activation!r}")
