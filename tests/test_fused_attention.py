@@ -208,3 +208,69 @@ def test_matches_torch_scaled_dot_product_attention(rng, backend):
         np.testing.assert_allclose(out.data, t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
         for a, t in zip(ours, (tq, tk, tv)):
             np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-9, atol=1e-11)
+
+
+# ---- MultiHeadAttention: the fused path and the explicit one -----------------------------------
+
+def _mha_pair(rng, **kw):
+    from transformer.attention import MultiHeadAttention
+    mha = MultiHeadAttention(12, 3, **kw).to(mt.float64)
+    return mha
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
+    from transformer import masks as M
+    mha = _mha_pair(rng)
+    x = rng.standard_normal((2, 5, 12))
+    kpm = np.zeros((2, 5), dtype=bool)
+    kpm[1, 3:] = True
+    results = []
+    with mt.kernels.use_backend(backend):
+        for need in (True, False):
+            xt = mt.tensor(x, dtype=mt.float64, requires_grad=True)
+            out, w = mha(xt, key_padding_mask=kpm, attn_mask=M.causal_mask(5), need_weights=need)
+            (out * out).sum().backward()
+            results.append((out.data, xt.grad.data, mha.w_q.weight.grad.data.copy(), w,
+                            mha.last_weights.copy(), mha.score_stats()))
+            mha.zero_grad()
+    (o1, gx1, gw1, w1, maps1, stats1), (o2, gx2, gw2, w2, maps2, stats2) = results
+    assert w1 is not None and w2 is None
+    np.testing.assert_allclose(o2, o1, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gx2, gx1, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gw2, gw1, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(maps2, maps1, rtol=1e-12, atol=1e-14)
+    assert stats2 == pytest.approx(stats1, rel=1e-12)
+
+
+def test_mha_module_switch_and_model_logits(rng):
+    from transformer import Transformer, TransformerConfig
+    from transformer.attention import MultiHeadAttention
+    model = Transformer(TransformerConfig.tiny(7, 9, num_encoder_layers=2))
+    src, tgt = rng.integers(1, 7, (3, 6)), rng.integers(1, 9, (3, 5))
+    explicit = model(src, tgt).data
+    for m in model.modules():
+        if isinstance(m, MultiHeadAttention):
+            m.need_weights = False
+    fused_logits = model(src, tgt).data
+    np.testing.assert_allclose(fused_logits, explicit, rtol=2e-5, atol=2e-6)
+    assert model.attention_maps()["decoder.layers.0.cross_attn"].shape == (3, 2, 5, 6)
+
+
+def test_mha_two_dimensional_input_names_module_and_shapes(rng):
+    from transformer.attention import MultiHeadAttention
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(ValueError, match=r"MultiHeadAttention.*query must be \(B, L, d_model=8\), "
+                                         r"got shape \(3, 8\)"):
+        mha(mt.randn(3, 8))
+
+
+@pytest.mark.parametrize("need", [True, False])
+def test_mha_empty_batch(need):
+    from transformer.attention import MultiHeadAttention
+    mha = MultiHeadAttention(8, 2)
+    x = mt.randn(0, 3, 8, requires_grad=True)
+    out, _ = mha(x, need_weights=need)
+    assert out.shape == (0, 3, 8)
+    out.sum().backward()
+    assert x.grad.shape == (0, 3, 8)

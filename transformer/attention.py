@@ -8,17 +8,26 @@ Q, K, V all come from one sequence in self-attention; in cross-attention Q comes
 decoder and K, V from the encoder's memory (seed 08), so L_q and L_k may differ.
 
 Masks follow the project's convention, **bool True = blocked** (or additive float); see
-`transformer.masks`. The softmax is minitensor's fused op `F.softmax(scores, scale, mask)`:
-scaling, masking and normalising in one node, and a fully masked row gives zero weights (and
-zero gradient) where the hand-written softmax of seed 10 gives NaN.
+`transformer.masks`. Two ways to compute the same attention:
+
+* **explicit** (`_attend`): the three steps as the paper writes them — the scores Q Kᵀ, minitensor's
+  fused op `F.softmax(scores, scale, mask)` (scaling, masking and normalising in one node; a fully
+  masked row gives zero weights and zero gradient where the hand-written softmax of seed 10 gives
+  NaN), then the weights times V. It materialises the (L_q, L_k) weights of every head, so it is
+  the path for looking at them: attention maps, `score_stats`, the step-through.
+* **fused** (`minitensor.ops.attention`): one op whose kernel walks over tiles of keys with an
+  online softmax and never holds the (L_q, L_k) matrix (FlashAttention's algorithm; see
+  docs/kernels.md, "Fused attention"). Same result within float32 rounding, less memory, faster
+  on long sequences. Used whenever the weights are not asked for.
 """
 import math
 
 import numpy as np
 
 import minitensor.functional as F
-from minitensor import Tensor, nn
+from minitensor import Tensor, kernels, nn
 from minitensor.nn import init
+from minitensor.ops import attention as fused
 
 from . import masks as M
 
@@ -40,17 +49,22 @@ def _attend(query, key, value, mask=None, scale=None, dropout=0.0, training=True
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=0.0, scale=None,
-                                 training=True):
+                                 training=True, need_weights=True):
     """softmax(query keyᵀ · scale + mask) value, the attention of seed 4.2.
 
     query (…, L_q, d_k), key (…, L_k, d_k), value (…, L_k, d_v) — any leading axes, usually
     (B, h). mask: broadcastable to (…, L_q, L_k); bool **True = blocked**, or additive float.
     scale: default 1/√d_k. dropout: applied to the weights when training.
     Returns (output (…, L_q, d_v), weights (…, L_q, L_k)); each weights row sums to 1, or is
-    all zero when every key of that row is blocked (never NaN).
+    all zero when every key of that row is blocked (never NaN). need_weights=False computes the
+    output with the fused op (no (L_q, L_k) matrix) for inputs of shape (B, h, L, d) and
+    returns (output, None).
     """
     if mask is not None and isinstance(mask, Tensor):
         mask = mask.data
+    if not need_weights and query.ndim == 4:
+        p = dropout if training else 0.0
+        return fused.scaled_dot_product_attention(query, key, value, mask, p, scale), None
     out, weights, _ = _attend(query, key, value, mask, scale, dropout, training)
     return out, weights
 
@@ -86,8 +100,12 @@ class MultiHeadAttention(nn.Module):
     subspace, the heads are concatenated and mixed by W_o.
 
     forward(query (B, L_q, d), key (B, L_k, d) = query, value = key, mask=None,
-            key_padding_mask=None, attn_mask=None, cache=None) → (output (B, L_q, d),
-            weights (B, h, L_q, L_k) per head, kept for plots).
+            key_padding_mask=None, attn_mask=None, cache=None, need_weights=None)
+            → (output (B, L_q, d), weights (B, h, L_q, L_k) per head, or None).
+    need_weights (None: the module's `need_weights` attribute, True unless set): True runs the
+    explicit three steps and returns the weights (a Tensor in the graph); False runs the fused
+    op, which never builds the (L_q, L_k) weights, and returns None in their place. Layers that
+    use only the output should pass False (as torch.nn.TransformerEncoderLayer does).
     Masks, all **True = blocked**: `mask` is any mask broadcastable to (B, h, L_q, L_k) (what
     the models pass, built once per forward); key_padding_mask (B, L_k) and attn_mask (L_q, L_k)
     are torch-style conveniences, combined with `masks.combine_masks`.
@@ -98,7 +116,9 @@ class MultiHeadAttention(nn.Module):
     matmul was measured: no faster here, since splitting the result costs what it saves.)
 
     After each forward, `last_weights` holds the weights (numpy) and `score_stats()` summarises
-    the scores the softmax saw (after the 1/√d_k scale when it is on).
+    the scores the softmax saw (after the 1/√d_k scale when it is on). After a fused forward
+    both are computed when first asked for, from the Q and K the forward kept (so they are the
+    weights before dropout); asking costs one explicit attention, a training step nothing.
     """
 
     def __init__(self, d_model, n_heads, dropout=0.0, bias=True, attention_scale=True,
@@ -115,8 +135,8 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout_p = dropout
         self.rotary = rotary
-        self.last_weights = None
-        self._last_scores = None
+        self.need_weights = True
+        self._record = None         # what the last forward left for last_weights / score_stats
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -128,7 +148,8 @@ class MultiHeadAttention(nn.Module):
 
     # ------------------------------------------------------------------ projections
     def _split_heads(self, x, batch, length):
-        """(B·L, d) → (B, h, L, d_k): each head's slice of the features becomes its own axis."""
+        """(B·L, d) → (B, h, L, d_k): each head's slice of the features becomes its own axis.
+        Every size is given (no -1), so an empty batch (B = 0) splits too."""
         return x.reshape(batch, length, self.n_heads, self.d_k).swapaxes(1, 2)
 
     def _heads(self, linear, x2, batch, length):
@@ -139,9 +160,13 @@ class MultiHeadAttention(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def forward(self, query, key=None, value=None, mask=None, key_padding_mask=None,
-                attn_mask=None, cache=None):
+                attn_mask=None, cache=None, need_weights=None):
         key = query if key is None else key
         value = key if value is None else value
+        for label, x in (("query", query), ("key", key), ("value", value)):
+            if x.ndim != 3:
+                raise ValueError(f"MultiHeadAttention in {self.path or 'model'}: {label} must be "
+                                 f"(B, L, d_model={self.d_model}), got shape {tuple(x.shape)}")
         batch, l_q, d = query.shape
         if d != self.d_model or key.shape[-1] != d or value.shape[-1] != d:
             raise ValueError(f"MultiHeadAttention in {self.path or 'model'}: query {query.shape}, "
@@ -184,12 +209,45 @@ class MultiHeadAttention(nn.Module):
                     v = F.concat([cache.v, v], axis=2)
                 cache.k, cache.v = k, v
 
-        out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p, self.training)
-        self.last_weights = weights.data
-        self._last_scores = (scores.data, self.scale, mask)
-        # concat the heads: (B, h, L_q, d_k) → (B, L_q, h, d_k) → (B·L_q, d), then W_o
+        if self.need_weights if need_weights is None else need_weights:
+            # explicit: scores, softmax, weights·V — the weights are kept, returned and plotted
+            out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p,
+                                           self.training)
+            self._record = (weights.data, scores.data, self.scale, mask)
+        else:
+            # fused: the same attention without the (L_q, L_k) matrix (docs/kernels.md)
+            p = self.dropout_p if self.training else 0.0
+            out = fused.scaled_dot_product_attention(q, k, v, mask, p, self.scale)
+            weights = None
+            self._record = (None, (q.data, k.data), self.scale, mask)
+        # concat the heads: (B, h, L_q, d_k) → (B, L_q, h, d_k) → (B·L_q, d), then W_o (a view
+        # when the fused op laid its output out heads-last)
         out = out.swapaxes(1, 2).reshape(batch * l_q, d)
         return self.w_o(out).reshape(batch, l_q, d), weights
+
+    # ------------------------------------------------------------------ what the last forward saw
+    @property
+    def _last_scores(self):
+        """(raw scores Q Kᵀ (B, h, L_q, L_k), scale, mask) of the last forward, or None."""
+        if self._record is None:
+            return None
+        _, scores, scale, mask = self._record
+        if isinstance(scores, tuple):                   # a fused forward kept Q and K only
+            q, k = scores
+            scores = q @ np.swapaxes(k, -1, -2)
+            self._record = self._record[:1] + (scores,) + self._record[2:]
+        return scores, scale, mask
+
+    @property
+    def last_weights(self):
+        """The attention weights (B, h, L_q, L_k) of the last forward (numpy), or None."""
+        if self._record is None:
+            return None
+        if self._record[0] is None:                     # a fused forward: compute them now
+            scores, scale, mask = self._last_scores
+            weights = kernels.softmax_forward(scores, scale, mask)
+            self._record = (weights,) + self._record[1:]
+        return self._record[0]
 
     # ------------------------------------------------------------------ diagnostics
     def score_stats(self):
