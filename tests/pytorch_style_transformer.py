@@ -188,7 +188,8 @@ def loss_and_argmax(model, src, tgt_in, tgt_out, pad=0):
     src_mask, tgt_mask = make_masks(src, tgt_in, pad)
     log_probs = model(src, tgt_in, src_mask, tgt_mask)
     criterion = nn.NLLLoss(ignore_index=pad)
-    loss = criterion(log_probs.contiguous().view(-1, log_probs.size(-1)), tgt_out.contiguous().view(-1))
+    loss = criterion(log_probs.contiguous().view(-1, log_probs.size(-1)),
+                     tgt_out.contiguous().view(-1))
     _, predicted = log_probs.max(-1)
     return loss, log_probs, predicted
 

@@ -1,6 +1,7 @@
 """`nn.MultiheadAttention` with torch's signature, parameters and mask meanings.
 
-    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O,  head_i = softmax(Q W_i^Q (K W_i^K)ᵀ / √d_k) V W_i^V
+    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O,
+    head_i = softmax(Q W_i^Q (K W_i^K)ᵀ / √d_k) V W_i^V
     ("Attention Is All You Need", §3.2.2)
 
 As in torch, W^Q, W^K and W^V are stacked in one parameter `in_proj_weight` (3E, E) (rows
