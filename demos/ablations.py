@@ -1,4 +1,5 @@
-"""Remove one component at a time and watch what changes (the source text's third exercise).
+"""Remove one component at a time and watch what changes (a learner's third exercise, after
+building the model and looking at its attention).
 
     python demos/ablations.py                     # all variants, 600 steps each (a few minutes)
     python demos/ablations.py --steps 300 --variants baseline,no-positional,no-scale
@@ -15,14 +16,15 @@ data, for the same fixed budget, then prints one table:
 What to look for:
 - no-positional: attention alone is order-blind, so 123+456 and 321+654 look the same: accuracy
   stays near zero;
-- no-scale (drop 1/√d_k): scores come out √d_k times larger (the seed's [−100, 100] story),
+- no-scale (drop 1/√d_k): scores come out √d_k times larger ("Attention Is All You Need",
+  §3.2.1: for unit-variance q and k, q·k has variance d_k),
   rows of the softmax saturate and pass little gradient; in our 600-step run it had not learned
   (docs/addition_recipe.md has the table);
 - pre-norm: x + F(LN(x)) instead of LN(x + F(x)); similar here, steadier for deep stacks;
 - embed-scale: ×√d_model with embeddings initialised N(0, 1/d_model) is harmless;
   embed-scale-N01: ×√d_model on N(0, 1) embeddings (PyTorch's default init) makes the token
   vectors √d_model times larger than the positional encoding, which then drowns: the model
-  learns far more slowly (PERFORMANCE.md: 3.6% after 2,249 steps in PyTorch).
+  learns far more slowly (a PyTorch run of the same model reached only 3.6% after 2,249 steps).
 
 Writes the table to --out/ablations.md as well.
 """

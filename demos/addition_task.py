@@ -1,8 +1,8 @@
 """Train the encoder-decoder Transformer to add: ``123+456`` → ``579``.
 
-The first project the source text recommends (004, "recommended learning path"): build a
-Transformer for an addition task, look at every layer's attention, then remove a component and
-watch what changes (that is demos/ablations.py).
+The first project a learner is recommended to build: a Transformer for an addition task, then
+look at every layer's attention, then remove a component and watch what changes (that is
+demos/ablations.py).
 
     python demos/addition_task.py                 # the default recipe: ≥ 99.5% in well under 3 min
     python demos/addition_task.py --seed 1 --quiet

@@ -1,5 +1,6 @@
 """The docs that teach by code run: each page's ```python blocks are executed in order, in one
-namespace — docs/extending.md (your own op) and docs/kernels.md (your own kernel)."""
+namespace — docs/extending.md (your own op), docs/graph.md (the graph, the step-through, the
+trace) and docs/kernels.md (your own kernel)."""
 import linecache
 import pathlib
 import re
@@ -9,6 +10,7 @@ import pytest
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 PAGES = {  # page: (at least this many blocks, a line one of them must contain)
     "extending.md": (8, "class Softplus(mt.Function)"),
+    "graph.md": (6, "loss = F.cross_entropy(model(src, tgt_in), tgt_out)"),
     "kernels.md": (5, "bias_relu = dispatch(bias_relu_numba, bias_relu_numpy)"),
 }
 

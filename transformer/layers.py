@@ -24,7 +24,7 @@ _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
 
 
 class FeedForward(nn.Module):
-    """Position-wise FFN (seed 7.3): the same two-layer MLP applied to every token on its own.
+    """Position-wise FFN (the paper's §3.3): the same two-layer MLP applied to every token alone.
 
         FFN(x) = act(x W_1 + b_1) W_2 + b_2                     d_model → d_ff → d_model
         gated (swiglu / geglu): (act(x W_gate + b_gate) ⊙ (x W_1 + b_1)) W_2 + b_2
