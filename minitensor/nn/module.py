@@ -523,7 +523,8 @@ def _to_dtype(where, args, kwargs):
         if isinstance(a, bool):                      # non_blocking given by position
             continue
         if isinstance(a, Tensor) or (hasattr(a, "dtype") and hasattr(a, "shape")):
-            dtype = a.dtype if isinstance(a, Tensor) else None
+            # a tensor gives its dtype (a torch tensor's dtype is not a numpy one: kept as is)
+            dtype = a.dtype if isinstance(a, (Tensor, np.ndarray)) else dtype
             continue
         if isinstance(a, str) or (hasattr(a, "type") and not isinstance(a, (np.dtype, type))):
             check_device(a, f"{where}.to")
