@@ -10,8 +10,8 @@ layers (it is not built in, which is the point). Four steps, each printed as it 
 2. check it: `mt.gradcheck` compares backward with finite differences in float64 — first on a
    deliberately wrong backward (it fails, naming the input and the worst element), then on the
    right one;
-3. use it: a FeedForward layer whose activation is the new op replaces every FFN of a small
-   Transformer; the op shows up in the graph under its module scope (mt.viz.trace);
+3. use it: ``TransformerConfig(activation=squared_relu)`` puts the new op in every FFN of a
+   small Transformer; it shows up under its module scope (mt.viz.trace) and in the graph;
 4. train it: the reverse task for a few hundred steps — the loss falls, so gradients flow
    through the new op.
 
@@ -27,7 +27,6 @@ import common  # noqa: E402
 import numpy as np  # noqa: E402
 import minitensor as mt  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
-from transformer.layers import FeedForward  # noqa: E402
 from transformer.tasks import ReverseTask  # noqa: E402
 from transformer.training import evaluate, seq2seq_batch, train  # noqa: E402
 
@@ -61,28 +60,6 @@ class SquaredReLUWrong(SquaredReLU):
 
 def squared_relu(x):
     return SquaredReLU.apply(x)
-
-
-# --------------------------------------------------------------------------- 3. use it
-class SquaredReLUFeedForward(FeedForward):
-    """FFN(x) = relu(x W_1 + b_1)² W_2 + b_2: the paper's FFN with the new activation."""
-
-    def forward(self, x):
-        shape = x.shape
-        h = squared_relu(self.linear1(x.reshape(-1, shape[-1])))
-        return self.linear2(self.dropout(h)).reshape(shape)
-
-    def extra_repr(self):
-        return "activation='squared_relu (custom op)'"
-
-
-def use_in_model(model):
-    """Swap every layer's FFN for the squared-ReLU one (fresh weights of the same sizes)."""
-    cfg = model.cfg
-    for stack in (model.encoder, model.decoder):
-        for layer in stack.layers:
-            layer.ffn = SquaredReLUFeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
-    return model
 
 
 def parse_args(argv=None):
@@ -126,8 +103,8 @@ def main(argv=None):
     tok = task.tokenizer
     cfg = TransformerConfig(len(tok), len(tok), d_model=32, n_heads=2, num_encoder_layers=1,
                             num_decoder_layers=1, d_ff=64, dropout=0.0, scale_embeddings=False,
-                            max_len=8)
-    model = use_in_model(Transformer(cfg))
+                            max_len=8, activation=squared_relu)     # your op, in every FFN
+    model = Transformer(cfg)
     print("   " + repr(model.encoder.layers[0].ffn).replace("\n", "\n   "))
     src, tgt = task.batch(2, rng)
     batch = seq2seq_batch(src, tgt)
