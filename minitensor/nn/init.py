@@ -92,7 +92,7 @@ def orthogonal_(tensor, gain=1.0, generator=None):
         raise ValueError(f"init.orthogonal_: only tensors with 2 or more axes, got shape "
                          f"{tensor.shape}")
     rows = tensor.shape[0]
-    cols = tensor.size // rows if rows else 0
+    cols = tensor.numel() // rows if rows else 0
     flat = _rng().normal(0.0, 1.0, (rows, cols))
     if rows < cols:
         flat = flat.T

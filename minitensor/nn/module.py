@@ -305,7 +305,7 @@ class Module:
 
     def num_parameters(self, trainable_only=False):
         """How many numbers the model learns (tied weights counted once)."""
-        return int(sum(p.size for p in self.parameters()
+        return int(sum(p.numel() for p in self.parameters()
                        if p.requires_grad or not trainable_only))
 
     # ------------------------------------------------------------------ modes and helpers
