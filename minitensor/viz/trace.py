@@ -1,8 +1,8 @@
-"""`trace`: print every op as it runs — the source texts' advice made into a tool.
+"""`trace`: print every op as it runs — the classic debugging advice made into a tool.
 
-"Print every matrix's shape and value range, step by step": that is how one sees QKᵀ range over
-[−100, 100] and understands why attention divides by √d_k. Inside ``with mt.viz.trace():`` each
-op prints one line::
+"Print every matrix's shape and value range, step by step": that is how one sees unscaled QKᵀ
+range over tens or hundreds and understands why attention divides by √d_k ("Attention Is All
+You Need", §3.2.1). Inside ``with mt.viz.trace():`` each op prints one line::
 
     encoder.layers.0.self_attn  softmax  (2, 4, 4) -> (2, 4, 4)   min 0.01 max 0.999 mean 0.25
                                                        ⚠ saturated: 3/8 rows max > 0.99
