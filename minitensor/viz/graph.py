@@ -33,8 +33,8 @@ from ..tensor import Tensor
 from ._labels import TRANSPOSE, describe_node, node_label
 
 # The default box budget: a picture that fits a screen. A Transformer drawn at depth 2 (its
-# layers' sub-layers as boxes, identical layers folded) is 47 boxes whatever its size; depth 3
-# (every op inside attention) is over 120, taller than any screen.
+# layers' sub-layers as boxes, identical layers folded) is under 50 boxes whatever its size;
+# depth 3 (every op inside attention) is over 120, taller than any screen.
 DEFAULT_MAX_NODES = 60
 
 INSTALL_HINT = ("Graphviz's `dot` program is needed to render the graph but was not found on PATH. "
@@ -494,8 +494,8 @@ def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
         lines.append(note)
     if hl is not None:
         s = hl.step
-        lines.append(f"backward step {s.index + 1}/{s.total}: {describe_node(s.node)} — orange: this node, "
-                     f"green: gradient known")
+        lines.append(f"backward step {s.index + 1}/{s.total}: {describe_node(s.node)} — "
+                     f"orange: this node, green: gradient known")
     g.attr(label=_escape("\n".join(lines)), labelloc="t", labeljust="l")
     return g
 
