@@ -699,3 +699,17 @@ def test_source_lines_typed_in_a_notebook_cell_read_as_the_cell(monkeypatch):
         "`wᵀ` (created at cell [3], line 5)"
     g = draw_graph(namespace["y"])
     assert "created at cell [3], line 5" in g.source
+
+
+def test_a_step_evaluated_in_a_notebook_uses_the_viewers_drawing():
+    """The core's BackwardStep asks the hook the viewer registers (the core never imports viz)."""
+    from minitensor.autograd import BackwardStep
+    assert BackwardStep._display_hook is mt.viz.step_mimebundle
+    if not hasattr(BackwardStep, "_repr_mimebundle_"):
+        pytest.skip("BackwardStep has no _repr_mimebundle_ calling _display_hook yet")
+    model, x, loss = make(n=1)
+    step = next(loss.backward_steps())
+    bundle = step._repr_mimebundle_()
+    assert bundle["text/plain"].startswith(f"── step 1/{step.total}: `mean`")
+    if shutil.which("dot"):
+        assert 'fill="orange"' in bundle["image/svg+xml"]

@@ -17,6 +17,11 @@ from .graph import (DEFAULT_MAX_NODES, INSTALL_HINT, Graph, GraphvizNotFound, co
                     draw_graph, scope_units)
 from .step import describe_step, step_graph, step_mimebundle, step_svg
 from .trace import TraceRecord, trace
+from .. import autograd as _autograd
+
+# A backward step shows itself in a notebook through this hook: the core never imports the
+# viewer (data flows one way), so the viewer registers its drawing with the core.
+_autograd.BackwardStep._display_hook = step_mimebundle
 
 __all__ = ["draw_graph", "trace", "TraceRecord", "Graph", "GraphvizNotFound", "count_boxes",
            "scope_units", "DEFAULT_MAX_NODES", "INSTALL_HINT", "describe_step", "step_graph",
