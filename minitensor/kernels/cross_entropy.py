@@ -1,10 +1,26 @@
 """Cross-entropy over classes on the last axis, fused with its log-softmax: numba kernels and
 numpy twins. One pass computes each row's log-sum-exp and loss; backward rebuilds the softmax
-from the saved log-sum-exp instead of keeping an (N, C) probability matrix alive."""
+from the saved log-sum-exp instead of keeping an (N, C) probability matrix alive.
+
+Everything is computed in the max-subtracted frame z = x − max x: the log-sum-exp kept for
+backward is log_total = log Σ_c exp(z_c) (the usual lse is max x + log_total), and the loss is
+log_total − z_t. At full magnitude, lse − x_t would round both terms to the logits' scale first
+(|x| = 1e6 in float32: steps of 0.06) and lose the digits the loss is made of.
+"""
 import numpy as np
 from numba import prange
 
-from .jit import exp, kernel, row_max
+from .jit import exp, kernel, row_max, threads
+from .softmax import row_sum
+
+
+def check_targets(targets, n_classes, ignore_index, op):
+    """Refuse a target outside [0, C) (other than ignore_index): the kernels would read past
+    the row, numpy's indexing would wrap a negative one around."""
+    bad = (targets != ignore_index) & ((targets < 0) | (targets >= n_classes))
+    if bad.any():
+        raise IndexError(f"{op}: target {targets[bad][0]} is out of range for {n_classes} "
+                         f"classes (targets shape {targets.shape})")
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
@@ -12,96 +28,114 @@ from .jit import exp, kernel, row_max
 def cross_entropy_forward_numpy(logits, targets, ignore_index=-100, label_smoothing=0.0):
     """Per-row loss of logits (N, C) against integer targets (N,).
 
-    lse_i = log Σ_c exp(x_ic);  loss_i = (1 − ε)·(lse_i − x_i[t_i]) + ε·(lse_i − mean_c x_ic).
-    Rows whose target is ignore_index give 0. Returns (loss (N,), lse (N,)), both in the
-    logits' dtype; lse is what backward needs."""
-    x_max = logits.max(axis=-1, keepdims=True)
-    lse = (np.log(np.exp(logits - x_max).sum(axis=-1, keepdims=True)) + x_max)[:, 0]
+    z = x − max_c x;  log_total_i = log Σ_c exp(z_ic);
+    loss_i = (1 − ε)·(log_total_i − z_i[t_i]) + ε·(log_total_i − mean_c z_ic), the ε term only
+    when ε > 0 (so a −inf logit off the target gives a finite loss, as in torch).
+    Rows whose target is ignore_index give 0. Returns (loss (N,), log_total (N,)), both in the
+    logits' dtype; log_total is what backward needs."""
+    check_targets(targets, logits.shape[1], ignore_index, "cross_entropy_forward")
+    f = logits.dtype.type
+    z = logits - logits.max(axis=-1, keepdims=True)
+    log_total = np.log(np.exp(z).sum(axis=-1))
     valid = targets != ignore_index
-    safe_t = np.where(valid, targets, 0)
-    picked = logits[np.arange(logits.shape[0]), safe_t]
-    loss = (1.0 - label_smoothing) * (lse - picked)
+    picked = z[np.arange(z.shape[0]), np.where(valid, targets, 0)]
+    loss = log_total - picked
     if label_smoothing:
-        loss = loss + label_smoothing * (lse - logits.mean(axis=-1))
-    return np.where(valid, loss, 0.0).astype(logits.dtype), lse.astype(logits.dtype)
+        eps = f(label_smoothing)
+        loss = (f(1) - eps) * loss + eps * (log_total - z.mean(axis=-1))
+    return np.where(valid, loss, f(0)), log_total
 
 
-def cross_entropy_backward_numpy(logits, targets, lse, grad_rows, ignore_index=-100,
+def cross_entropy_backward_numpy(logits, targets, log_total, grad_rows, ignore_index=-100,
                                  label_smoothing=0.0):
     """dL/dx_ic = g_i · (softmax(x_i)_c − (1 − ε)·[c = t_i] − ε/C), with softmax(x_i) =
-    exp(x_i − lse_i); rows whose target is ignore_index get 0. Returns (N, C)."""
+    exp(z_i − log_total_i); rows whose target is ignore_index get 0. Returns (N, C)."""
+    check_targets(targets, logits.shape[1], ignore_index, "cross_entropy_backward")
     n, c = logits.shape
-    p = np.exp(logits - lse[:, None])
+    f = logits.dtype.type
+    eps = f(label_smoothing)
+    log_total, grad_rows = log_total.astype(f, copy=False), grad_rows.astype(f, copy=False)
+    p = np.exp((logits - logits.max(axis=-1, keepdims=True)) - log_total[:, None])
     valid = targets != ignore_index
-    safe_t = np.where(valid, targets, 0)
-    p[np.arange(n), safe_t] -= (1.0 - label_smoothing)
+    p[np.arange(n), np.where(valid, targets, 0)] -= f(1) - eps
     if label_smoothing:
-        p -= label_smoothing / c
-    p *= np.where(valid, grad_rows, 0.0)[:, None]
-    return p.astype(logits.dtype, copy=False)
+        p -= eps / f(c)
+    p *= grad_rows[:, None]
+    return np.where(valid[:, None], p, f(0)).astype(logits.dtype, copy=False)
 
 
 # ---- numba kernels ---------------------------------------------------------------------------
 
 @kernel(parallel=True)
-def _cross_entropy_rows(x, targets, ignore_index, smoothing, loss, lse):
-    """For each row i of x (N, C): lse[i] = log Σ exp(x_i) and loss[i] as in the twin."""
+def _cross_entropy_rows(x, targets, ignore_index, smoothing, n_chunks, scratch, loss,
+                        log_total):
+    """For each row i of x (N, C): log_total[i] and loss[i] as in the twin. The rows are split
+    into n_chunks runs, one per parallel task, each with its own scratch row (C,) to hold
+    exp(z) (or z) while row_sum adds it up."""
     N, C = x.shape
     f = x.dtype.type
-    for i in prange(N):
-        x_max = row_max(x[i])
-        x_sum = f(0)
-        for c in range(C):
-            x_sum += x[i, c]
-        total = f(0)
-        for c in range(C):
-            total += exp(x[i, c] - x_max)
-        lse[i] = np.log(total) + x_max
-        t = targets[i]
-        if t == ignore_index:
-            loss[i] = 0
-        else:
-            loss[i] = ((f(1) - smoothing) * (lse[i] - x[i, t])
-                       + smoothing * (lse[i] - x_sum / f(C)))
+    for chunk in prange(n_chunks):
+        e = scratch[chunk]
+        for i in range(chunk * N // n_chunks, (chunk + 1) * N // n_chunks):
+            x_max = row_max(x[i])
+            for c in range(C):
+                e[c] = exp(x[i, c] - x_max)
+            log_total[i] = np.log(row_sum(e))
+            t = targets[i]
+            if t == ignore_index:
+                loss[i] = 0
+                continue
+            nll = log_total[i] - (x[i, t] - x_max)
+            if smoothing == 0:
+                loss[i] = nll
+                continue
+            for c in range(C):
+                e[c] = x[i, c] - x_max
+            loss[i] = (f(1) - smoothing) * nll + smoothing * (log_total[i] - row_sum(e) / f(C))
 
 
 @kernel(parallel=True)
-def _cross_entropy_backward_rows(x, targets, lse, grad_rows, ignore_index, smoothing, dx):
-    """dx[i, c] = g_i·(exp(x_ic − lse_i) − (1 − ε)·[c = t_i] − ε/C); 0 for ignored rows."""
+def _cross_entropy_backward_rows(x, targets, log_total, grad_rows, ignore_index, smoothing, dx):
+    """dx[i, c] = (exp(z_ic − log_total_i) − (1 − ε)·[c = t_i] − ε/C)·g_i; 0 for ignored rows."""
     N, C = x.shape
     f = x.dtype.type
+    uniform = smoothing / f(C)
     for i in prange(N):
         t = targets[i]
         if t == ignore_index:
             for c in range(C):
                 dx[i, c] = 0
             continue
-        g = grad_rows[i]
-        uniform = smoothing / f(C)
+        x_max = row_max(x[i])
         for c in range(C):
-            dx[i, c] = g * (exp(x[i, c] - lse[i]) - uniform)
-        dx[i, t] -= g * (f(1) - smoothing)
+            dx[i, c] = exp((x[i, c] - x_max) - log_total[i])
+        dx[i, t] -= f(1) - smoothing
+        g = grad_rows[i]
+        for c in range(C):
+            dx[i, c] = (dx[i, c] - uniform) * g
 
 
 def cross_entropy_forward_numba(logits, targets, ignore_index=-100, label_smoothing=0.0):
     """Numba twin of cross_entropy_forward_numpy."""
     x = np.ascontiguousarray(logits)
-    f = x.dtype.type
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    check_targets(targets, x.shape[1], ignore_index, "cross_entropy_forward")
+    n_chunks = max(1, min(threads(), x.shape[0]))
     loss = np.empty(x.shape[0], dtype=x.dtype)
-    lse = np.empty(x.shape[0], dtype=x.dtype)
-    _cross_entropy_rows(x, np.ascontiguousarray(targets, dtype=np.int64), ignore_index,
-                        f(label_smoothing), loss, lse)
-    return loss, lse
+    log_total = np.empty(x.shape[0], dtype=x.dtype)
+    _cross_entropy_rows(x, targets, ignore_index, x.dtype.type(label_smoothing), n_chunks,
+                        np.empty((n_chunks, x.shape[1]), x.dtype), loss, log_total)
+    return loss, log_total
 
 
-def cross_entropy_backward_numba(logits, targets, lse, grad_rows, ignore_index=-100,
+def cross_entropy_backward_numba(logits, targets, log_total, grad_rows, ignore_index=-100,
                                  label_smoothing=0.0):
     """Numba twin of cross_entropy_backward_numpy."""
     x = np.ascontiguousarray(logits)
-    f = x.dtype.type
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    check_targets(targets, x.shape[1], ignore_index, "cross_entropy_backward")
     dx = np.empty_like(x)
-    _cross_entropy_backward_rows(x, np.ascontiguousarray(targets, dtype=np.int64),
-                                 np.ascontiguousarray(lse, dtype=x.dtype),
+    _cross_entropy_backward_rows(x, targets, np.ascontiguousarray(log_total, dtype=x.dtype),
                                  np.ascontiguousarray(grad_rows, dtype=x.dtype), ignore_index,
-                                 f(label_smoothing), dx)
+                                 x.dtype.type(label_smoothing), dx)
     return dx

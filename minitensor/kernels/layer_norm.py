@@ -9,6 +9,7 @@ import numpy as np
 from numba import prange
 
 from .jit import kernel, threads
+from .softmax import row_dot, row_sum
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
@@ -45,53 +46,59 @@ def layer_norm_backward_numpy(dy, x, mean, rstd, weight):
 @kernel(parallel=True)
 def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
     """Row i of x (N, D): mean, rstd (two passes, so no cancellation), then y. weight and bias
-    are (D,) arrays (ones / zeros when the caller has none)."""
+    are (D,) arrays (ones / zeros when the caller has none). y holds x − μ until the last pass,
+    for row_dot to sum its squares."""
     N, D = x.shape
     f = x.dtype.type
     for i in prange(N):
-        total = f(0)
+        mu = row_sum(x[i]) / f(D)
         for j in range(D):
-            total += x[i, j]
-        mu = total / f(D)
-        squares = f(0)
-        for j in range(D):
-            squares += (x[i, j] - mu) * (x[i, j] - mu)
-        r = f(1) / np.sqrt(squares / f(D) + eps)
+            y[i, j] = x[i, j] - mu
+        r = f(1) / np.sqrt(row_dot(y[i], y[i]) / f(D) + eps)
         mean[i], rstd[i] = mu, r
         for j in range(D):
-            y[i, j] = (x[i, j] - mu) * r * weight[j] + bias[j]
+            y[i, j] = y[i, j] * r * weight[j] + bias[j]
 
 
 @kernel(parallel=True)
-def _layer_norm_backward_rows(dy, x, mean, rstd, weight, n_chunks, dx, dweight_parts,
-                              dbias_parts):
+def _layer_norm_backward_rows(dy, x, mean, rstd, weight, n_chunks, xhat_rows, dx,
+                              dweight_parts, dbias_parts):
     """dx row by row; dweight and dbias summed over rows in `n_chunks` partial sums (one per
-    parallel task, added up by the caller) so no two threads write the same memory."""
+    parallel task, added up by the caller) so no two threads write the same memory. Each task
+    keeps x̂ of its current row in its own row of xhat_rows (n_chunks, D), and g = dy ⊙ weight
+    in dx until the last pass, for row_sum and row_dot to add them up."""
     N, D = x.shape
     f = x.dtype.type
     for chunk in prange(n_chunks):
+        xhat = xhat_rows[chunk]
         for i in range(chunk * N // n_chunks, (chunk + 1) * N // n_chunks):
-            g_sum = f(0)
-            gx_sum = f(0)
             for j in range(D):
-                xhat = (x[i, j] - mean[i]) * rstd[i]
-                g = dy[i, j] * weight[j]
-                g_sum += g
-                gx_sum += g * xhat
-                dweight_parts[chunk, j] += dy[i, j] * xhat
+                xhat[j] = (x[i, j] - mean[i]) * rstd[i]
+                dx[i, j] = dy[i, j] * weight[j]
+                dweight_parts[chunk, j] += dy[i, j] * xhat[j]
                 dbias_parts[chunk, j] += dy[i, j]
+            g_sum = row_sum(dx[i])
+            gx_sum = row_dot(dx[i], xhat)
             for j in range(D):
-                xhat = (x[i, j] - mean[i]) * rstd[i]
-                g = dy[i, j] * weight[j]
-                dx[i, j] = rstd[i] / f(D) * (f(D) * g - g_sum - xhat * gx_sum)
+                dx[i, j] = rstd[i] / f(D) * (f(D) * dx[i, j] - g_sum - xhat[j] * gx_sum)
+
+
+def _affine(param, d, dtype, fill, name):
+    """weight or bias as a contiguous (D,) array of x's dtype (`fill` when None); a wrong
+    length is refused (the kernels would read past it)."""
+    if param is None:
+        return np.full(d, fill, dtype)
+    if param.shape != (d,):
+        raise ValueError(f"layer_norm: {name} of shape {param.shape} does not match the "
+                         f"normalised size {d}")
+    return np.ascontiguousarray(param, dtype=dtype)
 
 
 def layer_norm_forward_numba(x, weight, bias, eps):
     """Numba twin of layer_norm_forward_numpy."""
     x = np.ascontiguousarray(x)
     n, d = x.shape
-    w = np.ones(d, x.dtype) if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
-    b = np.zeros(d, x.dtype) if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+    w, b = _affine(weight, d, x.dtype, 1, "weight"), _affine(bias, d, x.dtype, 0, "bias")
     y = np.empty_like(x)
     mean, rstd = np.empty(n, x.dtype), np.empty(n, x.dtype)
     _layer_norm_rows(x, w, b, x.dtype.type(eps), y, mean, rstd)
@@ -103,13 +110,16 @@ def layer_norm_backward_numba(dy, x, mean, rstd, weight):
     x = np.ascontiguousarray(x)
     n, d = x.shape
     dy = np.ascontiguousarray(dy, dtype=x.dtype)
-    w = np.ones(d, x.dtype) if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
+    if dy.shape != x.shape or np.shape(mean) != (n,) or np.shape(rstd) != (n,):
+        raise ValueError(f"layer_norm_backward: dy {dy.shape}, mean {np.shape(mean)} and rstd "
+                         f"{np.shape(rstd)} do not match x {x.shape}")
+    w = _affine(weight, d, x.dtype, 1, "weight")
     n_chunks = max(1, min(threads(), n))
     dx = np.empty_like(x)
     dweight_parts = np.zeros((n_chunks, d), x.dtype)
     dbias_parts = np.zeros((n_chunks, d), x.dtype)
     _layer_norm_backward_rows(dy, x, np.ascontiguousarray(mean, dtype=x.dtype),
-                              np.ascontiguousarray(rstd, dtype=x.dtype), w, n_chunks, dx,
-                              dweight_parts, dbias_parts)
+                              np.ascontiguousarray(rstd, dtype=x.dtype), w, n_chunks,
+                              np.empty((n_chunks, d), x.dtype), dx, dweight_parts, dbias_parts)
     dweight = dweight_parts.sum(axis=0) if weight is not None else None
     return dx, dweight, dbias_parts.sum(axis=0)

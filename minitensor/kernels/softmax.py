@@ -5,7 +5,9 @@ softmax(scale·x + mask) in one kernel, without temporaries as large as the scor
 broadcasting is done by index arithmetic instead of materialising a mask of the scores' size.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
+from numba.np.numpy_support import as_dtype
 
 from .jit import FASTMATH, exp, kernel, maximum, row_max
 
@@ -15,14 +17,16 @@ from .jit import FASTMATH, exp, kernel, maximum, row_max
 def softmax_forward_numpy(x, scale=1.0, mask=None):
     """softmax(scale·x + mask) over the last axis; x (..., N) → y of the same shape and dtype.
 
-    mask: None, bool (True = blocked) or additive float (0 / −inf), broadcastable to x.
-    Numerically stable: yᵢ = exp(zᵢ − max z) / Σⱼ exp(zⱼ − max z). A row whose every entry is
-    blocked (max z = −inf) gives all zeros, never NaN; a row holding a NaN gives NaN."""
+    mask: None, bool (True = blocked) or additive float (0 / −inf), broadcastable to x. A
+    blocked position's score is never read: an inf or NaN there changes nothing. Numerically
+    stable: yᵢ = exp(zᵢ − max z) / Σⱼ exp(zⱼ − max z). A row whose every entry is blocked
+    (max z = −inf) gives all zeros, never NaN; a row holding a NaN or +inf gives NaN, as in
+    torch."""
     z = x * x.dtype.type(scale) if scale != 1.0 else x
     if mask is not None:
         z = np.where(mask, -np.inf, z) if mask.dtype == np.bool_ else z + mask.astype(x.dtype)
     z_max = np.max(z, axis=-1, keepdims=True)
-    z_max = np.where(np.isfinite(z_max), z_max, 0.0)
+    z_max = np.where(z_max == -np.inf, 0.0, z_max)
     e = np.exp(z - z_max)
     total = e.sum(axis=-1, keepdims=True)
     y = np.divide(e, total, out=np.zeros_like(e), where=total != 0)
@@ -37,7 +41,9 @@ def softmax_backward_numpy(y, dy, scale=1.0):
 
 
 def log_softmax_forward_numpy(x):
-    """log softmax over the last axis: y = x − max x − log Σ exp(x − max x); x (..., N)."""
+    """log softmax over the last axis, in the max-subtracted frame z = x − max x:
+    y = z − log Σ exp(z); x (..., N). Subtracting max x first keeps the digits of z when |x| is
+    large (a row of −1e9 gives −log N, not 0)."""
     z = x - np.max(x, axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
@@ -49,25 +55,63 @@ def log_softmax_backward_numpy(y, dy):
 
 # ---- numba kernels ------------------------------------------------------------------------------
 
+@njit(cache=True, fastmath=FASTMATH | {"reassoc"})
+def row_sum(row):
+    """Σⱼ row[j] of a 1-D array. The only kernel code compiled with "reassoc": it lets LLVM
+    keep eight partial sums in one vector register (the sum vectorises), and here it can do
+    nothing but reorder the additions, as numpy's pairwise sum does too."""
+    total = row.dtype.type(0)
+    for j in range(row.shape[0]):
+        total += row[j]
+    return total
+
+
+@njit(cache=True, fastmath=FASTMATH | {"reassoc"})
+def row_dot(a, b):
+    """Σⱼ a[j]·b[j] of two 1-D arrays, each product rounded as numpy rounds it (no fused
+    multiply-add); "reassoc" only reorders the sum, as in row_sum."""
+    total = a.dtype.type(0)
+    for j in range(a.shape[0]):
+        total += a[j] * b[j]
+    return total
+
+
+def masked_score(x, m, scale):
+    """z = scale·x + m for an additive mask entry m; z = −inf for a blocked bool entry m, where
+    x is not used at all (an inf or NaN score at a blocked position cannot reach the row)."""
+    if isinstance(m, (bool, np.bool_)):
+        return -np.inf if m else x * scale
+    return x * scale + m
+
+
+@overload(masked_score, inline="always")
+def _masked_score_overload(x, m, scale):
+    if isinstance(m, types.Boolean):
+        blocked = as_dtype(x).type(-np.inf)
+        return lambda x, m, scale: blocked if m else x * scale
+    return lambda x, m, scale: x * scale + m
+
+
 @njit(cache=True, fastmath=FASTMATH | {"nnan"})
 def _masked_row_max(x_row, mask_row, scale):
-    """max_j (scale·x_row[j] + mask_row[j]). Compiled with "nnan" so that LLVM may reorder the
-    running maximum into packed vmaxps (3× faster softmax on rows of 16–64); `maximum` ignores
-    a NaN operand either way, and the caller's exp lets a NaN reach the output."""
+    """max_j z_j with z_j = masked_score(x_row[j], mask_row[j], scale). Compiled with "nnan" so
+    that LLVM may reorder the running maximum into packed vmaxps (3× faster softmax on rows of
+    16–64); `maximum` ignores a NaN operand either way, and the caller's exp lets a NaN reach
+    the output."""
     z_max = x_row.dtype.type(-np.inf)
     for j in range(x_row.shape[0]):
-        z_max = maximum(z_max, x_row[j] * scale + mask_row[j])
+        z_max = maximum(z_max, masked_score(x_row[j], mask_row[j], scale))
     return z_max
 
 
 @kernel(parallel=True)
 def _softmax_rows(x, mask, scale, y):
-    """y[a, b, c, :] = softmax(scale·x[a, b, c, :] + mask[a', b', c', :]).
+    """y[a, b, c, :] = softmax(z) with z = masked_score(x[a, b, c, :], mask[a', b', c', :]).
 
-    x, y: (A, B, C, N) C-contiguous. mask: additive, (MA, MB, MC, N) with each of MA, MB, MC
-    either 1 (broadcast) or equal to A, B, C — so a (B, 1, 1, Lk) padding mask or an (Lq, Lk)
-    causal mask is read in place, never expanded to the scores' size. One parallel task per
-    (a, b): C rows of N."""
+    x, y: (A, B, C, N) C-contiguous. mask: bool (True = blocked) or additive float,
+    (MA, MB, MC, N) with each of MA, MB, MC either 1 (broadcast) or equal to A, B, C — so a
+    (B, 1, 1, Lk) padding mask or an (Lq, Lk) causal mask is read in place, never expanded to
+    the scores' size. One parallel task per (a, b): C rows of N."""
     A, B, C, N = x.shape
     MA, MB, MC, _ = mask.shape
     f = x.dtype.type                       # float32 or float64: keep all arithmetic in it
@@ -76,17 +120,16 @@ def _softmax_rows(x, mask, scale, y):
         ma, mb = a if MA > 1 else 0, b if MB > 1 else 0
         for c in range(C):
             mc = c if MC > 1 else 0
-            # pass 1: the row maximum of z = scale·x + mask (z is recomputed below rather than
-            # stored: cheaper than a store and a reload for short rows)
+            # pass 1: the row maximum of z (z is recomputed below rather than stored: cheaper
+            # than a store and a reload for short rows)
             z_max = _masked_row_max(x[a, b, c], mask[ma, mb, mc], scale)
             if z_max == -np.inf:           # every position blocked: exp(−inf) = 0 everywhere,
                 z_max = f(0)               # and the row stays zero below (not NaN)
-            # pass 2: e = exp(z − max z) and their sum; pass 3: normalise
-            total = f(0)
+            # pass 2: e = exp(z − max z); pass 3: their sum; pass 4: normalise
             for j in range(N):
-                e = exp(x[a, b, c, j] * scale + mask[ma, mb, mc, j] - z_max)
-                y[a, b, c, j] = e
-                total += e
+                y[a, b, c, j] = exp(masked_score(x[a, b, c, j], mask[ma, mb, mc, j], scale)
+                                    - z_max)
+            total = row_sum(y[a, b, c])
             inv_total = f(1) / total if total != 0 else f(0)    # NaN stays NaN
             for j in range(N):
                 y[a, b, c, j] *= inv_total
@@ -94,41 +137,34 @@ def _softmax_rows(x, mask, scale, y):
 
 @kernel(parallel=True)
 def _softmax_backward_rows(y, dy, scale, dx):
-    """dx[r, :] = scale · y[r, :] ⊙ (dy[r, :] − Σⱼ dy[r, j]·y[r, j]); y, dy, dx (R, N)."""
+    """dx[r, :] = y[r, :] ⊙ (dy[r, :] − Σⱼ dy[r, j]·y[r, j]) · scale; y, dy, dx (R, N)."""
     R, N = y.shape
-    f = y.dtype.type
     for r in prange(R):
-        dot = f(0)
+        dot = row_dot(dy[r], y[r])
         for j in range(N):
-            dot += dy[r, j] * y[r, j]
-        for j in range(N):
-            dx[r, j] = scale * y[r, j] * (dy[r, j] - dot)
+            dx[r, j] = y[r, j] * (dy[r, j] - dot) * scale
 
 
 @kernel(parallel=True)
 def _log_softmax_rows(x, y):
-    """y[r, :] = x[r, :] − max − log Σⱼ exp(x[r, j] − max); x, y (R, N)."""
+    """y[r, :] = z − log Σⱼ exp(zⱼ) with z = x[r, :] − max; x, y (R, N). exp(z) is stored in
+    y first, to be summed by row_sum."""
     R, N = x.shape
-    f = x.dtype.type
     for r in prange(R):
         x_max = row_max(x[r])
-        total = f(0)
         for j in range(N):
-            total += exp(x[r, j] - x_max)
-        log_total = np.log(total)
+            y[r, j] = exp(x[r, j] - x_max)
+        log_total = np.log(row_sum(y[r]))
         for j in range(N):
-            y[r, j] = x[r, j] - x_max - log_total
+            y[r, j] = (x[r, j] - x_max) - log_total
 
 
 @kernel(parallel=True)
 def _log_softmax_backward_rows(y, dy, dx):
     """dx[r, :] = dy[r, :] − exp(y[r, :]) · Σⱼ dy[r, j]; y, dy, dx (R, N)."""
     R, N = y.shape
-    f = y.dtype.type
     for r in prange(R):
-        dy_sum = f(0)
-        for j in range(N):
-            dy_sum += dy[r, j]
+        dy_sum = row_sum(dy[r])
         for j in range(N):
             dx[r, j] = dy[r, j] - exp(y[r, j]) * dy_sum
 
@@ -141,16 +177,19 @@ def _rows(a, dtype=None):
 
 
 def _as_4d(x, mask):
-    """x as contiguous (A, B, C, N); mask as additive float (MA, MB, MC, N), broadcast axes kept
-    at size 1. More than four axes of x are merged (then a mask is expanded to x's size)."""
+    """x as contiguous (A, B, C, N); mask as bool or additive float (MA, MB, MC, N), broadcast
+    axes kept at size 1. More than four axes of x are merged (then a mask is expanded to x's
+    size). A mask that does not broadcast to x is refused (the kernel would read past it)."""
     n = x.shape[-1]
     x = np.ascontiguousarray(x)
     if mask is None:
-        mask = np.zeros((1, 1, 1, n), dtype=x.dtype)
+        mask = np.zeros((1, 1, 1, n), dtype=np.bool_)
     else:
-        if mask.dtype == np.bool_:
-            mask = np.where(mask, x.dtype.type(-np.inf), x.dtype.type(0))
-        mask = mask.astype(x.dtype, copy=False)
+        if mask.ndim > x.ndim or np.broadcast_shapes(mask.shape, x.shape) != x.shape:
+            raise ValueError(f"softmax_forward: mask of shape {mask.shape} does not broadcast "
+                             f"to the scores' shape {x.shape}")
+        if mask.dtype != np.bool_:
+            mask = mask.astype(x.dtype, copy=False)
         mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)
     if x.ndim > 4:
         mask = np.broadcast_to(mask, x.shape).reshape(-1, *x.shape[-3:])
