@@ -7,31 +7,12 @@
     loss = F.relu(x @ mt.randn(4, 2)).sum()
     loss.backward()          # x.grad now holds d loss / d x
 """
-# Threads (PERFORMANCE.md item 6; measured again in benchmarks/README.md). minitensor runs its
-# parallel work on one thread pool, numba's: the kernels' prange loops, and the matrix products,
-# which numba kernels hand to BLAS one matrix (or one block of rows) per thread — see
-# kernels/matmul.py. numpy's own BLAS therefore runs single-threaded: two pools on the same
-# cores steal them from each other (a training step took 532 ms instead of 88 when a 2-thread
-# OpenBLAS shared 2 cores with other work). This default only works when set before numpy
-# loads, hence here, first; a user's own OPENBLAS_NUM_THREADS wins. numba picks its threading
-# layer (OpenMP where it can) and uses every core; NUMBA_NUM_THREADS=1 makes minitensor serial.
-import os as _os
-import sys as _sys
+# Process-wide settings (OpenBLAS on one thread, malloc keeping freed memory, OpenMP's spin
+# count): each documented and switchable in config.py. Several only work before numpy or numba
+# load, hence here, first.
+from . import config  # noqa: E402
 
-if "OPENBLAS_NUM_THREADS" not in _os.environ:
-    if "numpy" in _sys.modules:    # BLAS already loaded: limit it at run time, if we can
-        try:
-            import threadpoolctl as _threadpoolctl
-            _threadpoolctl.threadpool_limits(1, user_api="blas")
-        except ImportError:
-            pass
-    _os.environ["OPENBLAS_NUM_THREADS"] = "1"
-
-# Freed arrays stay in the process for the next step instead of being faulted in again (~25%
-# of a training step on this project's machine): see _memory.py.
-from ._memory import keep_freed_memory as _keep_freed_memory  # noqa: E402
-
-_keep_freed_memory()
+config.apply()
 
 from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad

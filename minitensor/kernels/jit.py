@@ -11,6 +11,7 @@ demand agreement with the numpy twin to 1e-12).
 """
 import os
 import sys
+import time
 import types as types_module
 
 import numba
@@ -40,30 +41,102 @@ PARALLEL_MIN_WORK = 1 << 15
 
 # A process forked from one whose kernels already ran in parallel must not start a parallel
 # region: GNU OpenMP's pool does not survive fork(), and numba aborts the child if it tries
-# (a multiprocessing.Pool would hang). Such a child runs every kernel serially.
+# (a multiprocessing.Pool would hang). Such a child runs every kernel serially. The hook is
+# registered when the threads first start (a child forked before that may use threads), and
+# only if minitensor.config's MINITENSOR_SERIAL_AFTER_FORK is on.
 _forked_child = [False]
-if hasattr(os, "register_at_fork"):                       # POSIX only; Windows never forks
-    os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
+
+
+def _register_fork_hook():
+    from .. import config
+    if hasattr(os, "register_at_fork") and config.enabled("MINITENSOR_SERIAL_AFTER_FORK"):
+        os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
 
 
 try:                                  # numba's own getter, minus the lock it takes every call
     from numba.np.ufunc.parallel import _get_num_threads as _read_num_threads
 except ImportError:                   # pragma: no cover (a numba that moved it)
     _read_num_threads = None
-_pool_started = [False]
+_pool = {"started": False, "cpus": os.cpu_count() or 1, "polite": False}
+
+
+def _start_pool():
+    """First call: start numba's pool, register the fork hook, note the CPUs this process may
+    run on (taskset, a container's CPU set) and whether the polite-threads rule is on."""
+    from .. import config
+    _pool["started"] = True
+    _register_fork_hook()
+    if hasattr(os, "sched_getaffinity"):
+        _pool["cpus"] = len(os.sched_getaffinity(0))
+    _pool["polite"] = config.polite_threads() and os.path.exists("/proc/loadavg")
 
 
 def threads():
-    """The number of threads numba's parallel builds use (numba.set_num_threads changes it;
-    1 in a forked child process, see above). Every kernel call asks, so after the first call
-    (which starts numba's pool) it reads the number directly: numba.get_num_threads() takes a
-    lock each time, ~0.6 µs, a tenth of a small kernel's whole cost."""
+    """The number of threads numba's parallel builds use: numba's count (numba.set_num_threads
+    changes it), at most the CPUs this process may run on; 1 in a forked child (see above) and,
+    with polite threads on, 1 while other processes keep the CPUs busy (`cpus_busy`). Every
+    kernel call asks, so after the first call (which starts numba's pool) it reads the number
+    directly: numba.get_num_threads() takes a lock each time, a tenth of a small kernel's cost."""
     if _forked_child[0]:
         return 1
-    if not _pool_started[0] or _read_num_threads is None:
-        _pool_started[0] = True
-        return numba.get_num_threads()
-    return _read_num_threads()
+    if not _pool["started"] or _read_num_threads is None:
+        _start_pool()
+        count = numba.get_num_threads()
+    else:
+        count = _read_num_threads()
+    if _pool["polite"] and count > 1 and cpus_busy(count):
+        return 1
+    return min(count, _pool["cpus"])
+
+
+# ---- polite threads: one thread while the machine is busy -------------------------------------
+
+# A parallel region ends when its slowest thread does. When other processes want the same
+# cores, one of our threads waits for the scheduler in every region, and the whole step
+# crawls; on one thread minitensor runs at the speed of one core instead. Twice a second, one
+# of Linux's counters decides: the CPU pressure (the share of time some task waited for a CPU,
+# /proc/pressure/cpu) to notice the machine became busy, and the run queue (/proc/loadavg:
+# tasks running now) to notice it is free again.
+_BUSY_CHECK_SECONDS = 0.5
+_BUSY_PRESSURE = 0.10          # some task waited for a CPU 10% of the time: the cores are shared
+_busy = {"now": False, "next": 0.0, "stall": None, "at": 0.0}
+
+
+def _cpu_stall_us():
+    """Linux's total time (µs) some task waited for a CPU, or None without /proc/pressure."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _running_tasks():
+    """Tasks running or waiting to run right now, machine-wide (this thread included)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def cpus_busy(count):
+    """True while other work keeps the CPUs busy (checked at most twice a second): then
+    minitensor runs on one thread. Busy when tasks waited for a CPU more than _BUSY_PRESSURE of
+    the last interval (or, without pressure counters, more tasks run than there are CPUs); free
+    again when the run queue leaves room for our other count − 1 threads."""
+    now = time.monotonic()
+    if now < _busy["next"]:
+        return _busy["now"]
+    stall, cpus = _cpu_stall_us(), _pool["cpus"]
+    if _busy["now"]:
+        _busy["now"] = _running_tasks() + count - 1 > cpus
+    elif stall is not None and _busy["stall"] is not None:
+        _busy["now"] = (stall - _busy["stall"]) > _BUSY_PRESSURE * 1e6 * (now - _busy["at"])
+    elif stall is None:
+        _busy["now"] = _running_tasks() > cpus
+    _busy.update(next=now + _BUSY_CHECK_SECONDS, stall=stall, at=now)
+    return _busy["now"]
 
 
 class Kernel:
