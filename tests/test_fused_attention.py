@@ -274,3 +274,15 @@ def test_mha_empty_batch(need):
     assert out.shape == (0, 3, 8)
     out.sum().backward()
     assert x.grad.shape == (0, 3, 8)
+
+
+def test_a_mask_that_blocks_the_future_lets_the_kernel_skip_tiles(rng):
+    q, k, _ = _qkv(rng, 2, 1, 6, 6, 4, 4)
+    causal = np.triu(np.ones((6, 6), dtype=bool), 1)
+    padding = np.zeros((2, 1, 1, 6), dtype=bool)
+    padding[1, ..., 4:] = True
+    assert KA._implies_causal(KA.additive_mask(causal | padding, q, k), q, k)
+    assert not KA._implies_causal(KA.additive_mask(padding, q, k), q, k)
+    almost = causal.copy()
+    almost[0, 5] = False
+    assert not KA._implies_causal(KA.additive_mask(almost, q, k), q, k)

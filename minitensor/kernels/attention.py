@@ -96,6 +96,17 @@ def _blocked_and_bias(mask, is_causal, q, k):
     return blocked, np.where(np.isneginf(add), 0, add).astype(q.dtype)
 
 
+def _implies_causal(additive, q, k):
+    """True when the mask blocks every key after the causal diagonal (j > i + Lk − Lq) — as a
+    decoder's causal-and-padding mask does. The kernels then also skip those key tiles whole
+    (is_causal), which changes no result."""
+    Lq, Lk = q.shape[2], k.shape[2]
+    if Lq < 2 or additive.shape[2] != Lq:
+        return False
+    above = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
+    return bool(above.any()) and bool(np.isneginf(additive[:, :, above]).all())
+
+
 def _scale(scale, q):
     return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
 
@@ -267,7 +278,8 @@ def _weight_gradients(s, dp, rows, cols, lse, delta, i0, mask_rows, limit0, scal
                 row[jj], grad[jj] = f(0), f(0)
             continue
         _mask_scores(row, mask_rows[i if mask_rows.shape[0] > 1 else 0], cols, limit0 + ii)
-        _exp_shifted(row, cols, lse[i])                  # P, exactly 0 where blocked
+        for jj in range(cols):
+            row[jj] = exp(row[jj] - lse[i])              # P, exactly 0 where blocked
         start = seed + np.uint64(first_position + ii * row_positions) * GAMMA
         if drop:
             _drop_segment(grad[:cols], start, threshold, keep_scale, grad[:cols])
@@ -362,8 +374,9 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=Fals
         return out, lse
     (q, ldq), (k, ldk), (v, ldv) = _gemm_readable(q), _gemm_readable(k), _gemm_readable(v)
     lds = np.array([ldq, ldk, ldv], dtype=np.int64)
+    causal = bool(is_causal) or _implies_causal(add, q, k)
     _forward_tasks(GEMM[q.dtype], q, k, v, lds, add, q.dtype.type(_scale(scale, q)),
-                   bool(is_causal), *_dropout_args(seed, p, q.dtype), out, lse,
+                   causal, *_dropout_args(seed, p, q.dtype), out, lse,
                    work=B * H * Lq * Lk)
     return out, lse
 
@@ -385,7 +398,8 @@ def fused_attention_backward_numba(q, k, v, out, lse, dout, mask=None, scale=Non
     delta = np.einsum("bhid,bhid->bhi", dout, out)               # δᵢ = dOᵢ · Oᵢ
     readable = [_gemm_readable(x) for x in (q, k, v, dout, dq, dk, dv)]
     (q, k, v, dout), lds = [x for x, _ in readable[:4]], np.array([ld for _, ld in readable])
+    causal = bool(is_causal) or _implies_causal(add, q, k)
     _backward_tasks(GEMM[q.dtype], q, k, v, dout, lds, lse, delta, add,
-                    q.dtype.type(_scale(scale, q)), bool(is_causal),
+                    q.dtype.type(_scale(scale, q)), causal,
                     *_dropout_args(seed, p, q.dtype), dq, dk, dv, work=B * H * Lq * Lk)
     return dq, dk, dv
