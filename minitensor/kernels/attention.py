@@ -32,6 +32,7 @@ from numba import prange
 from .blas import GEMM, NO_TRANS, TRANS, gemm
 from .dropout import GAMMA, _dropout_flat, dropout_numpy, keep_threshold
 from .jit import exp, kernel, maximum, row_max
+from .softmax import row_sum
 
 # The dropout kernel's serial build, called on one row segment of a tile at a time: it hashes
 # (seed, position) exactly as dropout() does, so the same entries are dropped.
@@ -190,14 +191,11 @@ def _mask_scores(s, mask_row, cols, causal_limit):
 @kernel()
 def _exp_shifted(s, cols, shift):
     """s[jj] ← exp(s[jj] − shift) in place (exactly 0 where s is −inf); returns their sum. The
-    sum is a second loop: summing inside the exp loop stops numba from vectorising the exp."""
-    f = s.dtype.type
+    sum is a second pass (row_sum, which vectorises): summing inside the exp loop stops numba
+    from vectorising the exp."""
     for jj in range(cols):
         s[jj] = exp(s[jj] - shift)
-    total = f(0)
-    for jj in range(cols):
-        total += s[jj]
-    return total
+    return row_sum(s[:cols])
 
 
 @kernel()
