@@ -21,8 +21,8 @@ What is compared:
   gives attention stacks to the tile kernel.
 * matmul: square products and the addition model's Linear shapes (B·L = 896, d_model 128,
   d_ff 512): forward, dX = dY·Wᵀ and dW = Xᵀ·dY.
-* The "path" column says who computed a product on the numba backend (kernels/matmul.py,
-  `route`): "tiles" — the tile kernel (kernels/microkernel.py), numba's threads each on its
+* The "path" column says who computed a product on the numba backend (kernels/fast_matmul,
+  `route`): "tiles" — the tile kernel (kernels/fast_matmul/microkernel.py), numba's threads each on its
   own matrices; "gemm" — numba's threads, each calling BLAS's gemm on its own matrices or
   rows; "numpy" — np.matmul on one thread (products too small to share). The numpy twin is always np.matmul, on one BLAS thread (minitensor's default).
 
@@ -272,7 +272,7 @@ for dtype in (np.float32, np.float64):          # every kernel once (forward and
     K.layer_norm_backward(x2, x2, mean, rstd, x2[0])
     K.tiled_matmul(x, np.swapaxes(x, -1, -2))                     # kᵀ packed
     K.tiled_matmul(x, x[..., :5, :])                              # read in place
-    gemm_product = sys.modules["minitensor.kernels.matmul"].gemm_product   # calls BLAS
+    gemm_product = K.blas_matmul   # calls BLAS
     gemm_product(x.reshape(-1, 5), x[0, 0].T)
     gemm_product(x, np.swapaxes(x, -1, -2))
     K.dropout(x, 7, 0.1)

@@ -278,8 +278,8 @@ def test_matmul_reads_transposed_views(dtype, rng):
     assert_agree(*both(K.matmul_grad_b, q, g), dtype)
 
 
-matmul_module = sys.modules["minitensor.kernels.matmul"]
-microkernel = sys.modules["minitensor.kernels.microkernel"]
+from minitensor.kernels.fast_matmul import microkernel  # noqa: E402
+from minitensor.kernels.fast_matmul import products as matmul_module  # noqa: E402
 
 
 @pytest.fixture
@@ -671,7 +671,7 @@ def test_blas_kernels_can_be_switched_off():
     """MINITENSOR_NO_BLAS_KERNELS=1: no gemm found, every product goes to np.matmul, and the
     results are the same."""
     code = ("import numpy as np, sys; import minitensor.kernels as K; "
-            "m = sys.modules['minitensor.kernels.matmul']; "
+            "from minitensor.kernels.fast_matmul import products as m; "
             "a, b = np.ones((896, 128), np.float32), np.ones((128, 512), np.float32); "
             "print(m.GEMM == {}, K.matmul_route(a, b), float(K.matmul(a, b)[0, 0]))")
     env = dict(os.environ, MINITENSOR_NO_BLAS_KERNELS="1")
@@ -687,14 +687,18 @@ def test_threads_follow_numba_set_num_threads():
     import numba
     from minitensor.kernels import jit
     before = numba.get_num_threads()
+    jit.threads()
+    polite = jit._pool["polite"]
+    jit._pool["polite"] = False                   # not one thread because the machine is busy
     try:
         jit.threads()
         numba.set_num_threads(1)
         assert jit.threads() == 1
         numba.set_num_threads(before)
-        assert jit.threads() == before
+        assert jit.threads() == min(before, jit._pool["cpus"]), (jit._forked_child, jit._pool)
     finally:
         numba.set_num_threads(before)
+        jit._pool["polite"] = polite
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -737,3 +741,53 @@ def test_tiled_matmul_refuses_what_it_cannot_read():
         K.tiled_matmul(a.astype(np.float16), np.ones((4, 5, 2), np.float16))
     with pytest.raises(ValueError, match=r"tiled_matmul: the batch axes of a \(4, 3, 5\)"):
         K.tiled_matmul(a, np.ones((3, 5, 2), np.float32))           # batches 4 and 3
+
+
+# ---- the numpy backend stands alone; erf ------------------------------------------------------
+
+NUMPY_BACKEND_STEP = """
+import sys
+import numpy as np
+import minitensor as mt
+import minitensor.functional as F
+x = mt.randn(8, 16, requires_grad=True)
+w = mt.randn(16, 4, requires_grad=True)
+loss = F.cross_entropy(F.softmax(F.gelu(x @ w), -1), mt.tensor(np.arange(8) % 4))
+loss.backward()
+print(sorted(m for m in ("numba", "llvmlite", "minitensor.kernels.fast_matmul") if m in sys.modules))
+"""
+
+
+def run_numpy_backend_step():
+    env = dict(os.environ, MINITENSOR_BACKEND="numpy")
+    done = subprocess.run([sys.executable, "-c", NUMPY_BACKEND_STEP], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\n")[-2]
+
+
+def test_numpy_backend_never_loads_the_fast_matmul():
+    """matmul's numba products (kernels/fast_matmul: llvmlite's CPU query, the OpenBLAS lookup)
+    load on the first numba matmul, not at import and not on the numpy backend."""
+    assert "minitensor.kernels.fast_matmul" not in run_numpy_backend_step()
+
+
+@pytest.mark.xfail(reason="softmax, cross_entropy, layer_norm, dropout, adam and attention still "
+                          "import numba at module import; they move to jit's lazy kernels next",
+                   strict=True)
+def test_a_training_step_on_the_numpy_backend_never_imports_numba():
+    assert run_numpy_backend_step() == "[]"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_erf_kernel_and_twin_are_math_erf(dtype):
+    import math
+    x = np.concatenate([np.linspace(-7, 7, 2002), [0.0, -0.0, 1e-300, np.inf, -np.inf]])
+    x = x.astype(dtype)
+    expected = np.array([math.erf(v) for v in x.astype(np.float64)]).astype(dtype)
+    for erf in (K.erf.numpy, K.erf.numba):
+        out = erf(x.reshape(3, -1)[:, ::2])                  # a non-contiguous view
+        assert out.dtype == dtype and out.shape == (3, 335)
+        assert np.array_equal(out, expected.reshape(3, -1)[:, ::2])
+    assert np.isnan(K.erf.numpy(np.array([np.nan], dtype))[0])
+    assert np.isnan(K.erf.numba(np.array([np.nan], dtype))[0])

@@ -9,17 +9,18 @@ Ops call only the names below; each dispatches to a numba kernel or to its plain
 
 One module per family, kernel and twin side by side — read the twin first:
 
-    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (a tile kernel for stacks of small
-                                                              matrices, numba threads calling
-                                                              BLAS for large products)
-    microkernel.py    the register tile under it, written in LLVM IR
+    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (the numpy twins; the numba
+                                                              products are in fast_matmul/,
+                                                              loaded on the first numba matmul)
+    fast_matmul/      a tile kernel for stacks of small matrices (its register tile in LLVM IR,
+                      microkernel.py), numba threads calling BLAS (blas.py) for large products
+    erf.py            erf, for GELU (numpy has none)
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward
     dropout.py        dropout (a counter-based random mask: forward and backward recompute it)
     adam.py           adam_update (Adam's step for one parameter, in place, in one pass)
     jit.py            the @kernel decorator, the vectorisable float32 exp, the compile notice
-    blas.py           numpy's OpenBLAS gemm, callable from inside numba kernels
 
 Threads: kernels marked parallel split their outer loop over numba's threads (one per core by
 default; numba.set_num_threads or NUMBA_NUM_THREADS=1 for serial). Small inputs run serially.
@@ -32,14 +33,18 @@ from . import dropout as _do
 from . import layer_norm as _ln
 from . import matmul as _mm
 from . import softmax as _sm
-from .backend import BACKENDS, dispatch, get_backend, set_backend, use_backend
+from . import erf as _erf
+from .backend import BACKENDS, dispatch, get_backend, lazy, set_backend, use_backend
 
-matmul = dispatch(_mm.matmul_numba, _mm.matmul_numpy)
-matmul_grad_a = dispatch(_mm.matmul_grad_a_numba, _mm.matmul_grad_a_numpy)
-matmul_grad_b = dispatch(_mm.matmul_grad_b_numba, _mm.matmul_grad_b_numpy)
-matmul_route = _mm.route        # which path the numba backend takes for a @ b: tiles, BLAS, numpy
-tiled_matmul = _mm.tiled_matmul     # a @ b by the tile kernel, whatever route says
-blas_matmul = _mm.gemm_product      # a @ b by the BLAS-calling kernels, whatever route says
+# the fast products load on the first numba matmul (kernels/fast_matmul)
+matmul = dispatch(lazy(".fast_matmul", "matmul"), _mm.matmul_numpy)
+matmul_grad_a = dispatch(lazy(".fast_matmul", "matmul_grad_a"), _mm.matmul_grad_a_numpy)
+matmul_grad_b = dispatch(lazy(".fast_matmul", "matmul_grad_b"), _mm.matmul_grad_b_numpy)
+matmul_route = lazy(".fast_matmul", "route")    # who computes a @ b on numba: tiles, BLAS, numpy
+tiled_matmul = lazy(".fast_matmul", "tiled_matmul")  # a @ b by the tile kernel, whatever route says
+blas_matmul = lazy(".fast_matmul", "gemm_product")   # a @ b by the BLAS-calling kernels
+
+erf = dispatch(lazy(".erf", "erf_numba"), _erf.erf_numpy)
 
 softmax_forward = dispatch(_sm.softmax_forward_numba, _sm.softmax_forward_numpy)
 softmax_backward = dispatch(_sm.softmax_backward_numba, _sm.softmax_backward_numpy)
@@ -58,7 +63,7 @@ adam_update = dispatch(_adam.adam_update_numba, _adam.adam_update_numpy)
 layer_norm_forward = dispatch(_ln.layer_norm_forward_numba, _ln.layer_norm_forward_numpy)
 layer_norm_backward = dispatch(_ln.layer_norm_backward_numba, _ln.layer_norm_backward_numpy)
 
-KERNELS = (matmul, matmul_grad_a, matmul_grad_b, softmax_forward, softmax_backward,
+KERNELS = (matmul, matmul_grad_a, matmul_grad_b, erf, softmax_forward, softmax_backward,
            log_softmax_forward, log_softmax_backward, cross_entropy_forward,
            cross_entropy_backward, layer_norm_forward, layer_norm_backward, dropout,
            adam_update)

@@ -8,6 +8,7 @@ The default is "numba". Both backends compute the same thing (tests/test_kernels
 so a learner can read the numpy twin and time the numba kernel.
 """
 import contextlib
+import importlib
 import os
 
 BACKENDS = ("numba", "numpy")
@@ -58,3 +59,20 @@ def dispatch(numba_fn, numpy_fn):
     kernel.__doc__ = numpy_fn.__doc__
     kernel.numba, kernel.numpy = numba_fn, numpy_fn
     return kernel
+
+
+def lazy(module, name):
+    """A stand-in for the function `name` of `module` (relative to minitensor.kernels) that
+    imports the module on its first call and calls straight through afterwards. The numba
+    kernels of a family go behind it, so that numba, llvmlite and whatever the kernels look for
+    at import load on the first numba call, never on the numpy backend."""
+    target = []
+
+    def call(*args, **kwargs):
+        if not target:
+            target.append(getattr(importlib.import_module(module, __package__), name))
+        return target[0](*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{module.lstrip('.')}.{name}, imported on first use."
+    return call

@@ -79,11 +79,11 @@ def threads():
     directly: numba.get_num_threads() takes a lock each time, a tenth of a small kernel's cost."""
     if _forked_child[0]:
         return 1
-    if not _pool["started"] or _read_num_threads is None:
+    if not _pool["started"]:
         _start_pool()
         count = numba.get_num_threads()
     else:
-        count = _read_num_threads()
+        count = _read_num_threads() if _read_num_threads else numba.get_num_threads()
     if _pool["polite"] and count > 1 and cpus_busy(count):
         return 1
     return min(count, _pool["cpus"])

@@ -2,9 +2,9 @@
 gradient back to its own shape."""
 import math
 
-import numba
 import numpy as np
 
+from .. import kernels as K
 from ..function import Function, unbroadcast
 
 
@@ -250,12 +250,6 @@ class Relu(Function):
         return grad * (out > 0)
 
 
-@numba.vectorize(cache=True)
-def _erf(v):
-    """math.erf as a numpy ufunc (numpy has no erf); compiled for each dtype on first use."""
-    return math.erf(v)
-
-
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
@@ -275,7 +269,7 @@ class Gelu(Function):
             return 0.5 * x * (1 + t)
         if approximate != "none":
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        cdf = (0.5 * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype, copy=False)
+        cdf = (0.5 * (1 + K.erf(x / math.sqrt(2)))).astype(x.dtype, copy=False)
         ctx.save_for_backward(x, cdf)
         return x * cdf
 

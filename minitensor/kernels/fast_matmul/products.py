@@ -1,0 +1,325 @@
+"""The fast matrix products of the numba backend: a tile kernel for stacks of small matrices (attention), BLAS's gemm
+called from numba threads for large products (Linear layers), np.matmul for small ones.
+
+Every matmul of the framework comes here three times per step — the forward product and the
+two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, and
+`route` decides who computes it. The rules were measured with benchmarks/kernels.py on the
+2-core machine this project runs on (tables in benchmarks/README.md):
+
+* **"tiles": the tile kernel** (`tiled_matmul`) for stacks — (B·h, L, d) @ (B·h, d, L) and
+  the like — of matrices up to 256³ multiply-adds, from 2¹⁸ in the whole stack. Each thread
+  takes its own run of matrices; each matrix is cut into tiles of 8 rows × one SIMD vector of
+  columns, computed by the register-tile microkernel of microkernel.py (read that file: it is
+  how every BLAS computes). kᵀ arrives as a transposed view; it is packed into rows, 8 × 8
+  blocks at a time transposed in registers, one matrix at a time into a small per-thread
+  panel. Against torch.bmm (MKL) this runs every attention shape of the benchmark level or
+  faster (1.02–1.69×, medians of four runs), and against BLAS's gemm called per matrix
+  (below) it is faster up to 256³ too.
+  On one thread it beats np.matmul only on a transposed B, so only that goes to it there.
+* **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS runs large products at
+  close to the machine's peak on one core, but np.matmul uses one thread (OpenBLAS's own
+  threads stall on a shared machine, see minitensor/__init__.py). So the kernels below call
+  OpenBLAS's gemm themselves (blas.py) from a prange: one product — a Linear layer,
+  (B, L, d) @ (d, e) folded into (B·L, d) @ (d, e) — by blocks of rows, a stack of matrices
+  larger than the tiles take by matrix. Transposed views (Wᵀ, Xᵀ) are read in place: BLAS is
+  told the operand is transposed. On 2 cores the Linear shapes and 512³ run ~1.9× faster
+  than np.matmul.
+* **"numpy": np.matmul on one thread** for what is too small to share (under 2¹⁸
+  multiply-adds in a stack, under 2²⁰ in a single product: starting the threads costs more),
+  integer or mixed dtypes, and every single product when numpy has no OpenBLAS we can call.
+
+The numpy twins are np.matmul itself (kernels/matmul.py).
+"""
+import functools
+import math
+
+import numpy as np
+from numba import prange
+
+from ..jit import kernel, threads
+from .blas import GEMM, NO_TRANS, TRANS, gemm
+from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
+
+# A stack goes to the tile kernel when each matrix is at most this many multiply-adds (beyond,
+# BLAS's cache blocking wins) and the whole stack at least this many (below, np.matmul on one
+# thread is faster than starting the threads). Measured, see the module docstring.
+_TILES_MAX_MATRIX = 256 * 256 * 256
+_TILES_MIN_WORK = 1 << 18
+_TILE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# A single product goes to the BLAS-calling threads from this many multiply-adds (~10 µs of
+# BLAS work on one core): smaller ones run faster on one thread than shared.
+_GEMM_MIN_WORK = 1 << 20
+
+
+# ---- where the p-th matrices of a stack start --------------------------------------------------
+
+@kernel()
+def _offsets(p, batch):
+    """Byte offsets of the p-th matrices of A and B: p unravelled over the batch shape
+    batch[0] (C order), times each operand's batch strides batch[1] and batch[2] (bytes; 0 on
+    a broadcast axis). `batch` is the (3, batch axes) table of _batch_table."""
+    a_offset, b_offset = 0, 0
+    for axis in range(batch.shape[1] - 1, -1, -1):            # last batch axis first
+        index = p % batch[0, axis]
+        p //= batch[0, axis]
+        a_offset += index * batch[1, axis]
+        b_offset += index * batch[2, axis]
+    return a_offset, b_offset
+
+
+# ---- the tile kernels: stacks of small matrices, each thread its own matrices -----------------
+
+# Rows and SIMD vectors of one tile of C (microkernel.py). Against 4 × 2, 6 × 2, 8 × 2, 12 × 1
+# and 4 × 4, 8 × 1 was fastest on the attention shapes but one (4 × 2 won q·kᵀ at L = 64 by
+# ~15%): 8 independent accumulators keep the FMA units busy, and one vector of columns wastes
+# the fewest lanes on short rows (L = 7 or 13).
+_TILE_ROWS, _TILE_VECTORS = 8, 1
+_TILE = tile_kernel(_TILE_ROWS, _TILE_VECTORS)
+_BLOCK = TRANSPOSE_BLOCK
+
+
+# The operands below are addresses (integers, bytes), not arrays: a view of an array per
+# matrix (c[p]) makes numba count references to that array, atomically and from both threads
+# at once; with addresses the threads share nothing they write.
+
+@kernel()
+def _pack_transposed(k, m, b, ld, panel, item, like):
+    """panel[p, j] = B[p, j] (the panel is k × m, rows contiguous) for a B stored transposed —
+    B[p, j] at b + (j·ld + p)·item, as kᵀ is stored in q·kᵀ — so that the tiles can load rows
+    of B as vectors. 8 × 8 blocks are transposed in registers (microkernel.transpose_block)."""
+    for j in range(0, m, _BLOCK):
+        for p in range(0, k, _BLOCK):
+            transpose_block(b + (j * ld + p) * item, ld, panel + (p * m + j) * item, m,
+                            min(_BLOCK, m - j), min(_BLOCK, k - p), like)
+
+
+@kernel()
+def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, like):
+    """C = A @ B for one matrix, tile by tile: A (n, k) at a, A[i, p] at
+    a + (i·a_row + p·a_col)·item; B (k, m) at b likewise; C (n, m) at c, rows contiguous.
+    B must have unit stride along one axis: along its rows (b_col = 1) it is read in place,
+    along its columns (b_row = 1: kᵀ) it is packed into `panel` (an array of this thread's,
+    k·m entries) first. item is the entries' size in bytes, like a scalar of their dtype."""
+    if b_col != 1:
+        _pack_transposed(k, m, b, b_col, panel.ctypes.data, item, like)
+        b, b_row = panel.ctypes.data, m
+    cols = _TILE_VECTORS * (VECTOR_BYTES // item)
+    for j in range(0, m, cols):             # a column strip of B stays in L1 for all rows
+        for i in range(0, n, _TILE_ROWS):
+            _TILE(k, a + i * a_row * item, a_row, a_col, b + j * item, b_row,
+                  c + (i * m + j) * item, m, min(_TILE_ROWS, n - i), min(cols, m - j), like)
+
+
+@kernel(parallel=True)
+def _tiled_stack(batch, k, a, a_row, a_col, b, b_row, b_col, c, tasks):
+    """c[p] = A[p] @ B[p] for every matrix p of the batch (c is the (P, n, m) output). A[p]
+    starts at the address a + the offset _offsets gives, with entry strides a_row, a_col;
+    B[p] likewise (see _tiled_matrix). The stack is cut into `tasks` runs of matrices (one
+    per thread), each with its own packing panel."""
+    P, n, m = c.shape
+    item, like = c.itemsize, c.dtype.type(0)
+    out = c.ctypes.data
+    for task in prange(tasks):
+        panel = np.empty(k * m if b_col != 1 else 0, dtype=c.dtype)
+        for p in range(task * P // tasks, (task + 1) * P // tasks):
+            a_offset, b_offset = _offsets(p, batch)
+            _tiled_matrix(n, m, k, a + a_offset, a_row, a_col, b + b_offset, b_row, b_col,
+                          out + p * n * m * item, panel, item, like)
+
+
+# ---- the BLAS-calling kernels: each thread its own matrices, or its own block of rows ----------
+
+@kernel(parallel=True)
+def _gemm_stack(batch, address, trans_a, trans_b, k, a, lda, b, ldb, c):
+    """A stack of products, one BLAS call per matrix: c[p] = op(A[p]) @ op(B[p]) for every
+    matrix p of the batch; c is the (P, n, m) output. A[p] starts at the address a + the
+    offset _offsets gives, B[p] likewise. op(X) is X or Xᵀ, k the inner size (blas.gemm)."""
+    P, n, m = c.shape
+    one, zero = c.dtype.type(1), c.dtype.type(0)
+    for p in prange(P):
+        a_offset, b_offset = _offsets(p, batch)
+        gemm(address, trans_a, trans_b, n, m, k, one, a + a_offset, lda, b + b_offset, ldb,
+             zero, c[p].ctypes.data, m)
+
+
+@kernel(parallel=True)
+def _gemm_row_blocks(blocks, address, trans_a, trans_b, k, a, lda, b, ldb, c):
+    """One product c = op(A) @ op(B), c the (n, m) output, cut into `blocks` runs of rows of
+    op(A) and c; each block is one BLAS call (every block reads all of op(B))."""
+    n, m = c.shape
+    one, zero = c.dtype.type(1), c.dtype.type(0)
+    row_step = c.itemsize if trans_a == TRANS else lda * c.itemsize   # next row of op(A)
+    for block in prange(blocks):
+        first, stop = block * n // blocks, (block + 1) * n // blocks
+        gemm(address, trans_a, trans_b, stop - first, m, k, one, a + first * row_step, lda,
+             b, ldb, zero, c[first].ctypes.data, m)
+
+
+@kernel()
+def data_address(x):
+    """The address of x's first entry, as numpy's x.ctypes.data — which costs ~1 µs in Python
+    (it builds a ctypes object); compiled, 0.2 µs."""
+    return x.ctypes.data
+
+
+def _blas_layout(x):
+    """How BLAS can read the matrices of x (..., r, c) in place: (x, trans, ld), where trans
+    says whether each matrix is stored transposed and ld is its row stride in entries. A
+    layout BLAS cannot read (no unit stride, negative or odd strides) is copied first."""
+    item = x.itemsize
+    row_stride, col_stride = x.strides[-2:]
+    r, c = x.shape[-2:]
+    if col_stride == item and row_stride % item == 0 and row_stride >= c * item:
+        return x, NO_TRANS, row_stride // item
+    if row_stride == item and col_stride % item == 0 and col_stride >= r * item:
+        return x, TRANS, col_stride // item
+    x = np.ascontiguousarray(x)
+    return x, NO_TRANS, c
+
+
+def _batch_shape(a, b):
+    """The batch shape of a @ b: a's and b's batch axes, broadcast."""
+    if a.shape[:-2] == b.shape[:-2]:
+        return a.shape[:-2]
+    return np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+
+
+def _batch_table(batch, a, b):
+    """The (3, len(batch)) int64 table the stack kernels read (see _offsets): the batch
+    shape, then a's and b's byte strides along it (0 on an axis the operand broadcasts)."""
+    return _cached_batch_table(batch, a.shape[:-2], a.strides[:-2], b.shape[:-2], b.strides[:-2])
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides):
+    """_batch_table's work, remembered: a model multiplies the same few layouts at every step,
+    and building the small array took a quarter of a small product's time. The arrays it
+    returns are shared, so they are made read-only."""
+    def strides(shape, byte_strides):
+        pad = len(batch) - len(shape)
+        return [0] * pad + [0 if size == 1 else stride for size, stride in zip(shape, byte_strides)]
+    table = np.array([batch, strides(a_shape, a_strides), strides(b_shape, b_strides)],
+                     dtype=np.int64).reshape(3, len(batch))
+    table.flags.writeable = False
+    return table
+
+
+def gemm_product(a, b):
+    """a @ b (numpy broadcasting, both at least 2-D, one float dtype that blas.GEMM has) by
+    the BLAS-calling kernels: a stack split by matrix over the threads; a single product
+    (b without batch axes, a's batch axes folded into rows) by blocks of rows."""
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    address = GEMM[a.dtype]
+    if b.ndim == 2 and (a.ndim == 2 or a.flags.c_contiguous):
+        a2, trans_a, lda = _blas_layout(a.reshape(-1, k))
+        b2, trans_b, ldb = _blas_layout(b)
+        out = np.empty((a2.shape[0], m), dtype=a.dtype)
+        _gemm_row_blocks(max(1, min(threads(), out.shape[0])), address, trans_a, trans_b, k,
+                         data_address(a2), lda, data_address(b2), ldb, out, work=out.size * k)
+        return out.reshape(a.shape[:-1] + (m,))
+    batch = _batch_shape(a, b)
+    a2, trans_a, lda = _blas_layout(a)
+    b2, trans_b, ldb = _blas_layout(b)
+    out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
+    _gemm_stack(_batch_table(batch, a2, b2), address, trans_a, trans_b, k, data_address(a2), lda,
+                data_address(b2), ldb, out, work=out.size * k)
+    return out.reshape(batch + (n, m))
+
+
+def _tile_layout(x):
+    """How the tile kernel can read the matrices of x (..., r, c): (x, row, col) with x's
+    entry strides along its last two axes, one of them 1 (a size-1 axis counts as unit
+    stride). A layout without a unit stride, or strides that are not whole entries, is
+    copied first."""
+    item = x.itemsize
+    row, col = x.strides[-2:]
+    r, c = x.shape[-2:]
+    row, col = (item if r == 1 else row), (item if c == 1 else col)
+    if (row == item or col == item) and row % item == 0 and col % item == 0:
+        return x, row // item, col // item
+    return np.ascontiguousarray(x), c, 1
+
+
+def _check_tile_operands(a, b):
+    """tiled_matmul's own checks (matmul's callers check shapes before they come here): the
+    tile kernel reads raw memory, so a wrong shape or dtype must stop here, not be read."""
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"tiled_matmul: a {a.shape} @ b {b.shape}: expected a (..., n, k) and "
+                         f"b (..., k, m) with the same k")
+    if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES:
+        raise TypeError(f"tiled_matmul: float32 or float64 operands of one dtype, got a "
+                        f"{a.dtype} {a.shape} and b {b.dtype} {b.shape}")
+
+
+def tiled_matmul(a, b):
+    """a @ b for float32 or float64 arrays of one dtype, at least 2-D (numpy broadcasting), by
+    the tile kernel whatever `route` says: the stack is cut into one run of matrices per
+    thread. Neither a transposed view nor a broadcast batch is copied."""
+    _check_tile_operands(a, b)
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    try:
+        batch = _batch_shape(a, b)
+    except ValueError:
+        raise ValueError(f"tiled_matmul: the batch axes of a {a.shape} and b {b.shape} do not "
+                         f"broadcast") from None
+    a2, a_row, a_col = _tile_layout(a)
+    b2, b_row, b_col = _tile_layout(b)
+    out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
+    _tiled_stack(_batch_table(batch, a2, b2), k, data_address(a2), a_row, a_col, data_address(b2),
+                 b_row, b_col, out, max(1, min(threads(), out.shape[0])), work=out.size * k)
+    return out.reshape(batch + (n, m))
+
+
+def route(a, b):
+    """Who computes a @ b on the numba backend (measured rules, see the module docstring):
+    "tiles" (the tile kernel: stacks of matrices up to 256³ multiply-adds each), "gemm" (the
+    BLAS-calling kernels: larger products, spread over the threads) or "numpy" (np.matmul on
+    one thread: products too small to share, integer dtypes, empty products, no OpenBLAS)."""
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES or 0 in a.shape or 0 in b.shape:
+        return "numpy"
+    if b.ndim == 2 or a.shape[:-2] == b.shape[:-2]:
+        work = a.size * m                     # multiply-adds: (a's rows) · m · k
+    else:
+        work = math.prod(_batch_shape(a, b)) * n * m * k
+    stack = b.ndim > 2
+    # on one thread the tiles beat np.matmul only where BLAS copies a transposed B first
+    if (stack and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK
+            and (threads() > 1 or _transposed(b))):
+        return "tiles"
+    if a.dtype not in GEMM or threads() == 1 or work < _GEMM_MIN_WORK:
+        return "numpy"
+    return "gemm"
+
+
+def _transposed(x):
+    """True when x's matrices are stored column by column (kᵀ of a contiguous k)."""
+    return x.shape[-1] > 1 and x.strides[-1] != x.itemsize
+
+
+def _product(a, b):
+    """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks."""
+    path = route(a, b)
+    if path == "tiles":
+        return tiled_matmul(a, b)
+    if path == "gemm":
+        return gemm_product(a, b)
+    return np.matmul(a, b)
+
+
+def matmul(a, b):
+    """a @ b like matmul.matmul_numpy, computed as `route` decides."""
+    return _product(a, b)
+
+
+def matmul_grad_a(grad, b):
+    """grad @ bᵀ like matmul.matmul_grad_a_numpy."""
+    return _product(grad, np.swapaxes(b, -1, -2))
+
+
+def matmul_grad_b(a, grad):
+    """aᵀ @ grad like matmul.matmul_grad_b_numpy."""
+    return _product(np.swapaxes(a, -1, -2), grad)
