@@ -1,165 +1,21 @@
 """The backward engine: one iterative walk over the graph, used by `backward()` and by the
 step-through `backward_steps()` alike, so what a learner steps through is what training runs.
 
-Also here: gradient mode (`no_grad`, `enable_grad`), anomaly mode (`detect_anomaly`) and the
-forward hooks that `viz.trace` uses.
+The rest of autograd has its own modules, re-exported here so that ``mt.autograd.no_grad``,
+``mt.autograd.detect_anomaly`` and ``mt.autograd.register_forward_hook`` work: gradient mode
+(`grad_mode.py`), anomaly mode (`anomaly.py`), forward hooks (`hooks.py`) and the per-thread
+state they keep (`state.py`).
 """
-import functools
-from contextlib import contextmanager
-
 import numpy as np
 
-_grad_enabled = [True]
-_anomaly = [False]
-_hooks_active = [False]
-_forward_hooks = []
+from .anomaly import AnomalyWarning, check_backward, detect_anomaly, is_anomaly_enabled
+from .grad_mode import enable_grad, is_grad_enabled, no_grad
+from .hooks import register_forward_hook
+from .state import state
 
-
-def is_grad_enabled():
-    return _grad_enabled[0]
-
-
-class _GradMode:
-    """Context manager and decorator that sets gradient recording on or off."""
-
-    def __init__(self, enabled):
-        self.enabled = enabled
-        self._prev = []
-
-    def __enter__(self):
-        self._prev.append(_grad_enabled[0])
-        _grad_enabled[0] = self.enabled
-        return self
-
-    def __exit__(self, *exc):
-        _grad_enabled[0] = self._prev.pop()
-        return False
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with _GradMode(self.enabled):
-                return fn(*args, **kwargs)
-        return wrapper
-
-
-def no_grad(fn=None):
-    """Ops inside record no graph (inference, optimizer updates).
-
-    A context manager (``with mt.no_grad():``) or a decorator (``@mt.no_grad()`` or
-    ``@mt.no_grad``).
-    """
-    mode = _GradMode(False)
-    return mode(fn) if callable(fn) else mode
-
-
-def enable_grad(fn=None):
-    """Turn recording back on inside a `no_grad` block. Context manager or decorator."""
-    mode = _GradMode(True)
-    return mode(fn) if callable(fn) else mode
-
-
-# ----------------------------------------------------------------------------- anomaly mode
-
-@contextmanager
-def detect_anomaly():
-    """Check every forward output and every gradient for NaN/Inf.
-
-    The first one found raises FloatingPointError naming the op, its module scope and the
-    user's source line that created it (forward), or the node whose backward produced it.
-    """
-    prev = _anomaly[0]
-    _anomaly[0] = True
-    _update_hooks_flag()
-    try:
-        yield
-    finally:
-        _anomaly[0] = prev
-        _update_hooks_flag()
-
-
-def is_anomaly_enabled():
-    return _anomaly[0]
-
-
-class AnomalyWarning(UserWarning):
-    """Something anomaly mode reports without stopping (e.g. fully masked attention rows)."""
-
-
-def _where_created(fn, result):
-    """('`op` in scope', ' at file:line: <code>', (file, line, function) or None) for anomaly
-    messages."""
-    from .function import _user_frame
-    from .scope import current_scope
-    src = result.grad_fn.source if result.grad_fn is not None else _user_frame()
-    scope = current_scope()
-    where = f"`{fn.op_name()}`" + (f" in {scope}" if scope else "")
-    line = ""
-    if src:
-        import linecache
-        line = f" at {src[0]}:{src[1]}: {linecache.getline(src[0], src[1]).strip()}"
-    return where, line, src
-
-
-def _check_forward(fn, arrays, result):
-    out = result.data
-    if out.dtype.kind == "f" and not np.isfinite(out).all():
-        from .function import describe_inputs
-        bad = "NaN" if np.isnan(out).any() else "Inf"
-        where, line, _ = _where_created(fn, result)
-        raise FloatingPointError(
-            f"anomaly: {where} produced {bad} in its output of shape {out.shape}{line} "
-            f"(inputs: {describe_inputs(arrays)})")
-    # An op may name a further thing worth reporting about its output (Softmax: rows whose
-    # every key was masked). It is reported as a warning: such rows can be legitimate.
-    check = getattr(fn, "anomaly_check", None)
-    if check is not None:
-        message = check(out)
-        if message:
-            import warnings
-            where, _, src = _where_created(fn, result)
-            file, lineno = (src[0], src[1]) if src else ("<unknown>", 0)
-            warnings.warn_explicit(f"anomaly: {where}: {message}", AnomalyWarning, file, lineno)
-
-
-def _check_backward(node, grads):
-    for i, g in enumerate(grads):
-        if g is not None and g.dtype.kind == "f" and not np.isfinite(g).all():
-            bad = "NaN" if np.isnan(g).any() else "Inf"
-            line = node.source_line()
-            raise FloatingPointError(
-                f"anomaly: the backward of {node.where()} produced {bad} in the gradient for "
-                f"input {i} (shape {g.shape})"
-                + (f"; the node was created by: {line}" if line else ""))
-
-
-# ----------------------------------------------------------------------------- forward hooks
-
-def register_forward_hook(hook):
-    """Call ``hook(fn, ctx, input_arrays, output_tensor, recorded)`` after every op's forward.
-
-    Returns a handle with ``remove()``. `viz.trace` is built on this.
-    """
-    _forward_hooks.append(hook)
-    _update_hooks_flag()
-
-    class _Handle:
-        def remove(self_inner):
-            if hook in _forward_hooks:
-                _forward_hooks.remove(hook)
-            _update_hooks_flag()
-    return _Handle()
-
-
-def _update_hooks_flag():
-    _hooks_active[0] = bool(_forward_hooks) or _anomaly[0]
-
-
-def _run_forward_hooks(fn, ctx, arrays, result, recorded):
-    if _anomaly[0]:
-        _check_forward(fn, arrays, result)
-    for hook in list(_forward_hooks):
-        hook(fn, ctx, arrays, result, recorded)
+__all__ = ["topological_order", "backward", "backward_steps", "BackwardStep", "no_grad",
+           "enable_grad", "is_grad_enabled", "detect_anomaly", "is_anomaly_enabled",
+           "AnomalyWarning", "register_forward_hook"]
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -243,12 +99,14 @@ def _initial_grad(tensor, grad):
 
 
 def _check_versions(node):
-    for counter, version, what in node._saved_versions:
+    for counter, version, what, kind in node._saved_versions:
         if counter[0] != version:
             raise RuntimeError(
-                f"backward: {what} of {node.where()} was saved for backward and then modified "
-                f"in place (version {version} -> {counter[0]}); its gradient would be silently "
-                f"wrong. Use an out-of-place op (x = x + y instead of x.add_(y)) or clone first.")
+                f"backward: one of the variables needed for gradient computation has been "
+                f"modified by an inplace operation: {what} of {node.where()} — {kind} — was "
+                f"saved for backward and then modified in place (version {version} -> {counter[0]}); its "
+                f"gradient would be silently wrong. Use an out-of-place op (x = x + y instead "
+                f"of x.add_(y)) or clone first.")
 
 
 def _normalise_grads(node, grads):
@@ -295,7 +153,7 @@ def backward_steps(tensor, grad=None, retain_graph=False):
         return iter(())
     order = topological_order(tensor.grad_fn)
     for node in order:
-        node.saved_tensors          # raises a clear error when the graph was freed
+        node.check_not_released()
         _check_versions(node)
     return _walk(order, g0, retain_graph)
 
@@ -306,7 +164,7 @@ def _walk(order, g0, retain_graph):
     grads = {id(order[0]): g0}      # gradients that reached each node's output, so far
     run = []                        # ids of the nodes whose backward has run, in order
     grads_before = {}               # .grad of every tensor this pass touched, to undo a failure
-    anomaly = _anomaly[0]
+    anomaly = state.anomaly
 
     def give(t, g):                 # accumulate into a leaf's (or retained tensor's) .grad
         grads_before.setdefault(id(t), (t, t.grad))
@@ -320,7 +178,7 @@ def _walk(order, g0, retain_graph):
             saved = node.saved_tensors
             g_in = _normalise_grads(node, node.fn.backward(node, g_out))
             if anomaly:
-                _check_backward(node, g_in)
+                check_backward(node, g_in)
             node.grad = g_out
             retained = node._retained() if node._retained is not None else None
             if retained is not None:                  # Tensor.retain_grad()

@@ -20,35 +20,19 @@ node: the `Context` object itself. The node remembers what the graph viewer, the
 and error messages need: the op's name, its inputs, the module scope, the user's source line,
 the output's shape and what was saved for backward.
 """
+import linecache
 import os
-import sys
+from contextlib import contextmanager
 
 import numpy as np
 
-from . import autograd
+from . import hooks
+from .grad_mode import is_grad_enabled
 from .scope import current_scope
+from .source import describe_inputs, user_frame
 from .tensor import Tensor
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _user_frame():
-    """(filename, lineno, function) of the first caller outside the minitensor package."""
-    f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-        f = f.f_back
-    if f is None:
-        return None
-    return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
-
-
-def _shape_of(a):
-    return tuple(a.shape) if hasattr(a, "shape") else type(a).__name__
-
-
-def describe_inputs(arrays):
-    """'(2, 3), (3, 4)': the shapes of an op's inputs, for error messages."""
-    return ", ".join(str(_shape_of(a)) for a in arrays)
+__all__ = ["Function", "Context", "ShapeError", "op_error", "unbroadcast", "describe_inputs"]
 
 
 class Context:
@@ -87,12 +71,16 @@ class Context:
 
     @property
     def saved_tensors(self):
+        self.check_not_released()
+        return self._saved
+
+    def check_not_released(self):
+        """Raise a clear error when backward already freed what this node saved."""
         if self._released:
             raise RuntimeError(
                 f"backward through {self.where()} a second time: its saved tensors were freed "
                 "after the first backward. Call backward(retain_graph=True) the first time if you "
                 "need to backward twice.")
-        return self._saved
 
     def release(self):
         """Free what was saved for backward (done after backward unless retain_graph=True)."""
@@ -117,7 +105,6 @@ class Context:
         """The text of the user's line that created this node, or ''."""
         if not self.source:
             return ""
-        import linecache
         return linecache.getline(self.source[0], self.source[1]).strip()
 
     def __repr__(self):
@@ -156,47 +143,87 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **params):
-        arrays = [a.data if isinstance(a, Tensor) else a for a in args]
-        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        record = autograd.is_grad_enabled() and any(needs)
-        ctx = Context(cls, needs)
-        try:
+        """Run the op on Tensors (or arrays and numbers): unwrap → forward → wrap → record."""
+        arrays, params, tensors = _unwrap(args, params)
+        ctx = Context(cls, tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+        with _naming_errors(cls, arrays):
             out = cls.forward(ctx, *arrays, **params)
-        except (ValueError, IndexError, TypeError) as e:
-            err = _op_error(cls, e, arrays)
-            if err is e or isinstance(e, ShapeError):
-                raise err from None     # a deliberate, complete message: no traceback noise
-            raise err from e            # keep the original traceback: it may be a bug in forward
-        out = np.asarray(out)
-        result = Tensor._make(out, requires_grad=record)
-        if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
-            result._vc = args[0]._vc    # a view: an in-place change to either is a change to both
+        record = is_grad_enabled() and any(ctx.needs_input_grad)
+        result = _wrap(cls, out, args, arrays, record)
         if record:
-            ctx.inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
-            ctx.scope = current_scope()
-            ctx.source = _user_frame()
-            ctx.out_shape = out.shape
-            ctx.out_dtype = out.dtype
-            ctx._saved_versions = _saved_versions(ctx, args, result)
-            result._grad_fn = ctx
-        if autograd._hooks_active[0]:
-            autograd._run_forward_hooks(cls, ctx, arrays, result, record)
+            _record(ctx, args, tensors, result)
+        if hooks.active():
+            hooks.run_forward_hooks(cls, ctx, arrays, result, record)
         return result
 
 
-def _saved_versions(ctx, args, result):
-    """For each saved array that is (a view of) an input's or the output's data, remember that
-    tensor's version: backward checks it did not change (the in-place safety check)."""
+def _unwrap(args, params):
+    """The op's arguments as plain arrays, and every Tensor among them as (what, tensor).
+
+    A Tensor may come as a positional input (``input 1``), as a keyword argument
+    (``argument `index```) or inside a tuple or list given as one (``argument `index`[0]``):
+    whatever of its data forward saves is version-checked before backward, whether it
+    requires grad or not (a mask, targets, ids, an index).
+    """
+    tensors = [(f"input {i}", a) for i, a in enumerate(args) if isinstance(a, Tensor)]
+    arrays = [a.data if isinstance(a, Tensor) else a for a in args]
+    plain = {}
+    for name, value in params.items():
+        if isinstance(value, Tensor):
+            tensors.append((f"argument `{name}`", value))
+            value = value.data
+        elif isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value):
+            tensors += [(f"argument `{name}`[{j}]", v) for j, v in enumerate(value)
+                        if isinstance(v, Tensor)]
+            value = type(value)(v.data if isinstance(v, Tensor) else v for v in value)
+        plain[name] = value
+    return arrays, plain, tensors
+
+
+@contextmanager
+def _naming_errors(cls, arrays):
+    """Errors raised by forward leave with the op's name, scope and input shapes."""
+    try:
+        yield
+    except (ValueError, IndexError, TypeError) as e:
+        err = _op_error(cls, e, arrays)
+        if err is e or isinstance(e, ShapeError):
+            raise err from None     # a deliberate, complete message: no traceback noise
+        raise err from e            # keep the original traceback: it may be a bug in forward
+
+
+def _wrap(cls, out, args, arrays, record):
+    """forward's array as a Tensor; a view of the first input shares its version counter, so
+    an in-place change to either is a change to both."""
+    out = np.asarray(out)
+    result = Tensor._make(out, requires_grad=record)
+    if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
+        result._vc = args[0]._vc
+    return result
+
+
+def _record(ctx, args, tensors, result):
+    """Make ctx the graph node that produced `result`."""
+    ctx.inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+    ctx.scope = current_scope()
+    ctx.source = user_frame()
+    ctx.out_shape = result.shape
+    ctx.out_dtype = result.dtype
+    ctx._saved_versions = _saved_versions(ctx, tensors, result)
+    result._grad_fn = ctx
+
+
+def _saved_versions(ctx, tensors, result):
+    """For each saved array that is (a view of) the output's or an argument Tensor's data,
+    remember that tensor's version: backward checks it did not change (the in-place check)."""
     tracked = []
+    candidates = [("its output", result)] + tensors
     for arr in ctx._saved:
         if not isinstance(arr, np.ndarray):
             continue
-        if _same_memory(arr, result.data):
-            tracked.append((result._vc, result._vc[0], "its output"))
-            continue
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor) and _same_memory(arr, a.data):
-                tracked.append((a._vc, a._vc[0], f"input {i}"))
+        for what, t in candidates:
+            if _same_memory(arr, t.data):
+                tracked.append((t._vc, t._vc[0], what, f"{t.dtype} of shape {t.shape}"))
                 break
     return tuple(tracked)
 

@@ -68,6 +68,13 @@ def _data(x):
     return x.data if isinstance(x, Tensor) else np.asarray(x)
 
 
+def _constant(x):
+    """A non-differentiable argument (mask, condition, targets, ids) for `Function.apply`: a
+    Tensor stays a Tensor, so that an in-place edit of it before backward is caught; anything
+    else becomes an array."""
+    return x if isinstance(x, Tensor) else np.asarray(x)
+
+
 # --------------------------------------------------------------------------- elementwise
 def add(a, b):
     return _binary(E.Add, a, b)
@@ -380,10 +387,7 @@ def chunk(x, chunks, axis=0):
 
 
 def _index_arg(index):
-    if isinstance(index, Tensor):
-        return index.data
-    if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    # Tensors stay Tensors (Function.apply unwraps them and version-checks what GetItem saves)
     if isinstance(index, list):
         return np.asarray(index)
     return index
@@ -397,14 +401,13 @@ def getitem(x, index):
 
 def where(cond, a, b):
     """Elementwise `cond ? a : b`; cond is a bool tensor or array."""
-    c = _data(cond)
     like = a if isinstance(a, Tensor) else b
-    return S.Where.apply(c, _operand(a, like), _operand(b, like))
+    return S.Where.apply(_constant(cond), _operand(a, like), _operand(b, like))
 
 
 def masked_fill(x, mask, value):
     """x with the positions where mask is True (bool, broadcastable) set to value."""
-    return S.MaskedFill.apply(x, _data(mask), value=value)
+    return S.MaskedFill.apply(x, _constant(mask), value=value)
 
 
 def tril(x, k=0):
@@ -489,7 +492,7 @@ def dropout(x, p=0.5, training=True):
 def embedding(ids, weight, padding_idx=None):
     """Rows of `weight` (num_embeddings, dim) picked by integer `ids` (any shape) →
     (*ids.shape, dim). The `padding_idx` row receives no gradient."""
-    return NN.Embedding.apply(_data(ids), weight, padding_idx=padding_idx)
+    return NN.Embedding.apply(_constant(ids), weight, padding_idx=padding_idx)
 
 
 def cross_entropy(logits, targets, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
@@ -501,7 +504,7 @@ def cross_entropy(logits, targets, ignore_index=-100, label_smoothing=0.0, reduc
     if not 0.0 <= label_smoothing < 1.0:
         raise op_error("cross_entropy", f"label_smoothing must be in [0, 1), got {label_smoothing} "
                                         f"(logits shape {logits.shape})", ValueError)
-    return NN.CrossEntropy.apply(logits, _data(targets), ignore_index=ignore_index,
+    return NN.CrossEntropy.apply(logits, _constant(targets), ignore_index=ignore_index,
                                  label_smoothing=label_smoothing, reduction=reduction)
 
 

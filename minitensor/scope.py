@@ -2,18 +2,17 @@
 
 `Module.__call__` enters the module's own path (``encoder.layers.1.self_attn``) and a user can
 open a scope by hand (``with mt.scope("my_block"):``). The graph viewer groups nodes by scope,
-and error messages name it, so a failing op says *where* in the model it failed.
+and error messages name it, so a failing op says *where* in the model it failed. Each thread
+has its own scope stack (see `state`).
 """
 from contextlib import contextmanager
 
-_stack = [""]          # the current scope is _stack[-1]; "" is the top level
-_module_depth = [0]    # how many Module calls are active
-_module_base = [""]    # the scope that was current when the outermost Module call began
+from .state import state
 
 
 def current_scope():
-    """The dotted scope path ops created now will record ("" outside any module)."""
-    return _stack[-1]
+    """The dotted scope path ops created now (in this thread) record ("" outside any module)."""
+    return state.scopes[-1]
 
 
 def _join(a, b):
@@ -29,11 +28,12 @@ def scope(name):
     """Open a named scope inside the current one: ops created inside record ``outer.name``."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"scope: name must be a non-empty string, got {name!r}")
-    _stack.append(_join(_stack[-1], name))
+    scopes = state.scopes
+    scopes.append(_join(scopes[-1], name))
     try:
-        yield _stack[-1]
+        yield scopes[-1]
     finally:
-        _stack.pop()
+        scopes.pop()
 
 
 @contextmanager
@@ -44,14 +44,15 @@ def module_scope(path):
     parent's forward does not need the parent's name joined on; hand-made scopes that were open
     when the outermost module was called stay as a prefix.
     """
-    if _module_depth[0] == 0:
-        _module_base.append(_stack[-1])
-    _module_depth[0] += 1
-    _stack.append(_join(_module_base[-1], path))
+    s = state
+    if s.module_depth == 0:
+        s.module_base.append(s.scopes[-1])
+    s.module_depth += 1
+    s.scopes.append(_join(s.module_base[-1], path))
     try:
-        yield _stack[-1]
+        yield s.scopes[-1]
     finally:
-        _stack.pop()
-        _module_depth[0] -= 1
-        if _module_depth[0] == 0:
-            _module_base.pop()
+        s.scopes.pop()
+        s.module_depth -= 1
+        if s.module_depth == 0:
+            s.module_base.pop()

@@ -64,3 +64,69 @@ def test_split_and_chunk_of_an_empty_axis_match_torch():
     assert [p.shape for p in F.split(x, 2)] == [tuple(p.shape) for p in torch.zeros(0, 3).split(2)]
     assert [p.shape for p in F.chunk(x, 3)] == [tuple(p.shape) for p in torch.zeros(0, 3).chunk(3)]
     assert [p.shape for p in F.split(mt.zeros(3, 0), 2, axis=1)] == [(3, 0)]
+
+
+# --------------------------------------------------------------------------- saved constants
+def _masked_fill():
+    x = mt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    m = mt.tensor([True, False, False, False])
+    return F.masked_fill(x, m, 0.0), m, "input 1", "masked_fill"
+
+
+def _cross_entropy():
+    logits = mt.tensor([[1.0, 2.0, 3.0], [0.5, 0.0, 1.0]], requires_grad=True)
+    targets = mt.tensor([0, 2])
+    return F.cross_entropy(logits, targets), targets, "input 1", "cross_entropy"
+
+
+def _embedding():
+    table = mt.randn(5, 3, requires_grad=True)
+    ids = mt.tensor([[0, 4], [4, 1]])
+    return F.embedding(ids, table), ids, "input 0", "embedding"
+
+
+def _getitem():
+    x = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    idx = mt.tensor([0, 0, 2])
+    return x[idx], idx, "argument `index`", "getitem"
+
+
+def _getitem_in_tuple():
+    x = mt.randn(3, 4, requires_grad=True)
+    idx = mt.tensor([1, 3])
+    return x[:, idx], idx, r"argument `index`\[1\]", "getitem"
+
+
+def _where():
+    a = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    cond = mt.tensor([True, False, True])
+    return mt.where(cond, a, a * 2.0), cond, "input 0", "where"
+
+
+@pytest.mark.parametrize("build", [_masked_fill, _cross_entropy, _embedding, _getitem,
+                                   _getitem_in_tuple, _where])
+def test_editing_a_saved_non_differentiable_input_in_place_is_caught(build):
+    with mt.scope("block"):
+        y, const, what, op = build()
+    const.copy_(const.data[::-1].copy() if const.ndim == 1 else const.data[::-1, ::-1].copy())
+    with pytest.raises(RuntimeError, match=rf"modified by an inplace operation: {what} of "
+                                           rf"`{op}` in block"):
+        y.sum().backward()
+
+
+def test_masked_fill_after_mask_fill_does_not_give_a_silently_wrong_gradient():
+    x = mt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    m = mt.tensor([True, False, False, False])
+    y = x.masked_fill(m, 0.0)
+    m.fill_(False)
+    with pytest.raises(RuntimeError, match="input 1 of `masked_fill`.*bool of shape"):
+        y.sum().backward()
+    assert x.grad is None
+
+
+def test_a_constant_edited_after_backward_is_fine():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    m = mt.tensor([True, False])
+    x.masked_fill(m, 0.0).sum().backward()
+    m.fill_(False)                       # the graph is gone: nothing to protect
+    np.testing.assert_array_equal(x.grad.data, [0.0, 1.0])

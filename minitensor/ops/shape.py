@@ -114,6 +114,9 @@ class GetItem(Function):
     def forward(ctx, x, index):
         ctx.in_shape, ctx.in_dtype, ctx.index = x.shape, x.dtype, index
         ctx.basic = _is_basic_index(index)
+        # saved so that an index tensor edited in place before backward is caught
+        items = index if isinstance(index, tuple) else (index,)
+        ctx.save_for_backward(*(i for i in items if isinstance(i, np.ndarray)))
         try:
             return x[index]
         except IndexError as e:
