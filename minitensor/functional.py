@@ -15,6 +15,7 @@ from .ops import nn as NN
 from .ops import reduce as R
 from .ops import shape as S
 from .ops._axes import normalize_axis, shape_arg
+from .ops.nn import as_attention_mask  # noqa: F401  (public: F.as_attention_mask)
 from .tensor import Tensor
 
 
@@ -433,9 +434,10 @@ def softmax(x, axis=-1, scale=1.0, mask=None):
     """softmax(scale·x + mask) along `axis`.
 
     mask (optional, broadcastable to x): bool with **True = blocked**, or an additive float
-    mask (0 where allowed, −inf where blocked). Fully blocked rows give zeros, not NaN.
+    mask (0 where allowed, −inf where blocked); integer masks are refused (see
+    `as_attention_mask`). Fully blocked rows give zeros, not NaN.
     """
-    m = None if mask is None else _data(mask)
+    m = as_attention_mask(mask)
     if x.ndim == 0:
         raise op_error("softmax", "needs at least one axis, got a 0-d tensor (shape ())")
     axis = normalize_axis(axis, x.ndim, "softmax", x.shape)

@@ -130,3 +130,24 @@ def test_a_constant_edited_after_backward_is_fine():
     x.masked_fill(m, 0.0).sum().backward()
     m.fill_(False)                       # the graph is gone: nothing to protect
     np.testing.assert_array_equal(x.grad.data, [0.0, 1.0])
+
+
+# --------------------------------------------------------------------------- mask dtypes
+@pytest.mark.parametrize("mask", [np.array([[0, 0, 1]]), np.array([[0, 0, 1]], dtype=np.uint8),
+                                  mt.tensor([[0, 0, 1]])])
+def test_an_integer_mask_is_refused_with_how_to_convert_it(mask):
+    x = mt.tensor([[0.5, 1.0, 2.0]])
+    with pytest.raises(TypeError, match=r"softmax: a mask must be bool.*mask != 0"):
+        F.softmax(x, mask=mask)
+
+
+def test_bool_masks_block_and_float_masks_add_everywhere():
+    from transformer.masks import combine_masks
+    x = mt.tensor([[0.5, 1.0, 2.0]])
+    blocked = F.softmax(x, mask=np.array([[False, False, True]])).data
+    added = F.softmax(x, mask=np.array([[0.0, 0.0, -np.inf]], dtype=np.float32)).data
+    np.testing.assert_allclose(blocked, added, rtol=1e-6)
+    assert blocked[0, 2] == 0.0
+    with pytest.raises(TypeError, match="combine_masks: a mask must be bool"):
+        combine_masks(np.array([[0, 1]]))
+    assert F.as_attention_mask(None) is None

@@ -21,17 +21,13 @@ import functools
 
 import numpy as np
 
+import minitensor.functional as F
 from minitensor import Tensor
 
 
 def _array(mask, name):
-    if isinstance(mask, Tensor):
-        mask = mask.data
-    mask = np.asarray(mask)
-    if mask.dtype != np.bool_ and mask.dtype.kind != "f":
-        raise TypeError(f"{name}: a mask must be bool (True = blocked) or additive float "
-                        f"(0 / -inf), got dtype {mask.dtype} of shape {mask.shape}")
-    return mask
+    # one rule for every mask consumer: minitensor's (bool blocks, float adds, others refused)
+    return F.as_attention_mask(mask, name)
 
 
 def padding_mask(ids, pad_id=0):

@@ -6,6 +6,29 @@ import numpy as np
 
 from .. import kernels as K
 from ..function import Function, ShapeError
+from ..tensor import Tensor
+
+
+def as_attention_mask(mask, op="softmax"):
+    """A mask for attention scores as a numpy array (None stays None), with one rule for
+    every consumer (softmax, attention, `transformer.masks`):
+
+    - bool: **True = blocked** (the position gets weight 0);
+    - floating: **added** to the scores (0 where allowed, −inf or a large negative number where
+      blocked);
+    - anything else (integers) is refused: 0/1 integers are ambiguous (added, they would shift
+      the scores by 1 instead of blocking). Convert with ``mask != 0`` (1 = blocked) or
+      ``mask == 0`` (1 = allowed).
+    """
+    if mask is None:
+        return None
+    arr = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    if arr.dtype != np.bool_ and arr.dtype.kind != "f":
+        raise TypeError(
+            f"{op}: a mask must be bool (True = blocked) or floating (added to the scores), got "
+            f"{arr.dtype} of shape {arr.shape}; convert it with `mask != 0` (1 = blocked) or "
+            f"`mask == 0` (1 = allowed)")
+    return arr
 
 
 class Softmax(Function):
@@ -17,6 +40,7 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, x, scale=1.0, mask=None):
+        mask = as_attention_mask(mask)
         if mask is not None:
             try:
                 shape = np.broadcast_shapes(mask.shape, x.shape)
