@@ -16,8 +16,8 @@ config.apply()
 
 from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
-from .creation import (arange, eye, full, full_like, ones, ones_like, rand, rand_like, randint,
-                       randn, randn_like, tensor, zeros, zeros_like)
+from .creation import (arange, eye, from_numpy, full, full_like, ones, ones_like, rand, rand_like,
+                       randint, randn, randn_like, tensor, zeros, zeros_like)
 from .function import Context, Function, ShapeError, unbroadcast
 from .gradcheck import GradcheckError, gradcheck
 from .random import get_rng_state, manual_seed, set_rng_state

@@ -1,4 +1,4 @@
-"""Constructors: mt.tensor, zeros, ones, full, randn, rand, randint, arange, eye, *_like.
+"""Constructors: mt.tensor, from_numpy, zeros, ones, full, randn, rand, randint, arange, eye, *_like.
 
 Floating-point results are float32 unless dtype= says otherwise. Random ones draw from the
 generator that `mt.manual_seed` seeds.
@@ -17,6 +17,23 @@ def _float(dtype):
 def tensor(data, dtype=None, requires_grad=False, name=None):
     """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
+
+
+def from_numpy(array, requires_grad=False, name=None):
+    """A tensor that wraps `array` without copying it and keeps its dtype (numpy's rules,
+    not `tensor`'s float32 default): changes to one show in the other. For code above the core
+    (models, decoding caches) that builds arrays with numpy and hands them to ops."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expects a numpy array, got {type(array).__name__}; use "
+                        f"mt.tensor for lists and numbers")
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"from_numpy: cannot wrap an array of dtype {array.dtype} (shape "
+                        f"{array.shape}); tensors hold bool, integer or floating data")
+    t = Tensor._make(array)
+    if requires_grad:
+        t.requires_grad_(True)
+    t.name = name
+    return t
 
 
 def zeros(*shape, dtype=None, requires_grad=False, name=None):

@@ -100,7 +100,7 @@ class Tensor:
     def data(self, value):
         # Replacing .data counts as an in-place change: saved copies become stale.
         self._data = value.data if isinstance(value, Tensor) else np.asarray(value)
-        self._vc[0] += 1
+        self.bump_version()
 
     @property
     def grad_fn(self):
@@ -133,6 +133,14 @@ class Tensor:
     @property
     def _version(self):
         return self._vc[0]
+
+    def bump_version(self):
+        """Record that this tensor's data was changed in place by code other than minitensor's
+        in-place ops (an optimizer's update of ``p.data``, loading weights into it): backward
+        then refuses graphs that saved the old values instead of using them silently.
+        The counter is shared with views of the tensor. Returns self."""
+        self._vc[0] += 1
+        return self
 
     def __len__(self):
         if self._data.ndim == 0:
@@ -243,8 +251,7 @@ class Tensor:
         except (ValueError, TypeError) as e:
             raise type(e)(f"{op}: cannot update a tensor of shape {self.shape} and dtype "
                           f"{self.dtype} in place: {e}") from None
-        self._vc[0] += 1
-        return self
+        return self.bump_version()
 
     def add_(self, other, alpha=1.0):
         o = _raw(other)
@@ -281,7 +288,7 @@ class Tensor:
             self._data[index] = _raw(value)
         except (ValueError, IndexError) as e:
             raise type(e)(f"__setitem__: tensor of shape {self.shape}: {e}") from None
-        self._vc[0] += 1
+        self.bump_version()
 
     # ------------------------------------------------------------------ repr
     def __repr__(self):

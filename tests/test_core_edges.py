@@ -151,3 +151,26 @@ def test_bool_masks_block_and_float_masks_add_everywhere():
     with pytest.raises(TypeError, match="combine_masks: a mask must be bool"):
         combine_masks(np.array([[0, 1]]))
     assert F.as_attention_mask(None) is None
+
+
+# --------------------------------------------------------------------------- public means
+def test_from_numpy_wraps_without_copying_and_keeps_the_dtype():
+    a = np.arange(6, dtype=np.float64).reshape(2, 3)
+    t = mt.from_numpy(a)
+    assert t.data is a and t.dtype == np.float64 and not t.requires_grad
+    a[0, 0] = 7.0
+    assert t.data[0, 0] == 7.0
+    with pytest.raises(TypeError, match="from_numpy: expects a numpy array"):
+        mt.from_numpy([1.0, 2.0])
+    with pytest.raises(TypeError, match="only floating-point tensors can require"):
+        mt.from_numpy(np.arange(3), requires_grad=True)
+
+
+def test_bump_version_makes_backward_refuse_a_stale_graph():
+    w = mt.tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    with mt.no_grad():
+        w.data[...] = 0.0           # an update by hand, as an optimizer does
+        assert w.bump_version() is w
+    with pytest.raises(RuntimeError, match="input 0 of `mul`.*modified in place"):
+        loss.backward()
