@@ -124,10 +124,15 @@ class Function:
       an in-place change to either is seen by the in-place check of both.
     - Set ``name = "..."`` to choose the op's name in graphs and errors (default: class name
       in lower case).
+    - Set ``float_inputs = (0,)`` (positions) for an op defined on real numbers only (exp,
+      softmax, layer_norm…). As in PyTorch, integer and bool inputs there become float32 (the
+      default float dtype); float16 is computed in float32 and the output returned as
+      float16; other dtypes are refused with the op named. Kernels see float32/float64 only.
     """
 
     is_view = False
     name = None
+    float_inputs = ()   # positions of inputs that must be floating (see _as_float)
 
     @classmethod
     def op_name(cls):
@@ -145,11 +150,12 @@ class Function:
     def apply(cls, *args, **params):
         """Run the op on Tensors (or arrays and numbers): unwrap → forward → wrap → record."""
         arrays, params, tensors = _unwrap(args, params)
+        arrays, out_dtype = _as_float(cls, arrays)
         ctx = Context(cls, tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
         with _naming_errors(cls, arrays):
             out = cls.forward(ctx, *arrays, **params)
         record = is_grad_enabled() and any(ctx.needs_input_grad)
-        result = _wrap(cls, out, args, arrays, record)
+        result = _wrap(cls, out, args, arrays, record, out_dtype)
         if record:
             _record(ctx, args, tensors, result)
         if hooks.active():
@@ -180,6 +186,32 @@ def _unwrap(args, params):
     return arrays, plain, tensors
 
 
+_COMPUTE_DTYPE = {np.dtype(np.float32): None, np.dtype(np.float64): None,
+                  np.dtype(np.float16): np.dtype(np.float16)}
+
+
+def _as_float(cls, arrays):
+    """The inputs of `cls.float_inputs` as float32/float64 arrays, and the dtype the output
+    must be cast back to (float16 in, float16 out; else None)."""
+    out_dtype = None
+    arrays = list(arrays)
+    for i in cls.float_inputs:
+        a = arrays[i] if i < len(arrays) else None
+        if not isinstance(a, np.ndarray):
+            continue
+        if a.dtype.kind in "iub":
+            arrays[i] = a.astype(np.float32)
+        elif a.dtype in _COMPUTE_DTYPE:
+            if a.dtype == np.float16:
+                arrays[i] = a.astype(np.float32)
+                out_dtype = out_dtype or _COMPUTE_DTYPE[a.dtype]
+        else:
+            raise op_error(cls.op_name(), f"input {i} has dtype {a.dtype} (shape {a.shape}); "
+                                          f"it computes in float32 or float64: convert with "
+                                          f".float() or .double()", TypeError)
+    return arrays, out_dtype
+
+
 @contextmanager
 def _naming_errors(cls, arrays):
     """Errors raised by forward leave with the op's name, scope and input shapes."""
@@ -192,10 +224,12 @@ def _naming_errors(cls, arrays):
         raise err from e            # keep the original traceback: it may be a bug in forward
 
 
-def _wrap(cls, out, args, arrays, record):
-    """forward's array as a Tensor; a view of the first input shares its version counter, so
-    an in-place change to either is a change to both."""
+def _wrap(cls, out, args, arrays, record, out_dtype=None):
+    """forward's array as a Tensor (cast to `out_dtype` if given); a view of the first input
+    shares its version counter, so an in-place change to either is a change to both."""
     out = np.asarray(out)
+    if out_dtype is not None and out.dtype.kind == "f":
+        out = out.astype(out_dtype)
     result = Tensor._make(out, requires_grad=record)
     if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
         result._vc = args[0]._vc

@@ -208,12 +208,7 @@ def sum(x, axis=None, keepdims=False):
 
 def mean(x, axis=None, keepdims=False):
     """Mean over `axis` (an int, a tuple, or None for all axes)."""
-    return R.Mean.apply(_float_data(x), axis=axis, keepdims=keepdims)
-
-
-def _float_data(x):
-    """Integer/bool data as float32 (the mean of ids is a float32, not numpy's float64)."""
-    return x if _dtype_kind(x) == "f" else _data(x).astype(np.float32)
+    return R.Mean.apply(x, axis=axis, keepdims=keepdims)
 
 
 def max(x, axis=None, keepdims=False):
@@ -228,13 +223,13 @@ def min(x, axis=None, keepdims=False):
 
 def var(x, axis=None, unbiased=True, keepdims=False):
     """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
-    return R.Var.apply(_float_data(x), axis=axis, unbiased=unbiased, keepdims=keepdims)
+    return R.Var.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
 def std(x, axis=None, unbiased=True, keepdims=False):
     """Standard deviation: the square root of `var` (same arguments). Where it is 0 (all
     elements equal) the gradient is 0, as in PyTorch, not NaN."""
-    return R.Std.apply(_float_data(x), axis=axis, unbiased=unbiased, keepdims=keepdims)
+    return R.Std.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
 def logsumexp(x, axis=None, keepdims=False):

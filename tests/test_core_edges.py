@@ -174,3 +174,50 @@ def test_bump_version_makes_backward_refuse_a_stale_graph():
         assert w.bump_version() is w
     with pytest.raises(RuntimeError, match="input 0 of `mul`.*modified in place"):
         loss.backward()
+
+
+# --------------------------------------------------------------------------- dtypes
+_FLOAT_ONLY = {
+    "sigmoid": (F.sigmoid, "sigmoid"), "gelu": (F.gelu, "nn.functional.gelu"),
+    "silu": (F.silu, "nn.functional.silu"), "exp": (F.exp, "exp"), "log": (F.log, "log"),
+    "sqrt": (F.sqrt, "sqrt"), "tanh": (F.tanh, "tanh"),
+    "softmax": (F.softmax, "softmax"), "log_softmax": (F.log_softmax, "log_softmax"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FLOAT_ONLY))
+def test_float_only_ops_promote_integers_to_float32_and_compute_float16(name):
+    torch = pytest.importorskip("torch")
+    fn, torch_name = _FLOAT_ONLY[name]
+    tfn = torch
+    for part in torch_name.split("."):
+        tfn = getattr(tfn, part)
+    targs = (-1,) if name in ("softmax", "log_softmax") else ()
+    ints = [[1, 2, 3]]
+    out = fn(mt.tensor(ints))
+    assert out.dtype == np.float32
+    expected = tfn(torch.tensor(ints, dtype=torch.float32), *targs).numpy()
+    np.testing.assert_allclose(out.data, expected, rtol=1e-6)
+    half = fn(mt.tensor(ints, dtype=np.float16))
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half.data.astype(np.float32),
+                               tfn(torch.tensor(ints, dtype=torch.float16), *targs).float().numpy(),
+                               rtol=2e-3)
+
+
+def test_integer_inputs_of_layer_norm_cross_entropy_and_mean_become_float32():
+    ints = mt.tensor([[1, 2, 4]])
+    np.testing.assert_allclose(F.layer_norm(ints, 3).data,
+                               F.layer_norm(ints.float(), 3).data, rtol=1e-6)
+    ce = F.cross_entropy(ints, mt.tensor([2]))
+    assert ce.dtype == np.float32
+    np.testing.assert_allclose(ce.item(), F.cross_entropy(ints.float(), mt.tensor([2])).item())
+    assert F.mean(mt.tensor([True, False])).dtype == np.float32
+
+
+def test_an_unsupported_float_dtype_is_refused_with_the_op_named():
+    x = mt.tensor([1.0, 2.0], dtype=np.longdouble)
+    if x.dtype in (np.float64,):
+        pytest.skip("longdouble is float64 on this platform")
+    with pytest.raises(TypeError, match=r"softmax.*dtype.*\.float\(\)"):
+        F.softmax(x)

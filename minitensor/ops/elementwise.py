@@ -97,6 +97,8 @@ class Neg(Function):
 
 
 class Exp(Function):
+    float_inputs = (0,)
+
     @staticmethod
     def forward(ctx, x):
         out = np.exp(x)
@@ -110,6 +112,8 @@ class Exp(Function):
 
 
 class Log(Function):
+    float_inputs = (0,)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -123,6 +127,8 @@ class Log(Function):
 
 
 class Sqrt(Function):
+    float_inputs = (0,)
+
     @staticmethod
     def forward(ctx, x):
         with np.errstate(invalid="ignore"):
@@ -206,6 +212,8 @@ class Clip(Function):
 
 
 class Tanh(Function):
+    float_inputs = (0,)
+
     @staticmethod
     def forward(ctx, x):
         out = np.tanh(x)
@@ -225,6 +233,8 @@ def _sigmoid(x):
 
 
 class Sigmoid(Function):
+    float_inputs = (0,)
+
     @staticmethod
     def forward(ctx, x):
         out = _sigmoid(x)
@@ -259,6 +269,7 @@ class Gelu(Function):
     approximate="none" uses Φ(x) = (1 + erf(x/√2))/2 exactly; "tanh" is the fast approximation
     0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
     """
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
@@ -286,6 +297,7 @@ class Gelu(Function):
 
 class Silu(Function):
     """SiLU(x) = x·σ(x) (also called swish)."""
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x):

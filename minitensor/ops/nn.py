@@ -37,6 +37,7 @@ class Softmax(Function):
     mask: optional, broadcastable to x; bool with True = blocked, or additive float (0 / −inf).
     A row whose every position is blocked gives all-zero weights (never NaN) and zero gradient.
     """
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, scale=1.0, mask=None):
@@ -75,6 +76,7 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     name = "log_softmax"
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x):
@@ -94,6 +96,7 @@ class LayerNorm(Function):
     weight and bias (shape = x.shape[-n_axes:]) may be None.
     """
     name = "layer_norm"
+    float_inputs = (0, 1, 2)
 
     @staticmethod
     def forward(ctx, x, weight, bias, n_axes=1, eps=1e-5):
@@ -172,6 +175,7 @@ class CrossEntropy(Function):
     others (0 when all are ignored, rather than NaN). label_smoothing ε mixes the one-hot
     target with the uniform distribution: (1 − ε)·onehot + ε/C."""
     name = "cross_entropy"
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, logits, targets, ignore_index=-100, label_smoothing=0.0, reduction="mean"):

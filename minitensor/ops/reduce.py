@@ -18,6 +18,8 @@ class Sum(Function):
 
 
 class Mean(Function):
+    float_inputs = (0,)
+
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
         ctx.axes = normalize_axes(axis, x.ndim, "mean", x.shape)
@@ -78,6 +80,7 @@ class Var(Function):
     The gradient is 2·(x − mean)/denominator (the mean's own dependence on x cancels, since
     the deviations sum to zero).
     """
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
@@ -98,6 +101,7 @@ class Std(Function):
     d std = d var / (2·std). Where std is 0 (all elements equal) that is 0/0; the gradient is
     taken as 0 there, as PyTorch does, rather than NaN.
     """
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
@@ -118,6 +122,7 @@ class Std(Function):
 
 class LogSumExp(Function):
     """log Σ exp(x), computed stably as m + log Σ exp(x − m) with m the max."""
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
