@@ -791,3 +791,37 @@ def test_erf_kernel_and_twin_are_math_erf(dtype):
         assert np.array_equal(out, expected.reshape(3, -1)[:, ::2])
     assert np.isnan(K.erf.numpy(np.array([np.nan], dtype))[0])
     assert np.isnan(K.erf.numba(np.array([np.nan], dtype))[0])
+
+
+LAZY_FAMILY = '''
+import numpy as np
+from minitensor.kernels import jit
+from minitensor.kernels.jit import kernel, prange
+
+
+@kernel(lazy=True)
+def _double(v):
+    return v * 2.0
+
+
+@kernel(parallel=True, lazy=True)
+def _rows(x, out):
+    for i in prange(x.shape[0]):
+        out[i] = _double(jit.row_max(x[i])) + jit.exp(x[i, 0])
+'''
+
+
+def test_lazy_kernels_build_on_first_call(tmp_path, monkeypatch):
+    """@kernel(lazy=True): nothing is built at import; the first call builds the kernel with
+    jit.prange as numba.prange, another lazy kernel as its build, and jit's helpers."""
+    (tmp_path / "lazy_family.py").write_text(LAZY_FAMILY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import lazy_family
+    from minitensor.kernels import jit
+    assert lazy_family._rows.built is None and lazy_family._double.built is None
+    x = np.arange(12.0).reshape(4, 3) - 5
+    out = np.empty(4)
+    lazy_family._rows(x, out, work=1 << 20)                 # the parallel build
+    assert np.allclose(out, 2 * x.max(axis=1) + np.exp(x[:, 0]))
+    assert isinstance(lazy_family._rows.built, jit.Kernel)
+    assert lazy_family.prange is not jit.prange             # numba.prange now, in that module

@@ -1,25 +1,25 @@
-"""What every numba kernel here shares: the @kernel decorator, a vectorisable exp, and the
-one-line notice printed while kernels compile.
+"""What every numba kernel here shares: the @kernel decorator, the thread count, and (through
+numba_helpers.py) a vectorisable exp, a maximum, a row maximum and the compile notice.
 
-Why a hand-written exp: numba compiles np.exp on a float32 to a call of the C library's expf
-for each element, which stops the loop from being vectorised; softmax then spends most of its
-time there. `exp` below is the textbook method — split x = n·ln2 + r with |r| ≤ ln2/2, so
-eˣ = 2ⁿ·eʳ, take eʳ from a degree-6 Taylor polynomial and build 2ⁿ by writing n straight into
-the float's exponent bits. It is plain arithmetic, so the loop vectorises (~10× faster); its
-relative error is below 5e-7 on float32. float64 keeps the exact np.exp (the float64 tests
-demand agreement with the numpy twin to 1e-12).
+This module does not import numba when it is imported: numba loads when the first kernel is
+built (`kernel`), when the threads are first asked for (`threads`), or when a kernel module
+reads `exp`, `maximum` or `row_max` from here. That is what lets a kernel family sit beside
+its numpy twin in one module while the numpy backend never loads numba:
+
+    from . import jit
+    from .jit import kernel, prange
+
+    @kernel(parallel=True, lazy=True)   # nothing compiled, numba not imported, until first call
+    def _rows(x, out):
+        for i in prange(x.shape[0]):    # jit.prange: range in Python, numba.prange once built
+            out[i] = jit.row_max(x[i])  # jit.<helper>: resolved when numba compiles the kernel
+
+A lazy kernel called by another kernel is built when the caller is (see LazyKernel).
 """
 import os
-import sys
 import time
 import types as types_module
 
-import numba
-import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import event
-from numba.extending import intrinsic, overload
 
 # fastmath flags every kernel is compiled with: only those that change no result beyond the sign
 # of a zero, so each kernel stays within a few ulp of its numpy twin. Not "reassoc": it lets LLVM
@@ -53,17 +53,29 @@ def _register_fork_hook():
         os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
 
 
-try:                                  # numba's own getter, minus the lock it takes every call
-    from numba.np.ufunc.parallel import _get_num_threads as _read_num_threads
-except ImportError:                   # pragma: no cover (a numba that moved it)
-    _read_num_threads = None
+_read_num_threads = None      # numba's own getter minus its lock, where numba has one
 _pool = {"started": False, "cpus": os.cpu_count() or 1, "polite": False}
+
+
+def _numba():
+    """numba, imported on first need together with numba_helpers (the compile notice and the
+    helpers' overloads must be registered before any kernel compiles)."""
+    import numba
+
+    from . import numba_helpers  # noqa: F401
+    return numba
 
 
 def _start_pool():
     """First call: start numba's pool, register the fork hook, note the CPUs this process may
     run on (taskset, a container's CPU set) and whether the polite-threads rule is on."""
+    global _read_num_threads
     from .. import config
+    _numba()
+    try:
+        from numba.np.ufunc.parallel import _get_num_threads as _read_num_threads
+    except ImportError:                                   # numba 0.68 has no lock-free getter
+        pass
     _pool["started"] = True
     _register_fork_hook()
     if hasattr(os, "sched_getaffinity"):
@@ -81,9 +93,9 @@ def threads():
         return 1
     if not _pool["started"]:
         _start_pool()
-        count = numba.get_num_threads()
+        count = _numba().get_num_threads()
     else:
-        count = _read_num_threads() if _read_num_threads else numba.get_num_threads()
+        count = _read_num_threads() if _read_num_threads else _numba().get_num_threads()
     if _pool["polite"] and count > 1 and cpus_busy(count):
         return 1
     return min(count, _pool["cpus"])
@@ -147,6 +159,7 @@ class Kernel:
     slower than the serial one (softmax backward on (512, 32, 32) and (512, 64, 64))."""
 
     def __init__(self, py_func, flags):
+        njit = _numba().njit
         self.py_func = py_func
         self.parallel = njit(cache=True, fastmath=flags, parallel=True)(py_func)
         # numba's on-disk cache is keyed by the function's name and bytecode, not by the
@@ -165,105 +178,68 @@ class Kernel:
         return (self.parallel if big else self.serial)(*args)
 
 
-def kernel(parallel=False):
+def kernel(parallel=False, lazy=False, flags=None):
     """@njit with the on-disk cache (compile once per machine, not once per process) and the
-    fastmath flags above. parallel=True: the kernel's outer loop is a prange, and it is built
-    both parallel and serial (class Kernel)."""
+    fastmath flags above (or `flags`). parallel=True: the kernel's outer loop is a prange, and
+    it is built both parallel and serial (class Kernel). lazy=True: nothing is built, and numba
+    not imported, until the kernel's first call (class LazyKernel)."""
+    flags = FASTMATH if flags is None else flags
+    if lazy:
+        return lambda py_func: LazyKernel(py_func, parallel, flags)
     if parallel:
-        return lambda py_func: Kernel(py_func, FASTMATH)
-    return njit(cache=True, fastmath=FASTMATH)
+        return lambda py_func: Kernel(py_func, flags)
+    return _numba().njit(cache=True, fastmath=flags)
 
 
-# ---- a vectorisable exp for float32 --------------------------------------------------------
-
-@intrinsic
-def _float32_from_bits(typingctx, bits):
-    """Reinterpret the 32 bits of an int32 as a float32 (no conversion, like a C union)."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.int32), codegen
+def prange(*args):
+    """range, in Python; in a lazy kernel's module it becomes numba.prange when the kernel is
+    built, so the module need not import numba to write its parallel loops."""
+    return range(*args)
 
 
-@njit(fastmath=FASTMATH, inline="always", cache=True)
-def _exp_float32(x):
-    f = np.float32
-    xc = min(max(x, f(-87.0)), f(88.0))                 # keep 2ⁿ a normal float
-    n = np.floor(xc * f(1.4426950408889634) + f(0.5))   # n = round(x / ln2)
-    # r = x − n·ln2, with ln2 split in a short head and a tail so the subtraction is exact
-    r = xc - n * f(0.693359375) - n * f(-2.12194440e-4)
-    p = f(1.0 / 720)                                     # eʳ ≈ Σ_{i≤6} rⁱ/i!  (Horner)
-    p = p * r + f(1.0 / 120)
-    p = p * r + f(1.0 / 24)
-    p = p * r + f(1.0 / 6)
-    p = p * r + f(0.5)
-    p = p * r + f(1.0)
-    p = p * r + f(1.0)
-    two_n = _float32_from_bits((np.int32(n) + np.int32(127)) << np.int32(23))   # 2ⁿ
-    result = p * two_n if x == x else x                 # NaN stays NaN (x == x is False)
-    return f(0.0) if x < f(-87.0) else result           # e^-inf (a masked score) is exactly 0
+class LazyKernel:
+    """A kernel built on its first call: until then numba is not imported. Building replaces,
+    in the kernel's module, the names its code uses that numba cannot type as they are: jit's
+    `prange` placeholder becomes numba.prange, and another LazyKernel becomes its build (its
+    serial build if it is parallel), so lazy kernels may call each other."""
+
+    def __init__(self, py_func, parallel, flags):
+        self.py_func, self._parallel, self._flags = py_func, parallel, flags
+        self.built = None
+        self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
+
+    def build(self):
+        """The compiled kernel (a Kernel if parallel, else a numba dispatcher)."""
+        if self.built is None:
+            numba = _numba()
+            _resolve_globals(self.py_func, numba)
+            self.built = (Kernel(self.py_func, self._flags) if self._parallel else
+                          numba.njit(cache=True, fastmath=self._flags)(self.py_func))
+        return self.built
+
+    def __call__(self, *args, **kwargs):
+        return self.build()(*args, **kwargs)
 
 
-def exp(x):
-    """eˣ inside kernels: the polynomial above for float32, np.exp for float64."""
-    return np.exp(x)
+def _resolve_globals(py_func, numba):
+    """Put numba's objects in place of the lazy stand-ins among py_func's globals."""
+    namespace = py_func.__globals__
+    for name in py_func.__code__.co_names:
+        value = namespace.get(name)
+        if value is prange:
+            namespace[name] = numba.prange
+        elif isinstance(value, LazyKernel):
+            built = value.build()
+            namespace[name] = built.serial if isinstance(built, Kernel) else built
 
 
-@overload(exp, inline="always")
-def _exp_overload(x):
-    if x == types.float32:
-        return lambda x: _exp_float32(x)
-    return lambda x: np.exp(x)
+_HELPERS = ("exp", "maximum", "row_max")
 
 
-# ---- a maximum that vectorises ---------------------------------------------------------------
-
-@intrinsic
-def maximum(typingctx, a, b):
-    """max(a, b) of two floats of one type, as LLVM's maxnum: unlike Python's max (a compare
-    and a branch), the vectoriser turns a running maximum of maxnum into packed vmaxps — the
-    row maximum of a long row runs ~10× faster. A NaN operand is ignored (IEEE maxNum); the
-    kernels let NaN reach their output through exp and the sums instead."""
-    if not isinstance(a, types.Float) or a != b:
-        return None
-
-    def codegen(context, builder, signature, args):
-        ty = args[0].type
-        fn = builder.module.declare_intrinsic("llvm.maxnum", [ty], ir.FunctionType(ty, [ty, ty]))
-        return builder.call(fn, args)
-    return a(a, b), codegen
-
-
-@njit(cache=True, fastmath=FASTMATH | {"nnan"})
-def row_max(row):
-    """The largest entry of a 1-D array, NaNs ignored. Compiled with "nnan" so that LLVM may
-    reorder the running `maximum` into packed vmaxps (it will not reorder a max whose NaN
-    behaviour it must keep; maxnum ignores NaN anyway, so the flag changes no result)."""
-    largest = row.dtype.type(-np.inf)
-    for j in range(row.shape[0]):
-        largest = maximum(largest, row[j])
-    return largest
-
-
-# ---- "compiling…" notice ---------------------------------------------------------------------
-
-class _CompileNotice(event.Listener):
-    """Print one short line the first time each kernel family (module) compiles in a process.
-    Loading a kernel from numba's on-disk cache is not a compile, so this stays quiet then."""
-
-    def __init__(self):
-        self.announced = set()
-
-    def on_start(self, ev):
-        module = getattr(ev.data["dispatcher"].py_func, "__module__", "") or ""
-        if module.startswith("minitensor.kernels.") and not module.endswith(".jit") \
-                and module not in self.announced:
-            self.announced.add(module)
-            family = module.rsplit(".", 1)[-1]
-            print(f"minitensor: compiling numba kernels for {family} "
-                  f"(first use; cached on disk afterwards)...", file=sys.stderr, flush=True)
-
-    def on_end(self, ev):
-        pass
-
-
-event.register("numba:compile", _CompileNotice())
+def __getattr__(name):
+    """jit.exp, jit.maximum, jit.row_max: numba's helpers, imported on first access."""
+    if name in _HELPERS:
+        _numba()
+        from . import numba_helpers
+        return getattr(numba_helpers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
