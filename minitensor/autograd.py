@@ -176,6 +176,8 @@ def _walk(order, g0, retain_graph):
             if g_out is None:       # no gradient reached this node (e.g. an unused branch)
                 continue
             saved = node.saved_tensors
+            if node._grad_dtype is not None:    # forward computed in float32 (float16 input)
+                g_out = g_out.astype(node._grad_dtype)
             g_in = _normalise_grads(node, node.fn.backward(node, g_out))
             if anomaly:
                 check_backward(node, g_in)

@@ -64,6 +64,7 @@ class Context:
         self._saved_versions = ()
         self._released = False
         self._retained = None       # weakref to the output, set by Tensor.retain_grad()
+        self._grad_dtype = None     # float32 when forward computed float16 inputs in float32
 
     def save_for_backward(self, *arrays):
         """Keep arrays (inputs, outputs or intermediates) for backward."""
@@ -152,6 +153,7 @@ class Function:
         arrays, params, tensors = _unwrap(args, params)
         arrays, out_dtype = _as_float(cls, arrays)
         ctx = Context(cls, tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+        ctx._grad_dtype = None if out_dtype is None else np.dtype(np.float32)
         with _naming_errors(cls, arrays):
             out = cls.forward(ctx, *arrays, **params)
         record = is_grad_enabled() and any(ctx.needs_input_grad)

@@ -221,3 +221,24 @@ def test_an_unsupported_float_dtype_is_refused_with_the_op_named():
         pytest.skip("longdouble is float64 on this platform")
     with pytest.raises(TypeError, match=r"softmax.*dtype.*\.float\(\)"):
         F.softmax(x)
+
+
+def test_float16_gradients_through_kernel_ops_match_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]])
+    cases = [(lambda t: F.softmax(t), lambda t: torch.softmax(t, -1)),
+             (lambda t: F.layer_norm(t, 3), lambda t: torch.nn.functional.layer_norm(t, (3,))),
+             (lambda t: F.cross_entropy(t, mt.tensor([0, 2]), reduction="none"),
+              lambda t: torch.nn.functional.cross_entropy(t, torch.tensor([0, 2]),
+                                                          reduction="none"))]
+    for ours, theirs in cases:
+        h = mt.tensor(x, dtype=np.float16, requires_grad=True)
+        y = ours(h)
+        w = np.arange(1, y.size + 1, dtype=np.float16).reshape(y.shape)
+        (y * mt.tensor(w, dtype=np.float16)).sum().backward()
+        th = torch.tensor(x, dtype=torch.float16, requires_grad=True)
+        (theirs(th) * torch.from_numpy(w)).sum().backward()
+        assert y.dtype == np.float16 and h.grad.dtype == np.float16
+        np.testing.assert_allclose(h.grad.data.astype(np.float32), th.grad.float().numpy(),
+                                   atol=5e-3, rtol=5e-3)
+    assert F.dropout(mt.tensor(x, dtype=np.float16), 0.5).dtype == np.float16

@@ -128,6 +128,7 @@ class Dropout(Function):
     """Inverted dropout: x · keep / (1 − p), keep a 0/1 mask drawn from `seed` (expected values
     are unchanged, so evaluation needs no rescaling). The mask is not stored: backward draws
     it again from the seed (kernels/dropout.py) and passes the gradient where x was kept."""
+    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, seed, p):
