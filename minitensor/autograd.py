@@ -13,9 +13,19 @@ from .grad_mode import enable_grad, is_grad_enabled, no_grad
 from .hooks import register_forward_hook
 from .state import state
 
-__all__ = ["topological_order", "backward", "backward_steps", "BackwardStep", "no_grad",
-           "enable_grad", "is_grad_enabled", "detect_anomaly", "is_anomaly_enabled",
-           "AnomalyWarning", "register_forward_hook"]
+__all__ = [
+    "AnomalyWarning",
+    "BackwardStep",
+    "backward",
+    "backward_steps",
+    "detect_anomaly",
+    "enable_grad",
+    "is_anomaly_enabled",
+    "is_grad_enabled",
+    "no_grad",
+    "register_forward_hook",
+    "topological_order",
+]
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -104,9 +114,9 @@ def _check_versions(node):
             raise RuntimeError(
                 f"backward: one of the variables needed for gradient computation has been "
                 f"modified by an inplace operation: {what} of {node.where()} — {kind} — was "
-                f"saved for backward and then modified in place (version {version} -> {counter[0]}); its "
-                f"gradient would be silently wrong. Use an out-of-place op (x = x + y instead "
-                f"of x.add_(y)) or clone first.")
+                f"saved for backward and then modified in place (version {version} -> "
+                f"{counter[0]}); its gradient would be silently wrong. Use an out-of-place op "
+                f"(x = x + y instead of x.add_(y)) or clone first.")
 
 
 def _normalise_grads(node, grads):

@@ -1,4 +1,5 @@
-"""Constructors: mt.tensor, from_numpy, zeros, ones, full, randn, rand, randint, arange, eye, *_like.
+"""Constructors: mt.tensor, from_numpy, zeros, ones, full, randn, rand, randint, arange, eye,
+*_like.
 
 Floating-point results are float32 unless dtype= says otherwise. Random ones draw from the
 generator that `mt.manual_seed` seeds.
@@ -7,7 +8,7 @@ import numpy as np
 
 from .ops._axes import shape_arg
 from .random import generator
-from .tensor import Tensor, _DEFAULT_FLOAT
+from .tensor import _DEFAULT_FLOAT, Tensor
 
 
 def _float(dtype):

@@ -32,7 +32,7 @@ from .scope import current_scope
 from .source import describe_inputs, user_frame
 from .tensor import Tensor
 
-__all__ = ["Function", "Context", "ShapeError", "op_error", "unbroadcast", "describe_inputs"]
+__all__ = ["Context", "Function", "ShapeError", "describe_inputs", "op_error", "unbroadcast"]
 
 
 class Context:

@@ -3,7 +3,7 @@
 Each function checks and converts its arguments, then applies one `Function` from
 `minitensor.ops` (or composes a few). Tensor methods and operators call these.
 """
-import builtins         # sum, max, min, abs, any, all and pow are ops in this module
+import builtins  # sum, max, min, abs, any, all and pow are ops in this module
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from .ops import nn as NN
 from .ops import reduce as R
 from .ops import shape as S
 from .ops._axes import normalize_axis, shape_arg
-from .ops.nn import as_attention_mask  # noqa: F401  (public: F.as_attention_mask)
+from .ops.nn import as_attention_mask  # public: F.as_attention_mask
 from .tensor import Tensor
 
 

@@ -35,5 +35,5 @@ def active():
 def run_forward_hooks(fn, ctx, arrays, result, recorded):
     if state.anomaly:
         anomaly.check_forward(fn, arrays, result)
-    for hook in list(_forward_hooks):
+    for hook in list(_forward_hooks):   # noqa: PERF101  (a hook may remove itself)
         hook(fn, ctx, arrays, result, recorded)

@@ -21,7 +21,7 @@ def _in_turn(*steps):
                 turn[me].clear()
                 if position[0] >= len(steps):
                     break
-                name, fn = steps[position[0]]
+                _, fn = steps[position[0]]
                 results.append(fn())
                 position[0] += 1
                 if position[0] == len(steps):
