@@ -41,7 +41,7 @@ class Context:
     Your op may store anything on ctx except these names, which the node itself uses:
     ``fn name needs_input_grad inputs scope source out_shape out_dtype grad`` (nor names
     starting with an underscore, nor the methods ``save_for_backward saved_tensors release
-    parents where source_line``).
+    check_not_released parents where source_line``).
 
     Attributes a node carries (read by the viewer, the step-through and error messages):
     ``name`` (op name), ``inputs`` (the input Tensors, None for non-tensor arguments),
