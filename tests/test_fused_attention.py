@@ -221,15 +221,18 @@ def _mha_pair(rng, **kw):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
     from transformer import masks as M
+    from transformer.attention import FUSED_MIN_KEYS
     mha = _mha_pair(rng)
-    x = rng.standard_normal((2, 5, 12))
-    kpm = np.zeros((2, 5), dtype=bool)
-    kpm[1, 3:] = True
+    L = FUSED_MIN_KEYS + 3
+    x = rng.standard_normal((2, L, 12))
+    kpm = np.zeros((2, L), dtype=bool)
+    kpm[1, 20:] = True
     results = []
     with mt.kernels.use_backend(backend):
         for need in (True, False):
             xt = mt.tensor(x, dtype=mt.float64, requires_grad=True)
-            out, w = mha(xt, key_padding_mask=kpm, attn_mask=M.causal_mask(5), need_weights=need)
+            out, w = mha(xt, key_padding_mask=kpm, attn_mask=M.causal_mask(L), need_weights=need)
+            assert (mha._record[0] is None) == (not need)     # the fused path keeps no weights
             (out * out).sum().backward()
             results.append((out.data, xt.grad.data, mha.w_q.weight.grad.data.copy(), w,
                             mha.last_weights.copy(), mha.score_stats()))
@@ -246,15 +249,15 @@ def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
 def test_mha_module_switch_and_model_logits(rng):
     from transformer import Transformer, TransformerConfig
     from transformer.attention import MultiHeadAttention
-    model = Transformer(TransformerConfig.tiny(7, 9, num_encoder_layers=2))
-    src, tgt = rng.integers(1, 7, (3, 6)), rng.integers(1, 9, (3, 5))
+    model = Transformer(TransformerConfig.tiny(7, 9, num_encoder_layers=2, max_len=64))
+    src, tgt = rng.integers(1, 7, (3, 40)), rng.integers(1, 9, (3, 36))
     explicit = model(src, tgt).data
     for m in model.modules():
         if isinstance(m, MultiHeadAttention):
             m.need_weights = False
     fused_logits = model(src, tgt).data
     np.testing.assert_allclose(fused_logits, explicit, rtol=2e-5, atol=2e-6)
-    assert model.attention_maps()["decoder.layers.0.cross_attn"].shape == (3, 2, 5, 6)
+    assert model.attention_maps()["decoder.layers.0.cross_attn"].shape == (3, 2, 36, 40)
 
 
 def test_mha_two_dimensional_input_names_module_and_shapes(rng):
@@ -267,13 +270,22 @@ def test_mha_two_dimensional_input_names_module_and_shapes(rng):
 
 @pytest.mark.parametrize("need", [True, False])
 def test_mha_empty_batch(need):
-    from transformer.attention import MultiHeadAttention
+    from transformer.attention import FUSED_MIN_KEYS, MultiHeadAttention
     mha = MultiHeadAttention(8, 2)
-    x = mt.randn(0, 3, 8, requires_grad=True)
+    x = mt.randn(0, FUSED_MIN_KEYS, 8, requires_grad=True)
     out, _ = mha(x, need_weights=need)
-    assert out.shape == (0, 3, 8)
+    assert out.shape == (0, FUSED_MIN_KEYS, 8)
     out.sum().backward()
-    assert x.grad.shape == (0, 3, 8)
+    assert x.grad.shape == (0, FUSED_MIN_KEYS, 8)
+
+
+def test_short_sequences_keep_the_explicit_path_but_return_no_weights(rng):
+    from transformer.attention import FUSED_MIN_KEYS, MultiHeadAttention
+    mha = MultiHeadAttention(8, 2)
+    x = mt.tensor(rng.standard_normal((2, FUSED_MIN_KEYS - 1, 8)))
+    out, w = mha(x, need_weights=False)
+    assert w is None and mha._record[0] is not None
+    np.testing.assert_allclose(out.data, mha(x)[0].data, rtol=1e-6)
 
 
 def test_a_mask_that_blocks_the_future_lets_the_kernel_skip_tiles(rng):

@@ -32,6 +32,18 @@ from minitensor.ops import attention as fused
 from . import masks as M
 
 
+# Below this many keys the explicit path is the faster one (the fused kernel's per-tile BLAS calls
+# cost more than they save on matrices this small, measured on the addition model's L = 5–7), and
+# its (L_q, L_k) weights are small: the fused op runs from this length on.
+FUSED_MIN_KEYS = 32
+
+
+def _fused(need_weights, key_length):
+    """Whether attention runs as the fused op: when the weights are not needed and the
+    sequence is long enough for the fused kernel to win (FUSED_MIN_KEYS)."""
+    return not need_weights and key_length >= FUSED_MIN_KEYS
+
+
 def _attend(query, key, value, mask=None, scale=None, dropout=0.0, training=True):
     """The core of attention; returns (output, weights, raw scores Q Kᵀ before scaling)."""
     d_k = query.shape[-1]
@@ -56,17 +68,17 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=0.0, scal
     (B, h). mask: broadcastable to (…, L_q, L_k); bool **True = blocked**, or additive float.
     scale: default 1/√d_k. dropout: applied to the weights when training.
     Returns (output (…, L_q, d_v), weights (…, L_q, L_k)); each weights row sums to 1, or is
-    all zero when every key of that row is blocked (never NaN). need_weights=False computes the
-    output with the fused op (no (L_q, L_k) matrix) for inputs of shape (B, h, L, d) and
-    returns (output, None).
+    all zero when every key of that row is blocked (never NaN). need_weights=False returns
+    (output, None), computed for inputs of shape (B, h, L, d) with at least FUSED_MIN_KEYS keys
+    by the fused op (no (L_q, L_k) matrix).
     """
     if mask is not None and isinstance(mask, Tensor):
         mask = mask.data
-    if not need_weights and query.ndim == 4:
+    if _fused(need_weights, key.shape[-2]) and query.ndim == 4:
         p = dropout if training else 0.0
         return fused.scaled_dot_product_attention(query, key, value, mask, p, scale), None
     out, weights, _ = _attend(query, key, value, mask, scale, dropout, training)
-    return out, weights
+    return out, (weights if need_weights else None)
 
 
 class AttentionCache:
@@ -103,8 +115,9 @@ class MultiHeadAttention(nn.Module):
             key_padding_mask=None, attn_mask=None, cache=None, need_weights=None)
             → (output (B, L_q, d), weights (B, h, L_q, L_k) per head, or None).
     need_weights (None: the module's `need_weights` attribute, True unless set): True runs the
-    explicit three steps and returns the weights (a Tensor in the graph); False runs the fused
-    op, which never builds the (L_q, L_k) weights, and returns None in their place. Layers that
+    explicit three steps and returns the weights (a Tensor in the graph); False returns None in
+    their place and, from FUSED_MIN_KEYS keys on, runs the fused op, which never builds the
+    (L_q, L_k) weights (shorter sequences keep the explicit path: faster there). Layers that
     use only the output should pass False (as torch.nn.TransformerEncoderLayer does).
     Masks, all **True = blocked**: `mask` is any mask broadcastable to (B, h, L_q, L_k) (what
     the models pass, built once per forward); key_padding_mask (B, L_k) and attn_mask (L_q, L_k)
@@ -209,11 +222,13 @@ class MultiHeadAttention(nn.Module):
                     v = F.concat([cache.v, v], axis=2)
                 cache.k, cache.v = k, v
 
-        if self.need_weights if need_weights is None else need_weights:
+        need_weights = self.need_weights if need_weights is None else need_weights
+        if not _fused(need_weights, k.shape[2]):
             # explicit: scores, softmax, weights·V — the weights are kept, returned and plotted
             out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p,
                                            self.training)
             self._record = (weights.data, scores.data, self.scale, mask)
+            weights = weights if need_weights else None
         else:
             # fused: the same attention without the (L_q, L_k) matrix (docs/kernels.md)
             p = self.dropout_p if self.training else 0.0
