@@ -37,12 +37,13 @@ from . import erf as _erf
 from .backend import BACKENDS, dispatch, get_backend, lazy, set_backend, use_backend
 
 # the fast products load on the first numba matmul (kernels/fast_matmul)
-matmul = dispatch(lazy(".fast_matmul", "matmul"), _mm.matmul_numpy)
-matmul_grad_a = dispatch(lazy(".fast_matmul", "matmul_grad_a"), _mm.matmul_grad_a_numpy)
-matmul_grad_b = dispatch(lazy(".fast_matmul", "matmul_grad_b"), _mm.matmul_grad_b_numpy)
-matmul_route = lazy(".fast_matmul", "route")    # who computes a @ b on numba: tiles, BLAS, numpy
-tiled_matmul = lazy(".fast_matmul", "tiled_matmul")  # a @ b by the tile kernel, whatever route says
-blas_matmul = lazy(".fast_matmul", "gemm_product")   # a @ b by the BLAS-calling kernels
+_FAST = ".fast_matmul.products"
+matmul = dispatch(lazy(_FAST, "matmul"), _mm.matmul_numpy)
+matmul_grad_a = dispatch(lazy(_FAST, "matmul_grad_a"), _mm.matmul_grad_a_numpy)
+matmul_grad_b = dispatch(lazy(_FAST, "matmul_grad_b"), _mm.matmul_grad_b_numpy)
+matmul_route = lazy(_FAST, "route")            # who computes a @ b on numba: tiles, BLAS, numpy
+tiled_matmul = lazy(_FAST, "tiled_matmul")     # a @ b by the tile kernel, whatever route says
+blas_matmul = lazy(_FAST, "gemm_product")      # a @ b by the BLAS-calling kernels
 
 erf = dispatch(lazy(".erf", "erf_numba"), _erf.erf_numpy)
 

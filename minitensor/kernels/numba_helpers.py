@@ -103,8 +103,8 @@ class _CompileNotice(event.Listener):
 
     def on_start(self, ev):
         module = getattr(ev.data["dispatcher"].py_func, "__module__", "") or ""
-        if module.startswith("minitensor.kernels.") and not module.endswith((".jit", ".numba_helpers")) \
-                and module not in self.announced:
+        helper = module.endswith((".jit", ".numba_helpers"))
+        if module.startswith("minitensor.kernels.") and not helper and module not in self.announced:
             self.announced.add(module)
             family = module.rsplit(".", 1)[-1]
             print(f"minitensor: compiling numba kernels for {family} "

@@ -6,8 +6,6 @@ looks for numpy's OpenBLAS, none of which `import minitensor` or the numpy backe
     microkernel.py   the register tile under the tile kernels, written in LLVM IR
     blas.py          numpy's OpenBLAS gemm, callable from inside numba kernels
 
-Read kernels/matmul.py first: its numpy twins say what these compute.
+Read kernels/matmul.py first: its numpy twins say what these compute. This file imports
+nothing, so that a kernel needing only blas.py (fused attention) does not load the rest.
 """
-from .products import gemm_product, matmul, matmul_grad_a, matmul_grad_b, route, tiled_matmul
-
-__all__ = ["matmul", "matmul_grad_a", "matmul_grad_b", "route", "tiled_matmul", "gemm_product"]

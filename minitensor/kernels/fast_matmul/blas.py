@@ -1,7 +1,7 @@
 """BLAS's matrix-product routine (gemm), callable from inside numba kernels.
 
 numpy ships OpenBLAS, whose gemm runs at close to the machine's peak on one core: an
-assembly microkernel no numba loop we wrote came near (kernels/matmul.py says what we tried).
+assembly microkernel no numba loop we wrote came near (microkernel.py says what we tried).
 np.matmul calls it one matrix after another on one thread. Here we find that same gemm in
 numpy's own OpenBLAS and let numba kernels call it, so that a `prange` loop can give each
 thread its own matrices of a stack, or its own block of rows of a large product.

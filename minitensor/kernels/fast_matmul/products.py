@@ -1,5 +1,6 @@
-"""The fast matrix products of the numba backend: a tile kernel for stacks of small matrices (attention), BLAS's gemm
-called from numba threads for large products (Linear layers), np.matmul for small ones.
+"""The fast matrix products of the numba backend: a tile kernel for stacks of small matrices
+(attention), BLAS's gemm called from numba threads for large products (Linear layers),
+np.matmul for small ones.
 
 Every matmul of the framework comes here three times per step — the forward product and the
 two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, and
