@@ -16,7 +16,9 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   panel. Against torch.bmm (MKL) this runs every attention shape of the benchmark level or
   faster (1.02–1.69×, medians of four runs), and against BLAS's gemm called per matrix
   (below) it is faster up to 256³ too.
-  On one thread it beats np.matmul only on a transposed B, so only that goes to it there.
+  On one thread it goes nowhere: serial tiles lost to np.matmul even on a transposed B on an
+  AVX2 machine (benchmarks/README.md, "Routes on an AVX2 machine"), and a route must never be
+  slower than np.matmul on the machine it runs on.
 * **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS runs large products at
   close to the machine's peak on one core, but np.matmul uses one thread (OpenBLAS's own
   threads stall on a shared machine, see minitensor/__init__.py). So the kernels below call
@@ -287,18 +289,12 @@ def route(a, b):
     else:
         work = math.prod(_batch_shape(a, b)) * n * m * k
     stack = b.ndim > 2
-    # on one thread the tiles beat np.matmul only where BLAS copies a transposed B first
-    if (stack and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK
-            and (threads() > 1 or _transposed(b))):
+    # the tiles win by sharing a stack among threads; serially np.matmul is never slower
+    if stack and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK and threads() > 1:
         return "tiles"
     if a.dtype not in GEMM or threads() == 1 or work < _GEMM_MIN_WORK:
         return "numpy"
     return "gemm"
-
-
-def _transposed(x):
-    """True when x's matrices are stored column by column (kᵀ of a contiguous k)."""
-    return x.shape[-1] > 1 and x.strides[-1] != x.itemsize
 
 
 def _product(a, b):
