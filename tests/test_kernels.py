@@ -289,6 +289,7 @@ def two_threads(monkeypatch):
     from minitensor.kernels import jit
     monkeypatch.setattr(jit, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "tiles_win", lambda a, b: True)   # as where they win
 
 
 GEMM_CASES = [  # (a, b) builders: every layout the BLAS-calling kernels read in place or copy
@@ -825,3 +826,23 @@ def test_lazy_kernels_build_on_first_call(tmp_path, monkeypatch):
     assert np.allclose(out, 2 * x.max(axis=1) + np.exp(x[:, 0]))
     assert isinstance(lazy_family._rows.built, jit.Kernel)
     assert lazy_family.prange is not jit.prange             # numba.prange now, in that module
+
+
+def test_tiles_only_where_they_beat_numpy_on_this_machine(monkeypatch):
+    """route times the tile kernel against np.matmul the first time a layout would go to the
+    tiles, keeps the answer, and sends the layout to np.matmul where the tiles lose."""
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_TILES_WIN", {})
+    calls = []
+    monkeypatch.setattr(matmul_module, "_best_time",
+                        lambda product, a, b: calls.append(product) or
+                        (2.0 if product is matmul_module.tiled_matmul else 1.0))
+    q = np.zeros((256, 16, 16), np.float32)
+    k_t = np.swapaxes(q, -1, -2)
+    assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2
+    assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2         # remembered
+    monkeypatch.setattr(matmul_module, "_best_time",
+                        lambda product, a, b: 1.0 if product is matmul_module.tiled_matmul
+                        else 2.0)
+    assert K.matmul_route(q, q) == "tiles"                 # another layout: measured again
+    assert len(matmul_module._TILES_WIN) == 2

@@ -16,7 +16,9 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   panel. Against torch.bmm (MKL) this runs every attention shape of the benchmark level or
   faster (1.02–1.69×, medians of four runs), and against BLAS's gemm called per matrix
   (below) it is faster up to 256³ too.
-  On one thread it goes nowhere: serial tiles lost to np.matmul even on a transposed B on an
+  Where it runs slower than np.matmul depends on the machine, so `route` times both the first
+  time a layout would go to the tiles and keeps the answer (`tiles_win`). On one thread it
+  goes nowhere: serial tiles lost to np.matmul even on a transposed B on an
   AVX2 machine (benchmarks/README.md, "Routes on an AVX2 machine"), and a route must never be
   slower than np.matmul on the machine it runs on.
 * **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS runs large products at
@@ -35,6 +37,7 @@ The numpy twins are np.matmul itself (kernels/matmul.py).
 """
 import functools
 import math
+import time
 
 import numpy as np
 from numba import prange
@@ -291,10 +294,38 @@ def route(a, b):
     stack = b.ndim > 2
     # the tiles win by sharing a stack among threads; serially np.matmul is never slower
     if stack and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK and threads() > 1:
-        return "tiles"
+        return "tiles" if tiles_win(a, b) else "numpy"
     if a.dtype not in GEMM or threads() == 1 or work < _GEMM_MIN_WORK:
         return "numpy"
     return "gemm"
+
+
+# Whether the tile kernel beats np.matmul depends on the machine (its vector width, its BLAS):
+# on an AVX2 Zen 3 it lost on most attention shapes, where it won on the machines it was first
+# measured on. So the first time a layout would go to the tiles, both are timed on it (best of
+# three, after one untimed call each) and the answer is kept for the process.
+_TILES_WIN = {}
+
+
+def tiles_win(a, b):
+    """True if the tile kernel computed a @ b faster than np.matmul when this layout (shapes,
+    dtype, kᵀ or not, thread count) was first seen in this process."""
+    key = (a.shape, b.shape, a.dtype.str, a.strides[-1] == a.itemsize,
+           b.strides[-1] == b.itemsize, threads())
+    if key not in _TILES_WIN:
+        _TILES_WIN[key] = _best_time(tiled_matmul, a, b) < _best_time(np.matmul, a, b)
+    return _TILES_WIN[key]
+
+
+def _best_time(product, a, b, repeats=3):
+    """The fastest of `repeats` timed calls of product(a, b), after one untimed call."""
+    product(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product(a, b)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def _product(a, b):
