@@ -29,6 +29,7 @@ import math
 import numpy as np
 from numba import prange
 
+from .backend import dispatch
 from .blas import GEMM, NO_TRANS, TRANS, gemm
 from .dropout import GAMMA, _dropout_flat, dropout_numpy, keep_threshold
 from .jit import exp, kernel, maximum, row_max
@@ -401,3 +402,10 @@ def fused_attention_backward_numba(q, k, v, out, lse, dout, mask=None, scale=Non
                     q.dtype.type(_scale(scale, q)), causal,
                     *_dropout_args(seed, p, q.dtype), dq, dk, dv, work=B * H * Lq * Lk)
     return dq, dk, dv
+
+
+# ---- the public kernels: the backend switch picks the numba kernel or its twin ------------------
+
+fused_attention_forward = dispatch(fused_attention_forward_numba, fused_attention_forward_numpy)
+fused_attention_backward = dispatch(fused_attention_backward_numba,
+                                    fused_attention_backward_numpy)

@@ -12,13 +12,7 @@ import numpy as np
 
 from .. import random as _random
 from ..function import Function, ShapeError
-from ..kernels import attention as KA
-from ..kernels.backend import dispatch
-
-fused_attention_forward = dispatch(KA.fused_attention_forward_numba,
-                                   KA.fused_attention_forward_numpy)
-fused_attention_backward = dispatch(KA.fused_attention_backward_numba,
-                                    KA.fused_attention_backward_numpy)
+from ..kernels.attention import fused_attention_backward, fused_attention_forward
 
 
 class ScaledDotProductAttention(Function):
