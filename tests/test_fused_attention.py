@@ -40,7 +40,8 @@ def _masks(rng, B, Lq, Lk):
     padding = rng.random((B, 1, 1, Lk)) < 0.3
     padding[..., 0] = False
     causal = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
-    additive = np.where(rng.random((1, 1, Lq, Lk)) < 0.2, -np.inf, rng.standard_normal((1, 1, Lq, Lk)))
+    additive = np.where(rng.random((1, 1, Lq, Lk)) < 0.2, -np.inf,
+                        rng.standard_normal((1, 1, Lq, Lk)))
     return {"none": (None, False), "padding": (padding, False), "causal bool": (causal, False),
             "is_causal": (None, True), "padding + is_causal": (padding, True),
             "additive": (additive, False)}
@@ -61,7 +62,8 @@ def test_kernel_matches_its_twin_within_float32_rounding(rng, shape, p):
         assert o2.dtype == np.float32 and o2.shape == (B, H, Lq, dv), name
         np.testing.assert_allclose(o2, o1, rtol=2e-5, atol=2e-6, err_msg=name)
         np.testing.assert_array_equal(np.isneginf(l1), np.isneginf(l2), err_msg=name)
-        np.testing.assert_allclose(l2[np.isfinite(l1)], l1[np.isfinite(l1)], rtol=2e-6, err_msg=name)
+        finite = np.isfinite(l1)
+        np.testing.assert_allclose(l2[finite], l1[finite], rtol=2e-6, err_msg=name)
         g1 = KA.fused_attention_backward_numpy(q, k, v, o1, l1, dout, *args)
         g2 = KA.fused_attention_backward_numba(q, k, v, o2, l2, dout, *args)
         for a, b, label in zip(g2, g1, ("dq", "dk", "dv")):
@@ -183,7 +185,7 @@ def test_three_dimensional_inputs_are_one_head_each(rng):
     np.testing.assert_allclose(out.data, ref, rtol=1e-12)
 
 
-# ---- torch parity ----------------------------------------------------------------------------------
+# ---- torch parity ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_matches_torch_scaled_dot_product_attention(rng, backend):
@@ -196,7 +198,9 @@ def test_matches_torch_scaled_dot_product_attention(rng, backend):
         tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
         # torch's bool attn_mask means True = ALLOWED: pass the complement of ours
         # (torch takes is_causal or a mask, not both: then the triangle goes into the mask)
-        blocked = mask if not (causal and mask is not None) else mask | np.triu(np.ones((6, 6), bool), 1)
+        blocked = mask
+        if causal and mask is not None:
+            blocked = mask | np.triu(np.ones((6, 6), bool), 1)
         t_mask = None if mask is None else torch.tensor(~blocked)
         t_out = torch.nn.functional.scaled_dot_product_attention(
             tq, tk, tv, attn_mask=t_mask, is_causal=causal and mask is None)

@@ -171,24 +171,44 @@ class MultiHeadAttention(nn.Module):
         2-D BLAS call, and so is its gradient."""
         return self._split_heads(linear(x2), batch, length)
 
+    def _check_inputs(self, query, key, value):
+        """A clear error, naming this module and the shapes, unless query, key and value are
+        (B, L, d_model) with one batch and key, value of one length."""
+        where = f"MultiHeadAttention in {self.path or 'model'}"
+        for label, x in (("query", query), ("key", key), ("value", value)):
+            if x.ndim != 3:
+                raise ValueError(f"{where}: {label} must be (B, L, d_model={self.d_model}), got "
+                                 f"shape {tuple(x.shape)}")
+        d = self.d_model
+        if query.shape[-1] != d or key.shape[-1] != d or value.shape[-1] != d:
+            raise ValueError(f"{where}: query {query.shape}, key {key.shape}, value "
+                             f"{value.shape} must all end in d_model={self.d_model}")
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+            raise ValueError(f"{where}: key {key.shape} and value {value.shape} need the same "
+                             f"(batch, length), and the batch of query {query.shape}")
+
+    def _attention(self, q, k, v, mask, need_weights):
+        """(output (B, h, L_q, d_k), weights or None) by the explicit or the fused path; keeps
+        what last_weights and score_stats need."""
+        if not _fused(need_weights, k.shape[2]):
+            # explicit: scores, softmax, weights·V — the weights are kept, returned and plotted
+            out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p,
+                                           self.training)
+            self._record = (weights.data, scores.data, self.scale, mask)
+            return out, (weights if need_weights else None)
+        # fused: the same attention without the (L_q, L_k) matrix (docs/kernels.md)
+        p = self.dropout_p if self.training else 0.0
+        out = fused.scaled_dot_product_attention(q, k, v, mask, p, self.scale)
+        self._record = (None, (q.data, k.data), self.scale, mask)
+        return out, None
+
     # ------------------------------------------------------------------ forward
     def forward(self, query, key=None, value=None, mask=None, key_padding_mask=None,
                 attn_mask=None, cache=None, need_weights=None):
         key = query if key is None else key
         value = key if value is None else value
-        for label, x in (("query", query), ("key", key), ("value", value)):
-            if x.ndim != 3:
-                raise ValueError(f"MultiHeadAttention in {self.path or 'model'}: {label} must be "
-                                 f"(B, L, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        self._check_inputs(query, key, value)
         batch, l_q, d = query.shape
-        if d != self.d_model or key.shape[-1] != d or value.shape[-1] != d:
-            raise ValueError(f"MultiHeadAttention in {self.path or 'model'}: query {query.shape}, "
-                             f"key {key.shape}, value {value.shape} must all end in "
-                             f"d_model={self.d_model}")
-        if key.shape[:2] != value.shape[:2] or key.shape[0] != batch:
-            raise ValueError(f"MultiHeadAttention in {self.path or 'model'}: key {key.shape} and "
-                             f"value {value.shape} need the same (batch, length), and the "
-                             f"batch of query {query.shape}")
         if key_padding_mask is not None or attn_mask is not None:
             extra = M.combine_masks(key_padding_mask, attn_mask, self.n_heads)
             mask = extra if mask is None else _merge(mask, extra)
@@ -223,18 +243,7 @@ class MultiHeadAttention(nn.Module):
                 cache.k, cache.v = k, v
 
         need_weights = self.need_weights if need_weights is None else need_weights
-        if not _fused(need_weights, k.shape[2]):
-            # explicit: scores, softmax, weights·V — the weights are kept, returned and plotted
-            out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p,
-                                           self.training)
-            self._record = (weights.data, scores.data, self.scale, mask)
-            weights = weights if need_weights else None
-        else:
-            # fused: the same attention without the (L_q, L_k) matrix (docs/kernels.md)
-            p = self.dropout_p if self.training else 0.0
-            out = fused.scaled_dot_product_attention(q, k, v, mask, p, self.scale)
-            weights = None
-            self._record = (None, (q.data, k.data), self.scale, mask)
+        out, weights = self._attention(q, k, v, mask, need_weights)
         # concat the heads: (B, h, L_q, d_k) → (B, L_q, h, d_k) → (B·L_q, d), then W_o (a view
         # when the fused op laid its output out heads-last)
         out = out.swapaxes(1, 2).reshape(batch * l_q, d)
