@@ -302,3 +302,17 @@ def test_a_mask_that_blocks_the_future_lets_the_kernel_skip_tiles(rng):
     almost = causal.copy()
     almost[0, 5] = False
     assert not KA._implies_causal(KA.additive_mask(almost, q, k), q, k)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_same_seed_same_dropout_as_the_explicit_path(rng, backend):
+    """With one manual_seed, the fused op and matmul → softmax → F.dropout → matmul drop the
+    same weights: both draw one seed from minitensor's generator and hash the same positions."""
+    from transformer.attention import _attend
+    q, k, v = (mt.tensor(x, dtype=mt.float64) for x in _qkv(rng, 2, 2, 6, 9, 4, 4, np.float64))
+    with mt.kernels.use_backend(backend):
+        mt.manual_seed(3)
+        explicit, _, _ = _attend(q, k, v, dropout=0.3)
+        mt.manual_seed(3)
+        fused = scaled_dot_product_attention(q, k, v, dropout=0.3)
+    np.testing.assert_allclose(fused.data, explicit.data, rtol=1e-12, atol=1e-14)
