@@ -316,3 +316,12 @@ def test_same_seed_same_dropout_as_the_explicit_path(rng, backend):
         mt.manual_seed(3)
         fused = scaled_dot_product_attention(q, k, v, dropout=0.3)
     np.testing.assert_allclose(fused.data, explicit.data, rtol=1e-12, atol=1e-14)
+
+
+def test_integer_masks_are_refused_by_the_core_rule(rng):
+    from transformer.attention import MultiHeadAttention
+    q, k, v = (mt.tensor(x) for x in _qkv(rng))
+    with pytest.raises(TypeError, match="scaled_dot_product_attention: a mask must be bool"):
+        scaled_dot_product_attention(q, k, v, mask=np.zeros((2, 1, 1, 7), dtype=np.int64))
+    with pytest.raises(TypeError, match="MultiHeadAttention.*a mask must be bool"):
+        MultiHeadAttention(8, 2)(mt.randn(1, 3, 8), mask=np.zeros((1, 1, 3, 3), dtype=np.int64))

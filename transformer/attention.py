@@ -72,8 +72,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=0.0, scal
     (output, None), computed for inputs of shape (B, h, L, d) with at least FUSED_MIN_KEYS keys
     by the fused op (no (L_q, L_k) matrix).
     """
-    if mask is not None and isinstance(mask, Tensor):
-        mask = mask.data
+    mask = F.as_attention_mask(mask, "scaled_dot_product_attention")
     if _fused(need_weights, key.shape[-2]) and query.ndim == 4:
         p = dropout if training else 0.0
         return fused.scaled_dot_product_attention(query, key, value, mask, p, scale), None
@@ -209,11 +208,10 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         self._check_inputs(query, key, value)
         batch, l_q, d = query.shape
+        mask = F.as_attention_mask(mask, f"MultiHeadAttention in {self.path or 'model'}")
         if key_padding_mask is not None or attn_mask is not None:
             extra = M.combine_masks(key_padding_mask, attn_mask, self.n_heads)
             mask = extra if mask is None else _merge(mask, extra)
-        if isinstance(mask, Tensor):
-            mask = mask.data
 
         offset = len(cache) if cache is not None and not cache.static else 0
         reuse = cache is not None and cache.static and cache.k is not None
@@ -304,8 +302,6 @@ class MultiHeadAttention(nn.Module):
 
 def _merge(a, b):
     """Combine two masks already shaped for the scores (bool OR, or sum of additive)."""
-    if isinstance(a, Tensor):
-        a = a.data
     if a.dtype == np.bool_ and b.dtype == np.bool_:
         return a | b
     dtype = a.dtype if a.dtype.kind == "f" else b.dtype

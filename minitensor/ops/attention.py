@@ -13,6 +13,7 @@ import numpy as np
 from .. import random as _random
 from ..function import Function, ShapeError
 from ..kernels.attention import fused_attention_backward, fused_attention_forward
+from .nn import as_attention_mask
 
 
 class ScaledDotProductAttention(Function):
@@ -24,9 +25,11 @@ class ScaledDotProductAttention(Function):
     with no allowed key gives 0 and zero gradient. Saved for backward: q, k, v, out and one
     log-sum-exp per query row — not the weights."""
     name = "scaled_dot_product_attention"
+    float_inputs = (0, 1, 2)
 
     @staticmethod
     def forward(ctx, q, k, v, mask=None, scale=None, is_causal=False, seed=0, p=0.0):
+        mask = as_attention_mask(mask, "scaled_dot_product_attention")
         for label, x in (("query", q), ("key", k), ("value", v)):
             if x.ndim != 4:
                 raise ShapeError(f"{label} must be (B, h, L, d), got shape {x.shape} (query "
