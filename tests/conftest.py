@@ -32,3 +32,16 @@ def leaf(rng):
             data = data + 0.2 * np.where(data >= 0, 1.0, -1.0)
         return mt.tensor(data, dtype=mt.float64, requires_grad=True, name=name)
     return make
+
+
+# Hypothesis profiles: "ci" (the default: a small sample, deterministic) and "thorough" (for
+# the fuzzer: `MINITENSOR_FUZZ=thorough python -m pytest -m fuzz --hypothesis-seed=N`). Tests
+# that set max_examples themselves keep their own.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+settings.register_profile("thorough", max_examples=1500, deadline=None, database=None,
+                          suppress_health_check=list(HealthCheck))
+settings.load_profile(__import__("os").environ.get("MINITENSOR_FUZZ", "ci"))

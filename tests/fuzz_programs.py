@@ -1,0 +1,1036 @@
+"""Random programs for the differential fuzzer in tests/test_fuzz.py.
+
+A *program* is a list of steps over a *pool* of values: a step either makes a new input (an
+array with edge values, and whether it requires grad) or applies one op from `OPS` to values
+already in the pool, appending its result. Programs are drawn by hypothesis (`draw_program`),
+with torch running alongside to know each value's shape and dtype while drawing.
+
+Each entry of `OPS` is one row of a table: the op's name, its minitensor callable, its torch
+callable (the reference), and an argument generator that picks operands from the pool (or makes
+new inputs that broadcast with them) and draws the op's parameters. Where minitensor documents a
+different behaviour from torch's, the torch callable implements minitensor's documented rule
+from torch pieces, with a comment saying which rule (category (b) of the report: a legitimate
+documented difference), so that every remaining mismatch is a question.
+
+How a program is checked (`check_program`): minitensor runs it on a backend and keeps every value
+and every gradient (``retain_grad``) of a weighted sum of all float values. Then each op is
+replayed *alone* in torch on minitensor's own input values, and minitensor must agree with it:
+same error-or-not, dtype, shape and requires_grad, same NaN/±inf positions, finite values within
+tolerance, and the gradient that reached each value must equal the sum of torch's vector-Jacobian
+products of its consumers (at minitensor's upstream gradients). Replaying op by op keeps every
+comparison local: a mismatch names the op that made it, and a program of 16 ops needs no more
+slack than one op.
+
+Tolerance of one element: ``atol + rtol·|ref| + K·|ref − ref_other| + K·eps·lin``, where
+ref_other is the same op run by torch at the other precision (float64 for float32 ops: torch's
+own rounding error, so an ill-conditioned instance gets the slack it needs and a well-conditioned
+one none) and lin, for sums and products, is the op's `bound` applied to |inputs| (the classic bound on the
+rounding error of a sum, needed where huge terms cancel: the result of 1e30 + 1 − 1e30 depends on
+the order of the additions).
+"""
+import dataclasses
+import math
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+import minitensor as mt
+import minitensor.functional as F
+
+TF = torch.nn.functional
+
+RTOL = {np.float32: 1e-5, np.float64: 1e-9}
+ATOL = {np.float32: 1e-6, np.float64: 1e-12}
+K = 8                                       # slack on the conditioning terms
+
+
+# ------------------------------------------------------------------------------------ values
+def edge_values(dtype):
+    """The values an adversarial user feeds: infinities, NaN, huge, subnormal, signed zero."""
+    tiny = 1e-40 if dtype == np.float32 else 1e-310          # subnormal in each dtype
+    return np.array([np.inf, -np.inf, np.nan, 1e30, -1e30, tiny, -tiny, 0.0, -0.0, 3e4, 1e6,
+                     -1e9], dtype=dtype)
+
+
+def make_array(rng, shape, dtype, style):
+    """An input array. style: 'plain' (N(0, 1)), 'edge' (about one entry in four from
+    `edge_values`), 'rows' (some rows of the last axis all −1e9), 'huge' (3e4 + N(0, 1) or
+    1e6·N(0, 1)), 'ints' (small integers), 'bool'."""
+    if style == "bool":
+        return rng.random(shape) < 0.4
+    if style == "ints":
+        return rng.integers(-3, 4, size=shape).astype(dtype)
+    x = rng.standard_normal(shape).astype(dtype)
+    if style == "edge":
+        pick = rng.random(shape) < 0.25
+        x = np.where(pick, rng.choice(edge_values(dtype), size=shape), x).astype(dtype)
+    elif style == "rows" and x.ndim >= 1:
+        rows = rng.random(shape[:-1] + (1,)) < 0.5
+        x = np.where(rows, dtype(-1e9), x).astype(dtype)
+    elif style == "huge":
+        x = (x + 3e4 if rng.random() < 0.5 else x * 1e6).astype(dtype)
+    return np.asarray(x, dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------ program
+@dataclasses.dataclass
+class Step:
+    """One line of a program: `op` applied to pool values `args` with `params`; or, when op is
+    "input", a new leaf (params: array, requires_grad)."""
+    op: str
+    args: tuple = ()
+    params: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Program:
+    steps: list
+    weight_seed: int
+    edit: tuple = None        # (pool index, kind, value): an in-place edit after forward
+
+    def source(self):
+        """The program as Python lines (v0 = ..., v1 = F.exp(v0), ...), for reproducers."""
+        lines = []
+        for i, s in enumerate(self.steps):
+            if s.op == "input":
+                a = s.params["array"]
+                lines.append(f"v{i} = mt.tensor(np.array({np.array2string(a, separator=', ', threshold=10**6, floatmode='unique')}, "
+                             f"dtype=np.{a.dtype}), requires_grad={s.params['requires_grad']})")
+            else:
+                args = ", ".join(f"v{j}" for j in s.args)
+                kw = ", ".join(f"{k}={v!r}" for k, v in s.params.items())
+                lines.append(f"v{i} = {s.op}({args}{', ' if args and kw else ''}{kw})")
+        if self.edit:
+            lines.append(f"# in-place edit after forward: v{self.edit[0]}.{self.edit[1]}({self.edit[2]!r})")
+        return "\n".join(lines)
+
+
+def _kind(t):
+    if t is None:
+        return None
+    if t.dtype == torch.bool:
+        return "bool"
+    return "float" if t.is_floating_point() else "int"
+
+
+class Builder:
+    """Draws a program step by step. `vals` holds torch's value of every pool entry (None
+    where torch raised), so that generators know shapes and dtypes."""
+
+    def __init__(self, draw, dtype):
+        self.draw, self.dtype = draw, dtype
+        self.rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="values seed"))
+        self.steps, self.vals = [], []
+
+    # --- pool access
+    def pick(self, kinds=("float",), min_ndim=0, where=None):
+        """Index of a pool value of one of `kinds` with ndim ≥ min_ndim (and where(t)), or None."""
+        ok = [i for i, t in enumerate(self.vals)
+              if _kind(t) in kinds and t.ndim >= min_ndim and (where is None or where(t))]
+        return self.draw(st.sampled_from(ok)) if ok else None
+
+    def new_input(self, shape, kind="float", style=None, requires_grad=None, low=0, high=None):
+        """Append a new leaf of `shape`; kind 'float' (edge values by `style`), 'int' (in
+        [low, high)), 'bool'."""
+        shape = tuple(int(n) for n in shape)
+        if kind == "int":
+            arr = self.rng.integers(low, high, size=shape).astype(np.int64)
+            rg = False
+        elif kind == "bool":
+            arr, rg = make_array(self.rng, shape, None, "bool"), False
+        else:
+            dtype = self.dtype
+            if self.draw(st.integers(0, 19)) == 0:      # now and then the other float dtype
+                dtype = np.float64 if dtype == np.float32 else np.float32
+            style = style or self.draw(st.sampled_from(["plain", "plain", "edge", "edge",
+                                                        "rows", "huge", "ints"]))
+            arr = make_array(self.rng, shape, dtype, style)
+            rg = self.draw(st.integers(0, 4)) > 0 if requires_grad is None else requires_grad
+        return self.add(Step("input", (), {"array": np.asarray(arr), "requires_grad": rg}))
+
+    def add(self, step):
+        """Append a step; run it in torch (no grad) to learn its value's shape and dtype."""
+        self.steps.append(step)
+        self.vals.append(torch_value(step, self.vals))
+        return len(self.steps) - 1
+
+    # --- shapes
+    def shape(self, min_ndim=0, max_ndim=4):
+        ndim = self.draw(st.integers(min_ndim, max_ndim))
+        return tuple(self.draw(st.sampled_from([1, 2, 3, 4, 5, 2, 3, 0])) for _ in range(ndim))
+
+    def broadcast_partner(self, shape):
+        """A shape that broadcasts with `shape`: drop leading axes, set some sizes to 1, or
+        add leading axes."""
+        lead = self.draw(st.integers(0, len(shape)))
+        out = [1 if self.draw(st.integers(0, 3)) == 0 else n for n in shape[lead:]]
+        if self.draw(st.integers(0, 4)) == 0:
+            out = [self.draw(st.sampled_from([1, 2]))] + list(shape[:lead]) + out
+        return tuple(out)
+
+    def operand(self, kinds=("float", "float", "float", "int"), min_ndim=0):
+        """A pool value (mostly) or a new input, for unary ops."""
+        kind = self.draw(st.sampled_from(kinds))
+        i = self.pick((kind,), min_ndim) if self.draw(st.integers(0, 3)) else None
+        if i is None:
+            i = self.new_input(self.shape(min_ndim), kind="float" if kind == "float" else "int",
+                               low=-3, high=4)
+        return i
+
+    def partner(self, i, kinds=("float",)):
+        """A second operand that broadcasts with value i: from the pool if one fits, else new."""
+        shape = tuple(self.vals[i].shape)
+        if self.draw(st.booleans()):
+            j = self.pick(kinds, where=lambda t: _broadcasts(t.shape, shape))
+            if j is not None:
+                return j
+        kind = self.draw(st.sampled_from(kinds))
+        return self.new_input(self.broadcast_partner(shape), kind=kind, low=-3, high=4)
+
+    def axes(self, ndim, allow_none=True):
+        """An axis argument: None, one axis (maybe negative) or a tuple of distinct axes."""
+        choice = self.draw(st.integers(0 if allow_none else 1, 2 if ndim else 0))
+        if choice == 0 or ndim == 0:
+            return None
+        if choice == 1:
+            return self.draw(st.integers(-ndim, ndim - 1))
+        return tuple(sorted(self.draw(st.sets(st.integers(0, ndim - 1), min_size=1))))
+
+
+def _broadcasts(a, b):
+    try:
+        np.broadcast_shapes(tuple(a), tuple(b))
+        return True
+    except ValueError:
+        return False
+
+
+def torch_value(step, vals):
+    """torch's result of `step` from pool values `vals` (None if torch raises or an operand
+    is missing)."""
+    if step.op == "input":
+        return torch.from_numpy(np.array(step.params["array"]))
+    args = [vals[j] for j in step.args]
+    if any(a is None for a in args):
+        return None
+    try:
+        with torch.no_grad():
+            return OPS[step.op].torch(*args, **step.params)
+    except Exception:
+        return None
+
+
+# ------------------------------------------------------------------------------------ op table
+@dataclasses.dataclass
+class Op:
+    mt: callable           # minitensor: mt(*values, **params)
+    torch: callable        # torch reference, same arguments as torch tensors
+    gen: callable          # gen(builder) -> (arg indices, params), or None if not applicable
+    bound: callable = None  # sums and products: torch op whose value on |inputs| bounds the
+                            # rounding error (add for a − b: |a| + |b|)
+
+
+def _dims(x, axis):
+    return tuple(range(x.ndim)) if axis is None else axis
+
+
+def _float(x):
+    """int/bool → torch's default float: minitensor's rule for float-only ops (issue 12 #7:
+    follow torch's promotion, as torch.exp does; torch's gelu/silu/softmax/layer_norm refuse
+    integers instead)."""
+    return x if x.is_floating_point() else x.to(torch.float32)
+
+
+def gen_unary(b):
+    return (b.operand(),), {}
+
+
+def gen_binary(b):
+    i = b.operand()
+    if b.draw(st.integers(0, 4)) == 0:              # a Python number on the right
+        return (i,), {"scalar": b.draw(st.sampled_from([2.0, 0.5, -1.0, 0.0, 3, -2, np.inf]))}
+    return (i, b.partner(i, kinds=("float", "float", "int"))), {}
+
+
+def binary(fn_mt, fn_torch):
+    """A binary op whose right operand is a pool value or, with params scalar=..., a number."""
+    return (lambda a, b=None, scalar=None: fn_mt(a, scalar if b is None else b),
+            lambda a, b=None, scalar=None: fn_torch(*_promote(a, scalar if b is None else b)))
+
+
+def _promote(*xs):
+    """minitensor's documented promotion of tensor operands (functional._keep_float_dtype):
+    float ⊕ integer keeps the float's dtype, float32 ⊕ float64 is float64 — whatever their
+    ndim. torch lets a dimensioned tensor's dtype win over a 0-d tensor's (float32 (3,) +
+    float64 () is float32 there): a legitimate difference, not compared."""
+    ts = [x for x in xs if torch.is_tensor(x)]     # (None operands pass through)
+    floats = [t.dtype for t in ts if t.is_floating_point()]
+    if len(ts) < 2 or not floats:
+        return xs
+    dtype = torch.float64 if torch.float64 in floats else torch.float32
+    return tuple(x.to(dtype) if torch.is_tensor(x) else x for x in xs)
+
+
+def gen_pow(b):
+    i = b.operand()
+    if b.draw(st.booleans()):
+        return (i,), {"scalar": b.draw(st.sampled_from([2, 3, 0.5, -1.0, 2.0, 0.0, -2]))}
+    return (i, b.partner(i)), {}
+
+
+def gen_reduce(b):
+    i = b.operand()
+    return (i,), {"axis": b.axes(b.vals[i].ndim), "keepdims": b.draw(st.booleans())}
+
+
+def gen_compare(b):
+    i = b.operand(kinds=("float",))
+    return (i, b.partner(i)), {}
+
+
+def gen_clamp(b):
+    low, high = b.draw(st.sampled_from([(-1.0, 1.0), (None, 0.5), (0.0, None), (2.0, -2.0),
+                                        (-np.inf, 3.0), (0.5, 0.5)]))
+    return (b.operand(),), {"low": low, "high": high}
+
+
+def gen_reshape(b):
+    i = b.operand()
+    n = b.vals[i].numel()
+    shape = _factor(b, n)
+    if shape and b.draw(st.booleans()) and n > 0:
+        k = b.draw(st.integers(0, len(shape) - 1))
+        shape = shape[:k] + (-1,) + shape[k + 1:]
+    return (i,), {"shape": shape}
+
+
+def _factor(b, n):
+    """A random shape with n elements (1 to 3 axes; n == 0 gives a 0 somewhere)."""
+    if n == 0:
+        return b.draw(st.sampled_from([(0,), (2, 0), (0, 3)]))
+    sizes = []
+    for _ in range(b.draw(st.integers(0, 2))):
+        divisors = [d for d in range(1, n + 1) if n % d == 0]
+        d = b.draw(st.sampled_from(divisors))
+        sizes.append(d)
+        n //= d
+    return tuple(sizes) + (n,) if sizes or n != 1 or b.draw(st.booleans()) else ()
+
+
+def gen_transpose(b):
+    i = b.operand(min_ndim=1)
+    nd = b.vals[i].ndim
+    return (i,), {"axis0": b.draw(st.integers(-nd, nd - 1)), "axis1": b.draw(st.integers(-nd, nd - 1))}
+
+
+def gen_permute(b):
+    i = b.operand(min_ndim=1)
+    return (i,), {"axes": tuple(b.draw(st.permutations(range(b.vals[i].ndim))))}
+
+
+def gen_squeeze(b):
+    i = b.operand()
+    ones = [a for a, n in enumerate(b.vals[i].shape) if n == 1]
+    if ones and b.draw(st.booleans()):
+        return (i,), {"axis": b.draw(st.sampled_from(ones))}
+    return (i,), {"axis": None}
+
+
+def gen_unsqueeze(b):
+    i = b.operand()
+    nd = b.vals[i].ndim
+    return (i,), {"axis": b.draw(st.integers(-nd - 1, nd))}
+
+
+def gen_getitem(b):
+    """x[index]: a tuple of ints, slices, None and Ellipsis, with at most one advanced index
+    (an int64 index tensor or a bool mask, both pool values that may be edited in place)."""
+    i = b.operand(min_ndim=1)
+    shape = tuple(b.vals[i].shape)
+    index, args, axis = [], [i], 0
+    for _ in range(b.draw(st.integers(1, len(shape)))):
+        n = shape[axis] if axis < len(shape) else 1
+        kind = b.draw(st.sampled_from(["int", "slice", "slice", "none", "tensor", "mask"]))
+        if kind == "int" and n > 0:
+            index.append(b.draw(st.integers(-n, n - 1)))
+        elif kind == "none":
+            index.append(None)
+            continue
+        elif kind == "tensor" and len(args) == 1 and n > 0:
+            args.append(b.new_input(b.shape(0, 2), kind="int", low=-n, high=n))
+            index.append("@")
+        elif kind == "mask" and len(args) == 1:
+            args.append(b.new_input((n,), kind="bool"))
+            index.append("@")
+        else:
+            index.append(slice(b.draw(st.sampled_from([None, 0, 1, -2])),
+                               b.draw(st.sampled_from([None, 2, -1, 5])),
+                               b.draw(st.sampled_from([None, 1, 2]))))
+        axis += 1
+        if axis >= len(shape):
+            break
+    if b.draw(st.integers(0, 4)) == 0:
+        index.insert(0, Ellipsis) if not index or index[0] is not Ellipsis else None
+    return tuple(args), {"index": tuple(index)}
+
+
+def _index(index, tensors):
+    tensors = list(tensors)
+    return tuple(tensors.pop(0) if e == "@" else e for e in index)
+
+
+def gen_cat(b, stack=False):
+    i = b.operand(min_ndim=0 if stack else 1)
+    shape = tuple(b.vals[i].shape)
+    nd = len(shape) + (1 if stack else 0)
+    axis = b.draw(st.integers(-nd, nd - 1)) if nd else 0
+    args = [i]
+    for _ in range(b.draw(st.integers(1, 2))):
+        other = list(shape)
+        if not stack:
+            other[axis % len(shape)] = b.draw(st.sampled_from([0, 1, 2]))
+        j = b.pick(("float",), where=lambda t: tuple(t.shape) == tuple(other))
+        args.append(j if j is not None and b.draw(st.booleans()) else b.new_input(other))
+    return tuple(args), {"axis": axis}
+
+
+def gen_where(b):
+    i = b.operand(kinds=("float",))
+    j = b.partner(i)
+    if b.vals[j] is None or not _broadcasts(b.vals[i].shape, b.vals[j].shape):
+        j = i
+    shape = np.broadcast_shapes(tuple(b.vals[i].shape), tuple(b.vals[j].shape))
+    c = b.pick(("bool",), where=lambda t: _broadcasts(t.shape, shape))
+    if c is None or b.draw(st.booleans()):
+        c = b.new_input(b.broadcast_partner(shape), kind="bool")
+    return (c, i, j), {}
+
+
+def gen_masked_fill(b):
+    i = b.operand(kinds=("float",))
+    shape = tuple(b.vals[i].shape)
+    m = b.pick(("bool",), where=lambda t: _broadcasts(t.shape, shape)
+               and np.broadcast_shapes(tuple(t.shape), shape) == shape)
+    if m is None or b.draw(st.booleans()):
+        m = b.new_input(b.broadcast_partner(shape)[-len(shape):] if shape else (), kind="bool")
+    return (i, m), {"value": b.draw(st.sampled_from([0.0, -np.inf, np.nan, -1e9, 2.5, 1e30]))}
+
+
+def gen_matmul(b):
+    """a @ b with 1-D or N-D operands; batch axes broadcast."""
+    i = b.operand(kinds=("float",), min_ndim=1)
+    sa = tuple(b.vals[i].shape)
+    k = sa[-1]
+    m = b.draw(st.sampled_from([1, 2, 3, 0]))
+    if len(sa) == 1 or b.draw(st.integers(0, 4)) == 0:
+        sb = (k,) if b.draw(st.booleans()) else (k, m)
+    else:
+        sb = b.broadcast_partner(sa[:-2]) + (k, m) if len(sa) > 2 else (k, m)
+        if b.draw(st.integers(0, 3)) == 0:
+            sb = (2,) + sb if len(sa) <= 3 and sa[:-2] in ((), (2,), (1,)) else sb
+    j = b.pick(("float",), where=lambda t: tuple(t.shape) == sb)
+    if j is None or b.draw(st.booleans()):
+        j = b.new_input(sb, style=b.draw(st.sampled_from(["plain", "plain", "edge", "huge"])))
+    if b.draw(st.integers(0, 3)) == 0:
+        return (j, i), {"swap": True}                   # b @ a, when that fits
+    return (i, j), {}
+
+
+def gen_softmax(b):
+    i = b.operand(kinds=("float", "float", "float", "int"), min_ndim=1)
+    shape = tuple(b.vals[i].shape)
+    params = {"axis": b.draw(st.integers(-len(shape), len(shape) - 1)),
+              "scale": b.draw(st.sampled_from([1.0, 1.0, 0.5, 0.125, 2.0]))}
+    kind = b.draw(st.sampled_from(["none", "none", "bool", "bool", "float", "int"]))
+    if kind == "none":
+        return (i,), params
+    mshape = b.broadcast_partner(shape)[-len(shape):]
+    if kind == "bool":
+        m = b.new_input(mshape, kind="bool")
+    else:       # additive (0 / −inf), or an integer mask, which minitensor must refuse
+        arr = (b.rng.random(mshape) < 0.3)
+        arr = np.where(arr, -np.inf, 0.0).astype(b.dtype) if kind == "float" else arr.astype(np.int64)
+        m = b.add(Step("input", (), {"array": np.asarray(arr), "requires_grad": False}))
+    return (i, m), params
+
+
+def gen_log_softmax(b):
+    i = b.operand(min_ndim=1)
+    nd = b.vals[i].ndim
+    return (i,), {"axis": b.draw(st.integers(-nd, nd - 1))}
+
+
+def gen_layer_norm(b):
+    i = b.operand(kinds=("float", "float", "float", "int"), min_ndim=1)
+    shape = tuple(b.vals[i].shape)
+    k = b.draw(st.integers(1, min(2, len(shape))))
+    norm = shape[len(shape) - k:]
+    args, params = [i], {"normalized_shape": norm, "eps": b.draw(st.sampled_from([1e-5, 1e-12]))}
+    for name in ("weight", "bias"):
+        if b.draw(st.booleans()):
+            args.append(b.new_input(norm, style="plain"))
+            params[name] = True
+    return tuple(args), params
+
+
+def gen_cross_entropy(b):
+    i = b.pick(("float",), min_ndim=2, where=lambda t: t.ndim <= 3 and t.shape[-1] > 0)
+    if i is None or b.draw(st.integers(0, 2)) == 0:
+        i = b.new_input(b.draw(st.sampled_from([(3, 4), (2, 3, 5), (1, 3), (4, 1), (0, 3)])))
+    shape = tuple(b.vals[i].shape)
+    C = shape[-1]
+    ignore = b.draw(st.sampled_from([-100, 0, C - 1]))
+    t = b.new_input(shape[:-1], kind="int", low=0, high=C)
+    if b.draw(st.integers(0, 3)) == 0:            # some targets ignored
+        arr = b.steps[t].params["array"]
+        arr[b.rng.random(arr.shape) < 0.4] = ignore
+        b.vals[t] = torch.from_numpy(arr.copy())
+    return (i, t), {"ignore_index": ignore,
+                    "label_smoothing": b.draw(st.sampled_from([0.0, 0.0, 0.1])),
+                    "reduction": b.draw(st.sampled_from(["mean", "sum", "none"]))}
+
+
+def gen_embedding(b):
+    V, D = b.draw(st.sampled_from([(5, 3), (1, 2), (4, 1), (3, 0)]))
+    w = b.pick(("float",), where=lambda t: tuple(t.shape) == (V, D))
+    if w is None or b.draw(st.booleans()):
+        w = b.new_input((V, D))
+    ids = b.new_input(b.shape(0, 2), kind="int", low=0, high=V)
+    return (ids, w), {"padding_idx": b.draw(st.sampled_from([None, 0, V - 1]))}
+
+
+def _softmax_ref(x, mask=None, axis=-1, scale=1.0):
+    """minitensor's softmax(scale·x + mask): bool mask True = blocked, float mask added; a row
+    whose every score is −inf gives zeros (documented; torch gives NaN), other rows as torch."""
+    x = _float(x)
+    if mask is not None and mask.dtype not in (torch.bool,) and not mask.is_floating_point():
+        raise TypeError("integer masks are refused (issue 12 #3)")
+    z = x * scale if scale != 1.0 else x
+    if mask is not None:
+        z = z.masked_fill(mask, -math.inf) if mask.dtype == torch.bool else z + mask.to(z.dtype)
+    empty = (z == -math.inf).all(dim=axis, keepdim=True)
+    return TF.softmax(z.masked_fill(empty, 0.0), dim=axis).masked_fill(empty, 0.0)
+
+
+def _layer_norm_ref(x, *wb, normalized_shape, eps, weight=False, bias=False):
+    wb = list(wb)
+    w = wb.pop(0) if weight else None
+    bb = wb.pop(0) if bias else None
+    x, w, bb = _promote(_float(x), w, bb) if w is not None or bb is not None else (_float(x), w, bb)
+    return TF.layer_norm(x, normalized_shape, w, bb, eps)
+
+
+def _layer_norm_mt(x, *wb, normalized_shape, eps, weight=False, bias=False):
+    wb = list(wb)
+    w = wb.pop(0) if weight else None
+    bb = wb.pop(0) if bias else None
+    return F.layer_norm(x, normalized_shape, w, bb, eps=eps)
+
+
+def _cross_entropy_ref(logits, targets, ignore_index, label_smoothing, reduction):
+    """Classes last in minitensor, at dim 1 in torch. A 'mean' over targets that are all
+    ignored is 0 in minitensor (documented in ops.nn.CrossEntropy), NaN in torch."""
+    x = _float(logits)
+    if x.ndim == 3:
+        x = x.permute(0, 2, 1)
+    if reduction == "mean" and not (targets != ignore_index).any():
+        return TF.cross_entropy(x, targets, ignore_index=ignore_index,
+                                label_smoothing=label_smoothing, reduction="sum") * 0.0
+    return TF.cross_entropy(x, targets, ignore_index=ignore_index,
+                            label_smoothing=label_smoothing, reduction=reduction)
+
+
+def _sum_ref(x, axis, keepdims):
+    return torch.sum(x, _dims(x, axis), keepdim=keepdims)
+
+
+def _mean_ref(x, axis, keepdims):
+    return torch.mean(_float(x), _dims(x, axis), keepdim=keepdims)
+
+
+def _matmul(fn):
+    """a @ b, or b @ a with swap=True; torch's operands take minitensor's promotion (torch
+    refuses float32 @ float64)."""
+    return lambda a, b, swap=False: fn(*_promote(b, a)) if swap else fn(*_promote(a, b))
+
+
+OPS = {
+    # elementwise, unary
+    "F.exp": Op(F.exp, lambda x: torch.exp(x), gen_unary),
+    "F.log": Op(F.log, lambda x: torch.log(x), gen_unary),
+    "F.sqrt": Op(F.sqrt, lambda x: torch.sqrt(x), gen_unary),
+    "F.tanh": Op(F.tanh, lambda x: torch.tanh(x), gen_unary),
+    "F.sigmoid": Op(F.sigmoid, lambda x: torch.sigmoid(x), gen_unary),
+    "F.relu": Op(F.relu, lambda x: torch.relu(x), gen_unary),
+    "F.gelu": Op(F.gelu, lambda x: TF.gelu(_float(x)), gen_unary),
+    "F.gelu_tanh": Op(lambda x: F.gelu(x, approximate="tanh"),
+                      lambda x: TF.gelu(_float(x), approximate="tanh"), gen_unary),
+    "F.silu": Op(F.silu, lambda x: TF.silu(_float(x)), gen_unary),
+    "F.abs": Op(F.abs, lambda x: torch.abs(x), gen_unary),
+    "F.neg": Op(F.neg, lambda x: torch.neg(x), gen_unary),
+    "F.clip": Op(lambda x, low, high: F.clip(x, low, high),
+                 lambda x, low, high: torch.clamp(x, low, high), gen_clamp),
+    # elementwise, binary, with broadcasting
+    "F.add": Op(*binary(F.add, torch.add), gen_binary, bound=binary(None, torch.add)[1]),
+    "F.sub": Op(*binary(F.sub, torch.sub), gen_binary, bound=binary(None, torch.add)[1]),
+    "F.mul": Op(*binary(F.mul, torch.mul), gen_binary, bound=binary(None, torch.mul)[1]),
+    "F.div": Op(*binary(F.div, torch.div), gen_binary),
+    "F.pow": Op(*binary(F.pow, torch.pow), gen_pow),
+    "F.maximum": Op(*binary(F.maximum, lambda a, b: torch.maximum(a, torch.as_tensor(b))),
+                    gen_binary),
+    "F.minimum": Op(*binary(F.minimum, lambda a, b: torch.minimum(a, torch.as_tensor(b))),
+                    gen_binary),
+    "F.gt": Op(F.gt, torch.gt, gen_compare),
+    "F.le": Op(F.le, torch.le, gen_compare),
+    # reductions (torch.amax/amin: ties share the gradient evenly, as minitensor documents)
+    "F.sum": Op(F.sum, _sum_ref, gen_reduce, bound=_sum_ref),
+    # mean and var of integers are float32 in minitensor (documented); torch refuses them
+    "F.mean": Op(F.mean, _mean_ref, gen_reduce, bound=_mean_ref),
+    "F.max": Op(F.max, lambda x, axis, keepdims: torch.amax(x, _dims(x, axis), keepdim=keepdims),
+                gen_reduce),
+    "F.min": Op(F.min, lambda x, axis, keepdims: torch.amin(x, _dims(x, axis), keepdim=keepdims),
+                gen_reduce),
+    "F.var": Op(F.var, lambda x, axis, keepdims: torch.var(_float(x), _dims(x, axis),
+                                                           keepdim=keepdims),
+                gen_reduce),
+    "F.logsumexp": Op(F.logsumexp, lambda x, axis, keepdims: torch.logsumexp(
+        _float(x), _dims(x, axis), keepdim=keepdims), gen_reduce),
+    # shape
+    "F.reshape": Op(lambda x, shape: F.reshape(x, shape), lambda x, shape: x.reshape(shape),
+                    gen_reshape),
+    "F.transpose": Op(F.transpose, lambda x, axis0, axis1: x.transpose(axis0, axis1),
+                      gen_transpose),
+    "F.permute": Op(lambda x, axes: F.permute(x, *axes), lambda x, axes: x.permute(axes),
+                    gen_permute),
+    "F.squeeze": Op(F.squeeze, lambda x, axis: x.squeeze() if axis is None else x.squeeze(axis),
+                    gen_squeeze),
+    "F.unsqueeze": Op(F.unsqueeze, lambda x, axis: x.unsqueeze(axis), gen_unsqueeze),
+    "getitem": Op(lambda x, *idx, index: x[_index(index, idx)],
+                  lambda x, *idx, index: x[_index(index, idx)], gen_getitem),
+    "F.cat": Op(lambda *xs, axis: F.cat(list(xs), axis=axis),
+                lambda *xs, axis: torch.cat(xs, dim=axis), gen_cat),
+    "F.stack": Op(lambda *xs, axis: F.stack(list(xs), axis=axis),
+                  lambda *xs, axis: torch.stack(xs, dim=axis), lambda b: gen_cat(b, stack=True)),
+    "F.where": Op(F.where, lambda c, a, b: torch.where(c, *_promote(a, b)), gen_where),
+    "F.masked_fill": Op(F.masked_fill, lambda x, m, value: x.masked_fill(m, value),
+                        gen_masked_fill),
+    # linear algebra
+    "F.matmul": Op(_matmul(F.matmul), _matmul(torch.matmul), gen_matmul,
+                   bound=_matmul(torch.matmul)),
+    # neural nets
+    "F.softmax": Op(lambda x, mask=None, axis=-1, scale=1.0: F.softmax(x, axis=axis, scale=scale,
+                                                                       mask=mask),
+                    _softmax_ref, gen_softmax),
+    "F.log_softmax": Op(F.log_softmax, lambda x, axis: TF.log_softmax(_float(x), dim=axis),
+                        gen_log_softmax),
+    "F.layer_norm": Op(_layer_norm_mt, _layer_norm_ref, gen_layer_norm),
+    "F.cross_entropy": Op(F.cross_entropy, _cross_entropy_ref, gen_cross_entropy),
+    "F.embedding": Op(F.embedding, lambda ids, w, padding_idx: TF.embedding(
+        ids, w, padding_idx=padding_idx), gen_embedding),
+}
+
+
+# ------------------------------------------------------------------------------------ drawing
+def draw_program(draw, dtype, min_ops=8, max_ops=16, with_edit=True):
+    """A program of min_ops..max_ops ops (plus the inputs they make) in float `dtype`, and
+    maybe an in-place edit of a saved input that does not require grad."""
+    b = Builder(draw, dtype)
+    for _ in range(draw(st.integers(1, 3))):
+        b.new_input(b.shape())
+    names = sorted(OPS)
+    for _ in range(draw(st.integers(min_ops, max_ops))):
+        name = draw(st.sampled_from(names))
+        args, params = OPS[name].gen(b)
+        b.add(Step(name, args, params))
+    prog = Program(b.steps, draw(st.integers(0, 2**32 - 1)))
+    if with_edit:
+        prog.edit = draw_edit(b)
+    return prog
+
+
+EDITS = {"bool": [("flip", None), ("fill_", True), ("setitem", False)],
+         "int": [("add_", 1), ("fill_", 0), ("setitem", 0)],
+         "float": [("fill_", 0.5), ("mul_", 2.0), ("setitem", np.nan), ("add_", 1.0)]}
+
+
+def draw_edit(b):
+    """(index, kind, value): an in-place edit of a pool value that an op took as an argument
+    and that does not require grad (a mask, target, id or index tensor, or a float constant;
+    minitensor refuses in-place edits of tensors that require grad at once)."""
+    used = {j for s in b.steps for j in s.args}
+    grad = needs_grad(b.steps)
+    candidates = [i for i in sorted(used) if b.vals[i] is not None and not grad[i]]
+    if not candidates:
+        return None
+    i = b.draw(st.sampled_from(candidates))
+    kind, value = b.draw(st.sampled_from(EDITS[_kind(b.vals[i])]))
+    return (i, kind, value)
+
+
+def needs_grad(steps):
+    """Which pool values require grad: float results of ops with an input that does."""
+    out = []
+    for s in steps:
+        if s.op == "input":
+            out.append(bool(s.params["requires_grad"]))
+        else:
+            out.append(any(out[j] for j in s.args))
+    return out
+
+
+def apply_edit(t, kind, value):
+    """The same in-place edit on a minitensor or a torch tensor."""
+    if kind == "flip":
+        t.copy_(~t)
+    elif kind == "setitem":
+        t[(0,) if t.ndim else ()] = value
+    else:
+        getattr(t, kind)(value)
+
+
+# ------------------------------------------------------------------------------------ running
+@dataclasses.dataclass
+class Run:
+    """One minitensor run: every pool value (None where an op raised or an operand was
+    missing), the errors by step, the loss weights, and the error of backward (if any)."""
+    values: list
+    errors: dict
+    weights: dict
+    backward_error: Exception = None
+    edit_error: Exception = None
+
+
+def loss_weights(prog, k, shape, dtype):
+    """Weights of value k in the loss Σₖ Σ wₖ·vₖ: small dyadic numbers, exact in any dtype."""
+    rng = np.random.default_rng([prog.weight_seed, k])
+    return rng.choice([-2.0, -1.0, -0.5, 0.25, 1.0, 1.5], size=shape).astype(dtype)
+
+
+def run_minitensor(prog, backend, edit=False):
+    """Run `prog` in minitensor on `backend`, then backward through the weighted sum of every
+    float value that requires grad (after the program's in-place edit when edit=True)."""
+    values, errors, weights = [], {}, {}
+    with mt.kernels.use_backend(backend):
+        for k, s in enumerate(prog.steps):
+            if s.op == "input":
+                a = s.params["array"]
+                values.append(mt.tensor(a.copy(), dtype=a.dtype,
+                                        requires_grad=s.params["requires_grad"]))
+                continue
+            args = [values[j] for j in s.args]
+            out = None
+            if all(a is not None for a in args):
+                try:
+                    out = OPS[s.op].mt(*args, **s.params)
+                except Exception as e:          # compared with torch's behaviour later
+                    errors[k] = e
+            values.append(out)
+        run = Run(values, errors, weights)
+        loss = None
+        for k, v in enumerate(values):
+            if v is not None and v.requires_grad:
+                if v.grad_fn is not None:
+                    v.retain_grad()
+                weights[k] = loss_weights(prog, k, v.shape, v.dtype)
+                term = F.sum(v * mt.tensor(weights[k], dtype=v.dtype))
+                loss = term if loss is None else loss + term
+        if edit and prog.edit:
+            i, kind, value = prog.edit
+            try:
+                apply_edit(values[i], kind, value)
+            except Exception as e:
+                run.edit_error = e
+        if loss is not None:
+            try:
+                loss.backward()
+            except Exception as e:
+                run.backward_error = e
+    return run
+
+
+def torch_backward_raises(prog):
+    """Run `prog` end to end in torch with its in-place edit: ("edit", error) if the edit
+    raises, ("backward", error) if backward does, else (None, None)."""
+    vals = []
+    for s in prog.steps:
+        if s.op == "input":
+            t = torch.from_numpy(s.params["array"].copy())
+            vals.append(t.requires_grad_() if s.params["requires_grad"] else t)
+        else:
+            args = [vals[j] for j in s.args]
+            try:
+                vals.append(None if any(a is None for a in args)
+                            else OPS[s.op].torch(*args, **s.params))
+            except Exception:
+                vals.append(None)
+    loss = sum((v * torch.from_numpy(loss_weights(prog, k, tuple(v.shape), _np_dtype(v)))).sum()
+               for k, v in enumerate(vals) if v is not None and v.requires_grad)
+    i, kind, value = prog.edit
+    try:
+        apply_edit(vals[i], kind, value)
+    except Exception as e:
+        return ("edit", e)
+    if not torch.is_tensor(loss):
+        return (None, None)
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        return ("backward", e)
+    return (None, None)
+
+
+def _np_dtype(t):
+    return torch.empty((), dtype=t.dtype).numpy().dtype
+
+
+# ------------------------------------------------------------------------------------ checking
+@dataclasses.dataclass
+class Mismatch:
+    step: int           # the pool index of the op (or of the value whose gradient differs)
+    op: str
+    what: str           # 'error' | 'dtype' | 'shape' | 'requires_grad' | 'value' | 'grad' | 'inplace'
+    detail: str
+    backend: str = ""
+
+    def __str__(self):
+        return f"[{self.backend}] v{self.step} = {self.op}: {self.what}: {self.detail}"
+
+
+def _to_torch(t, dtype=None):
+    """A torch leaf with t's values (cast to `dtype` if float), requiring grad like t."""
+    a = np.array(t.data, copy=True)
+    if dtype is not None and a.dtype.kind == "f":
+        a = a.astype(dtype)
+    x = torch.from_numpy(a)
+    return x.requires_grad_() if t.requires_grad and x.is_floating_point() else x
+
+
+def replay(step, args, dtype=None, upstream=None, absolute=False):
+    """torch's output of one step on minitensor's argument values (floats cast to `dtype`), and,
+    given the upstream gradient, its vector-Jacobian product for each argument (None where an
+    argument needs no gradient). absolute=True runs it on |args| and |upstream| (the rounding
+    bound of a sum or a product)."""
+    targs = [_to_torch(a, dtype) for a in args]
+    fn, params = OPS[step.op].torch, step.params
+    if absolute:
+        targs = [t.detach().abs().requires_grad_(t.requires_grad) if t.is_floating_point() else t
+                 for t in targs]
+        fn = OPS[step.op].bound
+        params = {k: abs(v) if k == "scalar" else v for k, v in params.items()}
+    out = fn(*targs, **params)
+    if upstream is None or not out.requires_grad:
+        return out, None
+    g = torch.from_numpy(np.asarray(np.abs(upstream) if absolute else upstream)).to(out.dtype)
+    wrt = [t for t in targs if t.requires_grad]
+    grads = iter(torch.autograd.grad(out, wrt, g, allow_unused=True))
+    return out, [next(grads) if t.requires_grad else None for t in targs]
+
+
+def _np(t):
+    return None if t is None else t.detach().numpy()
+
+
+def compare(got, ref, scale, extra, free):
+    """None if `got` matches `ref` elementwise, else a message naming the worst element.
+
+    NaN positions must agree exactly, ±inf exactly; finite values within
+    atol + rtol·scale + extra. Elements where `free` is True are not compared (rounding order
+    alone decides them)."""
+    if got.shape != ref.shape:
+        return f"shape {got.shape}, torch {ref.shape}"
+    if ref.dtype.kind not in "f":
+        bad = got != ref
+        tol = np.zeros(ref.shape)
+    else:
+        dt = ref.dtype.type
+        g, r = got.astype(np.float64), ref.astype(np.float64)
+        tol = np.nan_to_num(ATOL[dt] + RTOL[dt] * scale + extra, nan=np.inf)
+        with np.errstate(invalid="ignore"):
+            err = np.abs(g - r)
+            bad = ((np.isnan(g) != np.isnan(r)) | (np.isinf(r) & (g != r))
+                   | (np.isfinite(r) & ~(err <= tol)))
+        bad &= ~free
+    if not bad.any():
+        return None
+    idx = tuple(int(n) for n in np.argwhere(bad)[0])
+    return (f"at {idx}: minitensor {got[idx]!r}, torch {ref[idx]!r} (tolerance {tol[idx]:.3g}; "
+            f"{int(bad.sum())} of {bad.size} elements differ)")
+
+
+def _other_precision(dtype):
+    """The other float dtype, and how much to scale the difference of its result: float64's
+    difference from float32 measures float32's rounding; float32's, scaled by eps64/eps32,
+    estimates float64's."""
+    if dtype == np.float32:
+        return np.float64, 1.0
+    return np.float32, np.finfo(np.float64).eps / np.finfo(np.float32).eps
+
+
+def _slack(ref, other, factor, lin):
+    """The conditioning part of the tolerance, K·|ref − other|·factor + K·eps·lin, and the
+    elements that rounding order alone decides (lin beyond the dtype's range: the sum may or
+    may not overflow)."""
+    r = ref.astype(np.float64)
+    extra = np.zeros(r.shape)
+    free = np.zeros(r.shape, dtype=bool)
+    if ref.dtype.kind != "f":
+        return extra, free
+    fin = np.finfo(ref.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if other is not None:
+            d = np.abs(r - other.astype(np.float64)) * factor
+            extra += K * np.where(np.isfinite(r), np.nan_to_num(d, nan=np.inf), 0.0)
+        if lin is not None:
+            extra += K * float(fin.eps) * lin
+            free |= ~(lin < float(fin.max) / 2)
+    return extra, free
+
+
+def _is_numba_error(e):
+    return type(e).__module__.split(".")[0] == "numba"
+
+
+class _Expected:
+    """The gradient that should reach one value: its loss weight plus Σ of torch's
+    vector-Jacobian products of the ops that consumed it, with their tolerance terms."""
+
+    def __init__(self, shape):
+        self.total = np.zeros(shape)
+        self.scale = np.zeros(shape)
+        self.extra = np.zeros(shape)
+        self.free = np.zeros(shape, dtype=bool)
+
+    def add(self, vjp, other=None, factor=1.0, lin=None):
+        v = vjp.astype(np.float64)
+        self.total = self.total + v
+        self.scale = self.scale + np.abs(v)
+        extra, free = _slack(vjp, other, factor, lin)
+        self.extra = self.extra + extra
+        self.free = self.free | free
+
+
+def check_step(prog, k, run, expected):
+    """Compare step k of a minitensor run with torch's replay of it on the same arguments;
+    add its vector-Jacobian products to `expected`. Returns a list of Mismatch."""
+    s = prog.steps[k]
+    args = [run.values[j] for j in s.args]
+    if any(a is None for a in args):
+        return []                                 # an earlier step already failed
+    got = run.values[k]
+    up = got.grad.data if got is not None and got.grad is not None else None
+    try:
+        ref, vjps = replay(s, args, upstream=up)
+    except Exception as e:
+        if k in run.errors:
+            if _is_numba_error(run.errors[k]):
+                return [Mismatch(k, s.op, "error", f"a raw numba error reaches the user: "
+                                                   f"{type(run.errors[k]).__name__}")]
+            return []                             # both raise: agreement
+        return [Mismatch(k, s.op, "error", f"torch raises {type(e).__name__}: "
+                                           f"{str(e)[:150]}; minitensor returns a value")]
+    if k in run.errors:
+        e = run.errors[k]
+        return [Mismatch(k, s.op, "error", f"minitensor raises {type(e).__name__}: "
+                                           f"{str(e)[:200]}; torch returns a value")]
+    ref_np, out = _np(ref), []
+    if got.dtype != ref_np.dtype:       # reported; the values are still compared, in torch's dtype
+        out.append(Mismatch(k, s.op, "dtype", f"minitensor {got.dtype}, torch {ref_np.dtype}"))
+    if got.requires_grad != ref.requires_grad:
+        return out + [Mismatch(k, s.op, "requires_grad",
+                               f"minitensor {got.requires_grad}, torch {ref.requires_grad}")]
+    other_dtype, factor = _other_precision(ref_np.dtype.type)
+    try:
+        other, other_vjps = replay(s, args, other_dtype, up)
+    except Exception:
+        other, other_vjps = None, None
+    lin, lin_vjps = (replay(s, args, np.float64, up, absolute=True) if OPS[s.op].bound
+                     else (None, None))
+    extra, free = _slack(ref_np, _np(other), factor, _np(lin))
+    with np.errstate(all="ignore"):
+        got_data = got.data.astype(ref_np.dtype)
+    msg = compare(got_data, ref_np, np.abs(ref_np.astype(np.float64)) if ref_np.dtype.kind == "f"
+                  else 0, extra, free)
+    if msg:
+        out.append(Mismatch(k, s.op, "value", msg))
+    for a, j in enumerate(s.args):
+        if vjps is not None and vjps[a] is not None:
+            expected.setdefault(j, _Expected(args[a].shape)).add(
+                _np(vjps[a]), _np(other_vjps[a]) if other_vjps else None, factor,
+                np.abs(_np(lin_vjps[a])) if lin_vjps else None)
+    return out
+
+
+def check_run(prog, run):
+    """Every step of a minitensor run against torch, then every gradient."""
+    out, expected = [], {}
+    for k, s in enumerate(prog.steps):
+        if s.op != "input":
+            out += check_step(prog, k, run, expected)
+    if run.backward_error is not None:
+        e = run.backward_error
+        return out + [Mismatch(-1, "backward", "error", f"{type(e).__name__}: {str(e)[:200]}")]
+    for j, w in run.weights.items():
+        v = run.values[j]
+        exp = expected.setdefault(j, _Expected(v.shape))
+        exp.add(w)
+        if v.grad is None:
+            out.append(Mismatch(j, prog.steps[j].op, "grad", "minitensor computed no gradient"))
+            continue
+        with np.errstate(over="ignore"):
+            ref = exp.total.astype(v.dtype)
+        msg = compare(v.grad.data, ref, exp.scale, exp.extra, exp.free)
+        if msg:
+            out.append(Mismatch(j, prog.steps[j].op, "grad", msg))
+    return out
+
+
+def check_inplace(prog, backend, run, torch_error):
+    """After the program's in-place edit of a saved input, minitensor's backward must raise
+    where torch's does ('modified by an inplace operation'), and run where torch's runs."""
+    i, kind, value = prog.edit
+    if run.values[i] is None:
+        return []
+    edited = run_minitensor(prog, backend, edit=True)
+    op = prog.steps[i].op
+    if edited.edit_error is not None or torch_error[0] == "edit":
+        if (edited.edit_error is None) != (torch_error[0] != "edit"):
+            return [Mismatch(i, op, "inplace", f"{kind}({value!r}): the edit itself raises in "
+                                               f"one library only: {edited.edit_error!r}, "
+                                               f"{torch_error[1]!r}")]
+        return []
+    mt_error, torch_raised = edited.backward_error, torch_error[0] == "backward"
+    said_inplace = mt_error is not None and "in place" in str(mt_error)
+    if torch_raised and said_inplace or not torch_raised and mt_error is None:
+        return []
+    if torch_raised:
+        changed = [j for j in run.weights
+                   if not _same(run.values[j].grad, edited.values[j].grad)]
+        effect = (f"gradients of v{changed} changed silently" if changed and mt_error is None
+                  else f"raises {mt_error!r}" if mt_error is not None
+                  else "gradients unchanged")
+        return [Mismatch(i, op, "inplace", f"v{i}.{kind}({value!r}) after forward: torch's "
+                                           f"backward raises, minitensor's does not ({effect})")]
+    return [Mismatch(i, op, "inplace", f"v{i}.{kind}({value!r}) after forward: minitensor's "
+                                       f"backward raises {mt_error!r}, torch's does not")]
+
+
+def _same(a, b):
+    if a is None or b is None:
+        return a is b
+    return np.array_equal(a.data, b.data, equal_nan=True)
+
+
+def fuzz_check(prog, backends=("numba", "numpy")):
+    """All mismatches of `prog` on each backend: values, gradients, and the in-place edit."""
+    torch_error = torch_backward_raises(prog) if prog.edit else None
+    out = []
+    for backend in backends:
+        run = run_minitensor(prog, backend)
+        found = check_run(prog, run)
+        if prog.edit:
+            found += check_inplace(prog, backend, run, torch_error)
+        for m in found:
+            m.backend = backend
+        out += found
+    return out
