@@ -36,10 +36,23 @@ KNOWN_BUGS = [
      r"(dtype: minitensor (int64|float64), torch float32)|TypingError"),
     ("grad-at-nan", "issue 12 (minor, like maximum/minimum): abs gives a NaN gradient at a NaN "
                     "input (torch 0), relu 0 (torch passes the gradient)",
-     r"grad: .*minitensor np\.float\d+\(nan\), torch|grad: .*torch np\.float\d+\(nan\)"),
+     r"grad: .*(minitensor np\.float\d+\(nan\), torch|torch np\.float\d+\(nan\)|"
+     r"value there np\.float\d+\(nan\))"),
     ("var-of-one", "not in issue 12: F.var with unbiased=True over a single element gives 0 "
                    "(torch NaN: n − 1 = 0 degrees of freedom)",
      r"F\.var: value: .*minitensor np\.float\d+\(0\.0\), torch np\.float\d+\(nan\)"),
+    ("embedding-dim-0", "not in issue 12: F.embedding's backward with a weight of shape (V, 0) "
+                        "raises 'cannot reshape array of size 0 into shape (0)'",
+     r"(backward: error|inplace): .*cannot reshape array of size 0 into shape \(0\)"),
+    ("layer-norm-constant-row", "not in issue 12 (like #4): F.layer_norm of a constant float32 "
+                                "row of 9 × −1e9 gives −1 everywhere (torch 0): the mean rounds "
+                                "away from the row's value and x − μ is divided by √eps",
+     r"F\.layer_norm: value"),
+    ("size-0", "issue 12 (size-0 axes): log_softmax, softmax (numpy twin), logsumexp, "
+               "layer_norm, min/max over a size-0 axis, or with a size-0 axis elsewhere, raise; "
+               "torch returns an empty tensor (or −inf for logsumexp over nothing)",
+     r"error: minitensor raises ValueError: .*(zero-size array|cannot reshape array of size 0|"
+     r"of an empty tensor)"),
 ]
 
 
@@ -94,3 +107,23 @@ def test_known_bug_abs_and_relu_gradient_at_nan():
 @pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[2][1])
 def test_known_bug_unbiased_var_of_one_element_is_nan():
     assert np.isnan(F.var(mt.tensor([3.0])).item())
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[3][1])
+def test_known_bug_embedding_of_width_zero_has_a_gradient():
+    w = mt.tensor(np.zeros((3, 0), np.float32), requires_grad=True)
+    F.embedding(mt.tensor([0, 0, 1]), w).sum().backward()
+    assert w.grad.shape == (3, 0)
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[4][1])
+def test_known_bug_layer_norm_of_a_constant_row_is_zero():
+    y = F.layer_norm(mt.tensor(np.full((1, 9), -1e9, np.float32)), (9,))
+    np.testing.assert_array_equal(y.numpy(), np.zeros((1, 9), np.float32))
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[5][1])
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_known_bug_log_softmax_over_a_size_0_axis(backend):
+    with mt.kernels.use_backend(backend):
+        assert F.log_softmax(mt.tensor(np.zeros((4, 0), np.float32))).shape == (4, 0)
