@@ -514,3 +514,24 @@ def test_deepcopy_makes_independent_layers_with_their_own_names():
     w0, w1 = enc.layers[0].self_attn.weight, enc.layers[1].self_attn.weight
     assert np.array_equal(w0.data, w1.data) and not np.shares_memory(w0.data, w1.data)
     assert enc.num_parameters() == 3 * layer.num_parameters()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, mt.float64, np.dtype("float64")],
+                         ids=["np.float64-class", "mt.float64", "np.dtype"])
+def test_module_to_float64_by_class_or_dtype(dtype):
+    # the class np.float64 has .dtype and .shape of its own: it must be read as a dtype,
+    # not as a tensor-like (which silently left the module in float32)
+    from transformer.attention import MultiHeadAttention
+    m = MultiHeadAttention(16, 4).to(dtype)
+    assert m.w_q.weight.dtype == np.float64
+    assert all(p.dtype == np.float64 for p in m.parameters())
+    m2 = nn.Linear(3, 2).to("cpu", dtype)
+    assert m2.weight.dtype == np.float64
+
+
+def test_module_to_string_is_a_device_as_in_torch():
+    m = nn.Linear(3, 2)
+    assert m.to("cpu") is m and m.weight.dtype == np.float32
+    with pytest.raises(RuntimeError, match=r"Linear\.to: device 'float64' is not available"):
+        m.to("float64")
+    assert m.to(device="cpu", dtype=np.float64).weight.dtype == np.float64

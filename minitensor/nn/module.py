@@ -522,11 +522,21 @@ def _to_dtype(where, args, kwargs):
     for a in args:
         if isinstance(a, bool):                      # non_blocking given by position
             continue
+        if isinstance(a, (type, np.dtype)):
+            # a dtype first: the class np.float64 has dtype/shape attributes of its own and
+            # would otherwise be read as a tensor-like
+            dtype = a
+            continue
+        if isinstance(a, str):
+            # strings are devices, as in torch ('cpu'); a dtype is given as np.float64 or
+            # mt.float64, so "float64" is refused by check_device with the device named
+            check_device(a, f"{where}.to")
+            continue
         if isinstance(a, Tensor) or (hasattr(a, "dtype") and hasattr(a, "shape")):
             # a tensor gives its dtype (a torch tensor's dtype is not a numpy one: kept as is)
             dtype = a.dtype if isinstance(a, (Tensor, np.ndarray)) else dtype
             continue
-        if isinstance(a, str) or (hasattr(a, "type") and not isinstance(a, (np.dtype, type))):
+        if hasattr(a, "type"):                       # a device object (torch.device("cpu"))
             check_device(a, f"{where}.to")
             continue
         dtype = a
