@@ -243,7 +243,7 @@ def draw_figures(model, task, history, out, rng_seed=0):
     batch = seq2seq_batch(src, tgt)
     logits = model(batch["src"], batch["tgt_in"])
     loss = sequence_loss(logits, batch["tgt_out"])
-    loss.backward()
+    loss.backward(retain_graph=True)    # graph nodes keep their gradients for the picture
     written.append(common.draw_step_graph(loss, model, os.path.join(out, "graph_train_step"),
                                           title="one training step of the addition model"))
     model.zero_grad()

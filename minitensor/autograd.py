@@ -65,6 +65,9 @@ class BackwardStep:
     input, None where nothing), ``saved`` (the arrays it saved for backward).
     """
 
+    root = None             # the walk's first node (the loss's): what a step draws from
+    _display_hook = None    # set by minitensor.viz: (step, include, exclude) -> a mime bundle
+
     def __init__(self, index, total, node, grad_output, grad_inputs, saved, run, n_run):
         self.index, self.total, self.node = index, total, node
         self.grad_output, self.grad_inputs, self.saved = grad_output, grad_inputs, saved
@@ -87,6 +90,12 @@ class BackwardStep:
     @property
     def source(self):
         return self.node.source
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """In a notebook, a step draws the graph with its node highlighted (when viz is loaded
+        and Graphviz's `dot` is installed), else its text."""
+        hook = BackwardStep._display_hook
+        return hook(self, include, exclude) if hook else {"text/plain": repr(self)}
 
     def __repr__(self):
         return (f"<step {self.index + 1}/{self.total}: {self.node.where()} "
@@ -191,7 +200,8 @@ def _walk(order, g0, retain_graph):
             g_in = _normalise_grads(node, node.fn.backward(node, g_out))
             if anomaly:
                 check_backward(node, g_in)
-            node.grad = g_out
+            if retain_graph:        # kept for the graph viewer (show_grad); otherwise every
+                node.grad = g_out   # node's output gradient would live as long as the graph
             retained = node._retained() if node._retained is not None else None
             if retained is not None:                  # Tensor.retain_grad()
                 give(retained, g_out)
@@ -205,7 +215,9 @@ def _walk(order, g0, retain_graph):
                     prev = grads.get(key)
                     grads[key] = g if prev is None else prev + g
             run.append(id(node))
-            yield BackwardStep(index, len(order), node, g_out, g_in, saved, run, len(run))
+            step = BackwardStep(index, len(order), node, g_out, g_in, saved, run, len(run))
+            step.root = order[0]
+            yield step
             if not retain_graph:
                 node.release()
     except BaseException as exc:

@@ -21,7 +21,6 @@ and error messages need: the op's name, its inputs, the module scope, the user's
 the output's shape and what was saved for backward.
 """
 import linecache
-import os
 from contextlib import contextmanager
 
 import numpy as np
@@ -29,7 +28,7 @@ import numpy as np
 from . import hooks
 from .grad_mode import is_grad_enabled
 from .scope import current_scope
-from .source import describe_inputs, user_frame
+from .source import describe_inputs, describe_source, user_frame
 from .tensor import Tensor
 
 __all__ = ["Context", "Function", "ShapeError", "describe_inputs", "op_error", "unbroadcast"]
@@ -47,7 +46,7 @@ class Context:
     ``name`` (op name), ``inputs`` (the input Tensors, None for non-tensor arguments),
     ``scope`` (module path), ``source`` ((filename, lineno, function) of the user's line),
     ``out_shape``/``out_dtype`` (of the output), ``grad`` (the gradient that reached this node's
-    output    during the last backward), ``needs_input_grad``.
+    output during the last ``backward(retain_graph=True)``), ``needs_input_grad``.
     """
 
     def __init__(self, fn, needs_input_grad):
@@ -99,7 +98,7 @@ class Context:
         if self.scope:
             text += f" in {self.scope}"
         if self.source:
-            text += f" (created at {os.path.basename(self.source[0])}:{self.source[1]})"
+            text += f" (created at {describe_source(*self.source[:2])})"
         return text
 
     def source_line(self):
@@ -134,6 +133,11 @@ class Function:
     is_view = False
     name = None
     float_inputs = ()   # positions of inputs that must be floating (see _as_float)
+
+    def __init__(self, *args, **kwargs):
+        name = type(self).__name__
+        raise TypeError(f"{name}(...) is an op class, not a function: call {name}.apply(x) "
+                        "(apply runs forward and records the graph node)")
 
     @classmethod
     def op_name(cls):

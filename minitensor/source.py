@@ -1,6 +1,14 @@
 """Where an op was created, for graph nodes and error messages: the user's source line and
-the shapes of the op's inputs."""
+the shapes of the op's inputs.
+
+A node records the file and line that created it. In a script that is ``model.py:42``. In a
+notebook, IPython compiles each cell under a made-up file name (``/tmp/ipykernel_81/2429019779.py``,
+or ``<ipython-input-3-1b2c…>`` in older IPython) that means nothing to the reader; IPython itself
+keeps a map from that name to the cell's execution count, and its tracebacks say
+``Cell In[3], line 5``. `describe_source` does the same: ``cell [3], line 5``.
+"""
 import os
+import re
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -24,3 +32,32 @@ def _shape_of(a):
 def describe_inputs(arrays):
     """'(2, 3), (3, 4)': the shapes of an op's inputs, for error messages."""
     return ", ".join(str(_shape_of(a)) for a in arrays)
+
+
+_OLD_IPYTHON_NAME = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+
+
+def _ipython_cell(filename):
+    """The execution count of the notebook cell compiled as `filename`, or None.
+
+    IPython is never imported here: when it is not already running, no file is a cell.
+    """
+    m = _OLD_IPYTHON_NAME.match(filename)
+    if m:
+        return int(m.group(1))
+    if "IPython" not in sys.modules:
+        return None
+    from IPython.core.getipython import get_ipython
+    shell = get_ipython()
+    cells = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    if not isinstance(cells, dict):
+        return None
+    return cells.get(filename)
+
+
+def describe_source(filename, lineno):
+    """'model.py:42' for a file, 'cell [3], line 5' for a line typed in an IPython/Jupyter cell."""
+    cell = _ipython_cell(filename)
+    if cell is not None:
+        return f"cell [{cell}], line {lineno}"
+    return f"{os.path.basename(filename)}:{lineno}"

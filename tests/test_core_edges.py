@@ -242,3 +242,46 @@ def test_float16_gradients_through_kernel_ops_match_torch():
         np.testing.assert_allclose(h.grad.data.astype(np.float32), th.grad.float().numpy(),
                                    atol=5e-3, rtol=5e-3)
     assert F.dropout(mt.tensor(x, dtype=np.float16), 0.5).dtype == np.float16
+
+
+def test_calling_an_op_class_like_a_function_says_to_use_apply():
+    class GELUTanh(mt.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+    with pytest.raises(TypeError, match=r"GELUTanh\(\.\.\.\) is an op class.*GELUTanh\.apply\(x\)"):
+        GELUTanh(mt.randn(3))
+
+
+def test_graph_nodes_keep_their_output_gradient_only_for_a_retained_graph():
+    """A plain backward frees each node's output gradient with the graph (the memory of a
+    whole step's activations' gradients); backward(retain_graph=True) keeps it for the viewer."""
+    x = mt.randn(3, requires_grad=True)
+    loss = (x * 2).exp().sum()
+    loss.backward()
+    assert loss.grad_fn.grad is None and x.grad is not None
+    loss = (x * 2).exp().sum()
+    loss.backward(retain_graph=True)
+    np.testing.assert_array_equal(loss.grad_fn.grad, np.ones((), np.float32))
+
+
+@pytest.mark.parametrize("a_shape, w_shape", [((2, 3, 0), (0, 4)), ((2, 3, 4), (4, 0)),
+                                              ((2, 0, 4), (4, 5))])
+def test_a_linear_product_with_an_empty_axis_runs_backward(a_shape, w_shape):
+    a, w = mt.randn(*a_shape, requires_grad=True), mt.randn(*w_shape, requires_grad=True)
+    (a @ w).sum().backward()
+    assert a.grad.shape == a_shape and w.grad.shape == w_shape
+
+
+def test_cross_entropy_embedding_and_layer_norm_on_empty_axes():
+    empty = F.cross_entropy(mt.randn(0, 5, requires_grad=True), mt.tensor(np.zeros(0, np.int64)))
+    assert empty.item() == 0.0
+    with pytest.raises(IndexError, match="cross_entropy.*out of range for 0 classes"):
+        F.cross_entropy(mt.randn(2, 0), mt.tensor([0, 0]))
+    table = mt.randn(4, 0, requires_grad=True)
+    F.embedding(mt.tensor([[1, 2]]), table).sum().backward()
+    assert table.grad.shape == (4, 0)
+    x = mt.randn(0, 4, requires_grad=True)
+    F.layer_norm(x, (4,)).sum().backward()
+    assert x.grad.shape == (0, 4)

@@ -305,7 +305,7 @@ def test_show_grad_gives_shape_and_norm():
     model, x, loss = make(n=1)
     g = draw_graph(loss, show_grad=True, max_nodes=None)
     assert "grad: none yet" in g.source
-    loss.backward()
+    loss.backward(retain_graph=True)     # nodes keep their gradients only for a retained graph
     g = draw_graph(loss, show_grad=True, max_nodes=None)
     w = model.encoder.layers[0].self_attn.w_q.weight
     (box,) = find(g, "encoder.layers.0.self_attn.w_q.weightᵀ")
@@ -695,6 +695,7 @@ def test_source_lines_typed_in_a_notebook_cell_read_as_the_cell(monkeypatch):
     exec(compile(code, filename, "exec"), namespace)
     node = namespace["y"].grad_fn
     assert describe_node(node) == "`sum` (created at cell [3], line 5)"
+    assert node.where() == "`sum` (created at cell [3], line 5)"      # errors say it too
     assert describe_node(node.inputs[0].grad_fn.inputs[0].grad_fn) == \
         "`wᵀ` (created at cell [3], line 5)"
     g = draw_graph(namespace["y"])
@@ -705,10 +706,9 @@ def test_a_step_evaluated_in_a_notebook_uses_the_viewers_drawing():
     """The core's BackwardStep asks the hook the viewer registers (the core never imports viz)."""
     from minitensor.autograd import BackwardStep
     assert BackwardStep._display_hook is mt.viz.step_mimebundle
-    if not hasattr(BackwardStep, "_repr_mimebundle_"):
-        pytest.skip("BackwardStep has no _repr_mimebundle_ calling _display_hook yet")
     model, x, loss = make(n=1)
     step = next(loss.backward_steps())
+    assert step.root is loss.grad_fn            # a step draws the whole graph, from the loss
     bundle = step._repr_mimebundle_()
     assert bundle["text/plain"].startswith(f"── step 1/{step.total}: `mean`")
     if shutil.which("dot"):

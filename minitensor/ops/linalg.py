@@ -4,6 +4,8 @@ The products themselves run in `minitensor.kernels` (numba or numpy, one switch)
 only handles shapes: 1-D operands become matrices, batch axes broadcast, and each gradient is
 summed back to its operand's shape.
 """
+import math
+
 import numpy as np
 
 from .. import kernels as K
@@ -62,7 +64,8 @@ class MatMul(Function):
                 # a Linear layer's weight: Σ over the batch of aᵀ·grad is one 2-D product
                 # (B·L, k)ᵀ @ (B·L, m), cheaper than B small products summed afterwards
                 k, m = b2.shape
-                gb = K.matmul_grad_b(a2.reshape(-1, k), g.reshape(-1, m)).reshape(b_shape)
+                rows = math.prod(a2.shape[:-1])     # not -1: k or m may be 0
+                gb = K.matmul_grad_b(a2.reshape(rows, k), g.reshape(rows, m)).reshape(b_shape)
             else:
                 gb = unbroadcast(K.matmul_grad_b(a2, g), b2.shape).reshape(b_shape)
         return ga, gb

@@ -2,6 +2,8 @@
 
 Each is one fused op (one node in the graph) whose loops run in `minitensor.kernels`.
 """
+import math
+
 import numpy as np
 
 from .. import kernels as K
@@ -105,8 +107,8 @@ class LayerNorm(Function):
             if p is not None and p.shape != norm_shape:
                 raise ShapeError(f"{label} has shape {p.shape} but x of shape {x.shape} is "
                                  f"normalised over its last {n_axes} axes {norm_shape}")
-        d = int(np.prod(norm_shape))
-        x2 = x.reshape(-1, d)
+        d = math.prod(norm_shape)
+        x2 = x.reshape(math.prod(x.shape[:x.ndim - n_axes]), d)   # sizes, not -1: axes may be 0
         w = weight.reshape(d) if weight is not None else None
         b = bias.reshape(d) if bias is not None else None
         y, mean, rstd = K.layer_norm_forward(x2, w, b, eps)
@@ -164,7 +166,7 @@ class Embedding(Function):
     def backward(ctx, grad):
         (ids,) = ctx.saved_tensors
         g = np.zeros(ctx.table_shape, dtype=grad.dtype)
-        np.add.at(g, ids.reshape(-1), grad.reshape(-1, ctx.table_shape[1]))
+        np.add.at(g, ids.reshape(-1), grad.reshape(ids.size, ctx.table_shape[1]))
         if ctx.padding_idx is not None:
             g[ctx.padding_idx] = 0
         return None, g
@@ -189,14 +191,16 @@ class CrossEntropy(Function):
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         c = logits.shape[-1]
-        x2, t = logits.reshape(-1, c), targets.reshape(-1)
+        x2, t = logits.reshape(targets.size, c), targets.reshape(-1)   # c may be 0
         valid = t != ignore_index
         if valid.any() and (t[valid].min() < 0 or t[valid].max() >= c):
             bad = t[valid].max() if t[valid].max() >= c else t[valid].min()
             raise IndexError(f"target {bad} is out of range for {c} classes "
                              f"(targets shape {targets.shape})")
-        rows, lse = K.cross_entropy_forward(x2, t, ignore_index, label_smoothing)
-        ctx.save_for_backward(x2, t, lse)
+        # log_total = log Σ exp(x − max x) per row: the log-sum-exp in the max-subtracted
+        # frame, where the kernels keep every digit the softmax needs
+        rows, log_total = K.cross_entropy_forward(x2, t, ignore_index, label_smoothing)
+        ctx.save_for_backward(x2, t, log_total)
         ctx.params = (ignore_index, label_smoothing, reduction, logits.shape, targets.shape)
         ctx.count = int(valid.sum())
         if reduction == "none":
@@ -208,12 +212,12 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x2, t, lse = ctx.saved_tensors
+        x2, t, log_total = ctx.saved_tensors
         ignore_index, smoothing, reduction, logits_shape, targets_shape = ctx.params
         if reduction == "none":
             g_rows = grad.reshape(-1)
         else:
             scale = grad if reduction == "sum" else grad / max(ctx.count, 1)
             g_rows = np.full(t.shape, scale, dtype=x2.dtype)
-        g = K.cross_entropy_backward(x2, t, lse, g_rows, ignore_index, smoothing)
+        g = K.cross_entropy_backward(x2, t, log_total, g_rows, ignore_index, smoothing)
         return g.reshape(logits_shape), None
