@@ -14,14 +14,18 @@ from . import config  # noqa: E402
 
 config.apply()
 
+import numpy as np  # noqa: E402
+
 from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
-from .creation import (arange, eye, from_numpy, full, full_like, ones, ones_like, rand, rand_like,
-                       randint, randn, randn_like, tensor, zeros, zeros_like)
+from .creation import (FloatTensor, LongTensor, arange, empty, eye, from_numpy, full, full_like,
+                       linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
+                       tensor, zeros, zeros_like)
 from .function import Context, Function, ShapeError, unbroadcast
 from .gradcheck import GradcheckError, gradcheck
 from .random import get_rng_state, manual_seed, set_rng_state
 from .scope import current_scope, scope
+from .tensor import Device as device
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 from .tensor import _install_operators
 
@@ -29,7 +33,28 @@ _install_operators()
 
 from . import functional  # noqa: E402
 from . import functional as F  # noqa: E402,F401
-from .functional import cat, chunk, concat, split, stack, where  # noqa: E402
+from .functional import (abs, allclose, argmax, argmin, bmm, cat, chunk, clip, concat,  # noqa
+                         cos, exp, flatten, gather, index_select, log, log_softmax, masked_fill,
+                         matmul, max, maximum, mean, min, minimum, nonzero, relu, reshape,
+                         sigmoid, sin, softmax, split, sqrt, squeeze, stack, std, sum, tanh,
+                         transpose, tril, triu, unsqueeze, var, where)
+clamp = clip
+
+# PyTorch's dtype names (numpy dtypes here): torch.long is int64, torch.float is float32, …
+uint8 = np.dtype(np.uint8)
+long, int, float, double, bool = int64, int32, float32, float64, bool_  # noqa: A001
+
+
+class cuda:
+    """torch.cuda stand-in: minitensor runs on the CPU, so no GPU is ever available."""
+
+    @staticmethod
+    def is_available():
+        return False
+
+    @staticmethod
+    def device_count():
+        return 0
 from .kernels import get_backend, set_backend  # noqa: E402
 from . import nn  # noqa: E402
 from . import viz  # noqa: E402
@@ -42,5 +67,11 @@ __all__ = [
     "rand_like", "manual_seed", "no_grad", "enable_grad", "detect_anomaly", "gradcheck",
     "scope", "unbroadcast", "float32", "float64", "int32", "int64", "bool_", "nn", "functional",
     "set_backend", "get_backend",
-    "optim", "save", "load", "CheckpointError",
+    "optim", "save", "load", "CheckpointError", "empty", "linspace", "LongTensor",
+    "FloatTensor", "from_numpy", "device", "cuda", "uint8", "long", "int", "float", "double",
+    "bool", "abs", "allclose", "argmax", "argmin", "bmm", "cat", "chunk", "clamp", "clip",
+    "concat", "cos", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
+    "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "nonzero", "relu",
+    "reshape", "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum",
+    "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where",
 ]

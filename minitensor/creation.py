@@ -86,6 +86,26 @@ def eye(n, m=None, dtype=None, requires_grad=False, name=None):
     return Tensor(np.eye(n, m), requires_grad, dtype=_float(dtype), name=name)
 
 
+def empty(*shape, dtype=None, requires_grad=False, name=None):
+    """A tensor of `shape` to be overwritten next (filled with zeros here, so never garbage)."""
+    return zeros(*shape, dtype=dtype, requires_grad=requires_grad, name=name)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False, name=None):
+    """`steps` evenly spaced values from start to end, both included (1-D, float32 default)."""
+    return Tensor(np.linspace(start, end, steps), requires_grad, dtype=_float(dtype), name=name)
+
+
+def LongTensor(data):
+    """torch's legacy constructor: an int64 tensor from data (a list or array)."""
+    return Tensor(data, dtype=np.int64)
+
+
+def FloatTensor(data):
+    """torch's legacy constructor: a float32 tensor from data (a list or array)."""
+    return Tensor(data, dtype=np.float32)
+
+
 def zeros_like(t, dtype=None, requires_grad=False, name=None):
     return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 

@@ -4,6 +4,7 @@ Each function checks and converts its arguments, then applies one `Function` fro
 `minitensor.ops` (or composes a few). Tensor methods and operators call these.
 """
 import builtins  # sum, max, min, abs, any, all and pow are ops in this module
+import collections
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from .ops import linalg as LA
 from .ops import nn as NN
 from .ops import reduce as R
 from .ops import shape as S
-from .ops._axes import normalize_axis, shape_arg
+from .ops._axes import normalize_axis, shape_arg, torch_names
 from .ops.nn import as_attention_mask  # public: F.as_attention_mask
 from .tensor import Tensor
 
@@ -120,6 +121,16 @@ def exp(x):
     return E.Exp.apply(x)
 
 
+def sin(x):
+    """sin x, elementwise (any shape)."""
+    return E.Sin.apply(x)
+
+
+def cos(x):
+    """cos x, elementwise (any shape)."""
+    return E.Cos.apply(x)
+
+
 def log(x):
     return E.Log.apply(x)
 
@@ -192,51 +203,84 @@ def isnan(x): return Tensor._make(np.isnan(_data(x)))
 def isfinite(x): return Tensor._make(np.isfinite(_data(x)))
 
 
+@torch_names
 def any(x, axis=None, keepdims=False):
     return Tensor._make(np.asarray(np.any(_data(x), axis=axis, keepdims=keepdims)))
 
 
+@torch_names
 def all(x, axis=None, keepdims=False):
     return Tensor._make(np.asarray(np.all(_data(x), axis=axis, keepdims=keepdims)))
 
 
 # --------------------------------------------------------------------------- reductions
+@torch_names
 def sum(x, axis=None, keepdims=False):
     """Sum over `axis` (an int, a tuple, or None for all axes); keepdims keeps them as size 1."""
     return R.Sum.apply(x, axis=axis, keepdims=keepdims)
 
 
+@torch_names
 def mean(x, axis=None, keepdims=False):
     """Mean over `axis` (an int, a tuple, or None for all axes)."""
     return R.Mean.apply(x, axis=axis, keepdims=keepdims)
 
 
-def max(x, axis=None, keepdims=False):
-    """Maximum; where several elements tie, the gradient is split evenly between them."""
-    return R.Max.apply(x, axis=axis, keepdims=keepdims)
+# torch.max(x, dim) and Tensor.max(dim) return this (torch.return_types.max has the same fields).
+ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 
-def min(x, axis=None, keepdims=False):
-    """Minimum; where several elements tie, the gradient is split evenly between them."""
-    return R.Min.apply(x, axis=axis, keepdims=keepdims)
+def max(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """Maximum, as torch.max; where several elements tie, the gradient is split evenly.
+
+    max(x) → the largest element (0-d). max(x, dim) → a named tuple (values, indices), each of
+    x's shape without `dim` (kept as size 1 with keepdim=True); indices are int64. numpy's
+    spelling max(x, axis=…) (an int or a tuple) gives the values only, as numpy does.
+    max(a, b) with a tensor b is the elementwise maximum(a, b), as in torch.
+    """
+    return _extremum(R.Max, np.argmax, maximum, x, dim, keepdim, axis, keepdims)
 
 
+def min(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """Minimum, as torch.min: min(x, dim) → (values, indices); see `max`."""
+    return _extremum(R.Min, np.argmin, minimum, x, dim, keepdim, axis, keepdims)
+
+
+def _extremum(reduction, arg_fn, elementwise, x, dim, keepdim, axis, keepdims):
+    if isinstance(dim, (Tensor, np.ndarray)):
+        return elementwise(x, dim)
+    keep = keepdim if keepdims is None else keepdims
+    if dim is None or isinstance(dim, (tuple, list)):
+        return reduction.apply(x, axis=dim if axis is None else axis, keepdims=keep)
+    if axis is not None:
+        raise TypeError(f"{reduction.op_name()}: got both dim and axis= (two names for one "
+                        f"argument)")
+    values = reduction.apply(x, axis=dim, keepdims=keep)
+    indices = arg_fn(_data(x), axis=normalize_axis(dim, x.ndim, reduction.op_name(), x.shape),
+                     keepdims=keep)
+    return ValuesIndices(values, Tensor._make(np.asarray(indices)))
+
+
+@torch_names
 def var(x, axis=None, unbiased=True, keepdims=False):
     """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
     return R.Var.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
+@torch_names
 def std(x, axis=None, unbiased=True, keepdims=False):
     """Standard deviation: the square root of `var` (same arguments). Where it is 0 (all
     elements equal) the gradient is 0, as in PyTorch, not NaN."""
     return R.Std.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
+@torch_names
 def logsumexp(x, axis=None, keepdims=False):
     """log Σ exp(x) over `axis`, without overflow; its gradient is softmax(x)."""
     return R.LogSumExp.apply(x, axis=axis, keepdims=keepdims)
 
 
+@torch_names
 def argmax(x, axis=None, keepdims=False):
     """Index of the maximum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
@@ -245,6 +289,7 @@ def argmax(x, axis=None, keepdims=False):
     return Tensor._make(np.asarray(np.argmax(d, axis=axis, keepdims=keepdims)))
 
 
+@torch_names
 def argmin(x, axis=None, keepdims=False):
     """Index of the minimum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
@@ -302,6 +347,7 @@ def broadcast_to(x, shape):
     return S.Expand.apply(x, shape=tuple(shape))
 
 
+@torch_names
 def squeeze(x, axis=None):
     """Remove axes of size 1: all of them (axis=None), or the given ones (each must be 1)."""
     if axis is None:
@@ -314,6 +360,7 @@ def squeeze(x, axis=None):
     return reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes))
 
 
+@torch_names
 def unsqueeze(x, axis):
     """Insert an axis of size 1 at position `axis` (negative counts from the end of the result)."""
     axis = normalize_axis(axis, x.ndim + 1, "unsqueeze", x.shape)
@@ -322,6 +369,7 @@ def unsqueeze(x, axis):
     return reshape(x, tuple(shape))
 
 
+@torch_names
 def flatten(x, start_axis=0, end_axis=-1):
     """Merge axes start_axis..end_axis (inclusive) into one: (B, L, d) → (B·L, d) with
     flatten(x, 0, 1)."""
@@ -333,6 +381,7 @@ def flatten(x, start_axis=0, end_axis=-1):
     return reshape(x, shape)
 
 
+@torch_names
 def concat(tensors, axis=0):
     """Join tensors along an existing axis; their other sizes must match."""
     return S.Concat.apply(*tensors, axis=axis)
@@ -341,11 +390,13 @@ def concat(tensors, axis=0):
 cat = concat
 
 
+@torch_names
 def stack(tensors, axis=0):
     """Join tensors of one shape along a new axis: n tensors (a, b) → (n, a, b) with axis=0."""
     return S.Stack.apply(*tensors, axis=axis)
 
 
+@torch_names
 def split(x, split_size_or_sections, axis=0):
     """Split along `axis` into pieces of `split_size` (an int; the last may be smaller) or of
     the given list of sizes. Returns a list of tensors (views of x)."""
@@ -371,6 +422,7 @@ def split(x, split_size_or_sections, axis=0):
     return out
 
 
+@torch_names
 def chunk(x, chunks, axis=0):
     """Split into `chunks` pieces of equal size (the last may be smaller)."""
     n = x.shape[normalize_axis(axis, x.ndim, "chunk", x.shape)]
@@ -406,11 +458,61 @@ def masked_fill(x, mask, value):
     return S.MaskedFill.apply(x, _constant(mask), value=value)
 
 
+def gather(x, dim, index):
+    """torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for dim=1. `index` (int) has x's
+    number of axes; the result has index's shape. Differentiable in x (a gather of getitem)."""
+    idx = np.asarray(_data(index))
+    if idx.ndim != x.ndim or idx.dtype.kind not in "iu":
+        raise op_error("gather", f"index must be an integer tensor with {x.ndim} axes like x "
+                                 f"(shape {x.shape}), got {idx.dtype} of shape {idx.shape}",
+                       TypeError)
+    dim = normalize_axis(dim, x.ndim, "gather", x.shape)
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[dim] = idx
+    return getitem(x, tuple(grid))
+
+
+def index_select(x, dim, index):
+    """The slices of x at positions `index` (1-D int) along `dim`; differentiable in x."""
+    dim = normalize_axis(dim, x.ndim, "index_select", x.shape)
+    return getitem(x, (slice(None),) * dim + (np.asarray(_data(index)),))
+
+
+def repeat(x, *sizes):
+    """torch's repeat (numpy's tile): x tiled sizes[i] times along axis i; extra leading sizes
+    add axes. (2, 3).repeat(2, 1, 2) → (2, 2, 6). Differentiable (an expand, then a reshape)."""
+    sizes = shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise op_error("repeat", f"needs at least {x.ndim} sizes for shape {x.shape}, got "
+                                 f"{sizes}")
+    x = reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
+    interleaved = tuple(v for d in x.shape for v in (1, d))              # (1, d0, 1, d1, …)
+    tiled = tuple(v for r, d in zip(sizes, x.shape) for v in (r, d))     # (r0, d0, r1, d1, …)
+    y = expand(reshape(x, interleaved), tiled)
+    return reshape(y, tuple(r * d for r, d in zip(sizes, x.shape)))
+
+
+def nonzero(x, as_tuple=False):
+    """Positions of the non-zero elements: an int64 tensor (n, ndim), or with as_tuple=True
+    one 1-D tensor of positions per axis (as numpy's nonzero)."""
+    where = np.nonzero(_data(x))
+    if as_tuple:
+        return tuple(Tensor._make(w.astype(np.int64)) for w in where)
+    return Tensor._make(np.stack(where, axis=1).astype(np.int64).reshape(-1, _data(x).ndim))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when |a − b| ≤ atol + rtol·|b| everywhere (a Python bool, as torch.allclose)."""
+    return bool(np.allclose(_data(a), _data(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+@torch_names
 def tril(x, k=0):
     """Keep the lower triangle of the last two axes (j ≤ i + k), zero elsewhere."""
     return S.Tril.apply(x, k=k)
 
 
+@torch_names
 def triu(x, k=0):
     """Keep the upper triangle of the last two axes (j ≥ i + k), zero elsewhere."""
     return S.Triu.apply(x, k=k)
@@ -424,7 +526,15 @@ def matmul(a, b):
     return LA.MatMul.apply(*_keep_float_dtype(_operand(a, b), _operand(b, a)))
 
 
+def bmm(a, b):
+    """Batched matmul of (B, n, m) and (B, m, p) → (B, n, p) (torch.bmm: 3-D only)."""
+    if a.ndim != 3 or b.ndim != 3:
+        raise op_error("bmm", f"expects two 3-D tensors, got shapes {a.shape} and {b.shape}")
+    return matmul(a, b)
+
+
 # --------------------------------------------------------------------------- neural nets
+@torch_names
 def softmax(x, axis=-1, scale=1.0, mask=None):
     """softmax(scale·x + mask) along `axis`.
 
@@ -448,6 +558,7 @@ def softmax(x, axis=-1, scale=1.0, mask=None):
     return swapaxes(NN.Softmax.apply(moved, scale=scale, mask=m), axis, -1)
 
 
+@torch_names
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x))."""
     if x.ndim == 0:
@@ -522,3 +633,9 @@ def mse_loss(input, target, reduction="mean"):
         return sum(sq)
     return sq
 
+
+
+# torch.nn.functional's functions that live in nn/functional_torch.py (written on top of this
+# module, hence imported last): F.pad, F.one_hot, … work under `import minitensor.nn.functional`.
+from .nn.functional_torch import (kl_div, nll_loss, one_hot, pad,  # noqa: E402,F401
+                                  scaled_dot_product_attention)

@@ -119,16 +119,32 @@ class Tensor:
         return self._data.dtype
 
     @property
+    def device(self):
+        return Device("cpu")
+
+    @property
     def ndim(self):
         return self._data.ndim
 
     @property
     def size(self):
-        """Number of elements (as numpy's ``size``)."""
-        return self._data.size
+        """``x.size()`` → the shape; ``x.size(d)`` → the length of axis d (as torch).
+
+        The count of elements is ``x.numel()``. Plain ``x.size`` still compares as that count
+        while code outside this package moves to ``numel()``; write ``x.size()``."""
+        return _Size(self._data.size, self._data.shape)
 
     def numel(self):
+        """Number of elements."""
         return self._data.size
+
+    def dim(self):
+        """Number of axes (torch's name for ndim)."""
+        return self._data.ndim
+
+    def contiguous(self):
+        """self when its data is C-contiguous, else a contiguous copy that stays in the graph."""
+        return self if self._data.flags.c_contiguous else self.clone()
 
     @property
     def _version(self):
@@ -176,6 +192,22 @@ class Tensor:
         from . import functional as F
         return F.clone(self)
 
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def t(self):
+        """Transpose of a tensor of at most 2 axes (torch's t)."""
+        if self.ndim > 2:
+            raise ValueError(f"t: expects at most 2 axes, got shape {self.shape}; "
+                             f"use transpose(dim0, dim1)")
+        return self.transpose() if self.ndim == 2 else self
+
+    def new_zeros(self, *shape, dtype=None, requires_grad=False):
+        """Zeros of the given shape, with this tensor's dtype unless `dtype` says otherwise."""
+        from .ops._axes import shape_arg
+        return Tensor(np.zeros(shape_arg(shape), dtype=dtype or self.dtype),
+                      requires_grad=requires_grad)
+
     def requires_grad_(self, requires_grad=True):
         if requires_grad:
             _check_grad_dtype(self.dtype, self.shape)
@@ -189,7 +221,33 @@ class Tensor:
         from . import functional as F
         return F.cast(self, dtype)
 
-    to = astype
+    def to(self, *args, dtype=None, device=None, copy=False):
+        """torch's to: to(dtype), to('cpu'), to('cpu', dtype), to(other_tensor) (its dtype),
+        to(device=, dtype=). minitensor runs on the CPU only; other devices are an error."""
+        for a in args:
+            if isinstance(a, (str, Device)):
+                device = a
+            elif isinstance(a, Tensor):
+                dtype = a.dtype
+            else:
+                dtype = a
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise RuntimeError(f"to: minitensor runs on the CPU only, got device {device!r}")
+        out = self if dtype is None else self.astype(dtype)
+        return out.clone() if copy and out is self else out
+
+    def type(self, dtype=None):
+        """type() → the dtype's name; type(dtype) → this tensor converted, as astype."""
+        if dtype is None:
+            return str(self.dtype)
+        return self.astype(dtype)
+
+    def type_as(self, other):
+        """This tensor converted to `other`'s dtype (other: a tensor or a numpy array)."""
+        return self.astype(other.dtype)
+
+    def bool(self):
+        return self.astype(bool_)
 
     def float(self):
         return self.astype(float32)
@@ -278,6 +336,36 @@ class Tensor:
     def zero_(self):
         return self._inplace("zero_", lambda d: 0)
 
+    def masked_fill_(self, mask, value):
+        """Set the elements where the bool `mask` (broadcast to self's shape) is True."""
+        m = np.broadcast_to(_raw(mask), self.shape)
+        return self._inplace("masked_fill_", lambda d: np.where(m, _raw(value), d))
+
+    def index_fill_(self, dim, index, value):
+        """Set every element whose position along `dim` is in the int tensor `index`."""
+        index = np.asarray(_raw(index))
+        where = (slice(None),) * (dim % max(self.ndim, 1)) + (index,)
+
+        def fill(d):
+            out = d.copy()
+            out[where] = _raw(value)
+            return out
+        return self._inplace("index_fill_", fill)
+
+    def scatter_(self, dim, index, src=None, value=None):
+        """self[..., index[i][j], ...] = src[i][j] along `dim` (torch's scatter_): `src` a tensor
+        shaped like `index`, or a number (also as value=). index: int64, same ndim as self."""
+        src = value if src is None else src
+        index = np.asarray(_raw(index))
+
+        def scatter(d):
+            out = d.copy()
+            vals = np.broadcast_to(_raw(src), index.shape) if np.ndim(_raw(src)) == 0 \
+                else np.asarray(_raw(src))[tuple(slice(0, n) for n in index.shape)]
+            np.put_along_axis(out, index, vals, axis=dim)
+            return out
+        return self._inplace("scatter_", scatter)
+
     def __setitem__(self, index, value):
         self._check_inplace("__setitem__")
         if isinstance(index, Tensor):
@@ -323,6 +411,47 @@ class Tensor:
         return self._data if dtype is None else self._data.astype(dtype)
 
 
+class _Size(int):
+    """What ``Tensor.size`` gives: call it as torch's method (``x.size()`` → shape tuple,
+    ``x.size(-1)`` → an int); used bare it is still the element count (numpy's meaning), so
+    code that read ``x.size`` keeps working until it says ``x.numel()``."""
+
+    def __new__(cls, count, shape):
+        self = super().__new__(cls, count)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self._shape
+        if not -len(self._shape) <= dim < max(len(self._shape), 1):
+            raise IndexError(f"size: dim {dim} is out of range for shape {self._shape}")
+        return self._shape[dim]
+
+
+class Device:
+    """torch.device stand-in: minitensor runs on the CPU, so only 'cpu' exists."""
+
+    def __init__(self, type="cpu", index=None):
+        type = str(type)
+        if type.split(":")[0] != "cpu":
+            raise RuntimeError(f"device: minitensor runs on the CPU only, got {type!r}")
+        self.type = "cpu"
+        self.index = index
+
+    def __repr__(self):
+        return "device(type='cpu')"
+
+    def __str__(self):
+        return "cpu"
+
+    def __eq__(self, other):
+        return str(other) == "cpu"
+
+    def __hash__(self):
+        return hash("cpu")
+
+
 def _raw(x):
     return x.data if isinstance(x, Tensor) else x
 
@@ -360,7 +489,7 @@ def _install_operators():
         "argmax", "argmin", "reshape", "view", "transpose", "permute", "swapaxes", "expand",
         "broadcast_to", "squeeze", "unsqueeze", "flatten", "split", "chunk", "masked_fill",
         "tril", "triu", "matmul", "softmax", "log_softmax", "any", "all", "neg", "pow",
-        "isnan", "isfinite",
+        "isnan", "isfinite", "sin", "cos", "gather", "index_select", "repeat", "nonzero",
     ]
     for name in methods:
         setattr(Tensor, name, getattr(F, name))

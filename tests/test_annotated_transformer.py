@@ -20,22 +20,6 @@ PORT_EDITS = {
         "torch.nonzero(target == self.padding_idx)",
 }
 
-# What else minitensor lacks for this file (phase 2 of issue 14); found by adding stand-ins
-# one at a time (with all of them every test here passes; without any one, some fail):
-MISSING = """
-- top level: torch.exp, torch.sin, torch.cos, torch.matmul, torch.triu(x, diagonal=1),
-  torch.max(x, dim=1) → (values, indices), torch.cat(..., dim=1), torch.nonzero, torch.uint8
-- Tensor.size(-1) as a method; Tensor.dim()
-- Tensor.mean(-1, keepdim=True), Tensor.std(-1, keepdim=True)
-- Tensor.softmax(dim=-1); log_softmax(x, dim=-1)
-- Tensor.contiguous(); Tensor.type(torch.uint8); Tensor.type_as(tensor or array)
-- Tensor.scatter_(dim, index, value), Tensor.index_fill_(dim, index, value)
-- Tensor.max(dim) returning (values, indices)
-"""
-xfail_minitensor = pytest.mark.xfail(strict=False,
-                                     reason="phase 2 of issue 14: minitensor lacks" + MISSING)
-
-
 def load(backend):
     return shim.load(SOURCE, backend, PORT_EDITS)
 
@@ -82,7 +66,6 @@ def test_the_port_runs_under_torch():
     assert ys.shape == (1, 10)
 
 
-@xfail_minitensor
 def test_same_log_probs_and_gradients():
     (t_src, theirs), (m_src, ours) = models()
     data = copy_batches(1)[0]
@@ -101,7 +84,6 @@ def test_same_log_probs_and_gradients():
     shim.compare_grads(ours, theirs, atol=1e-5)
 
 
-@xfail_minitensor
 def test_label_smoothing_example():
     """The tutorial's example: 5 words, padding 0, smoothing 0.4."""
     predict = np.array([[0, 0.2, 0.7, 0.1, 0]] * 5, np.float32)
@@ -118,7 +100,6 @@ def test_label_smoothing_example():
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-6)
 
 
-@xfail_minitensor
 def test_first_example_trains_as_torch_and_decodes_the_same():
     (t_src, theirs), (m_src, ours) = models()
     data = copy_batches(3, seed=1)

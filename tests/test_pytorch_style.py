@@ -10,19 +10,6 @@ import _torch_shim as shim  # noqa: E402
 SOURCE = "pytorch_style_transformer.py"
 PAD, VOCAB = 0, 11
 
-# What minitensor still lacks for this file (the minitensor side is expected to fail until
-# the core speaks these; each line is one thing the file calls):
-MISSING = """
-- top level: torch.exp, torch.sin, torch.cos, torch.matmul, torch.tril, torch.uint8
-- Tensor.size(-1) as a method (size is an int property today)
-- Tensor.dim()
-- Tensor.mean(-1, keepdim=True), Tensor.std(-1, keepdim=True)
-- F.softmax(x, dim=-1), F.log_softmax(x, dim=-1)
-- Tensor.contiguous()
-- Tensor.type(torch.uint8)
-- Tensor.max(-1) returning (values, indices)
-(found by adding stand-ins one at a time: with all of them both tests pass; without any
-one of them they fail)"""
 
 
 def batch(seed, b=3, s=7, t=6):
@@ -70,7 +57,6 @@ def test_the_torch_side_leaves_sys_modules_alone():
     assert sys.modules["torch.nn.functional"] is torch.nn.functional
 
 
-@pytest.mark.xfail(strict=False, reason="phase 2 of issue 14: minitensor lacks" + MISSING)
 @pytest.mark.parametrize("torch_cross_attention", [False, True])
 def test_same_outputs_and_gradients_as_torch(torch_cross_attention):
     t_source, theirs = build("torch", torch_cross_attention=torch_cross_attention)
@@ -84,7 +70,6 @@ def test_same_outputs_and_gradients_as_torch(torch_cross_attention):
     shim.compare_grads(ours, theirs, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=False, reason="phase 2 of issue 14: minitensor lacks" + MISSING)
 def test_training_steps_match_torch():
     t_source, theirs = build("torch")
     m_source, ours = build("minitensor", theirs)

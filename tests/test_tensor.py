@@ -8,7 +8,7 @@ import minitensor as mt
 def test_attributes():
     x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True, name="x")
     assert isinstance(x.data, np.ndarray)
-    assert x.shape == (2, 3) and x.ndim == 2 and x.size == 6 and x.numel() == 6
+    assert x.shape == (2, 3) and x.ndim == 2 and x.size() == (2, 3) and x.size(-1) == 3 and x.numel() == 6
     assert x.dtype == mt.float32
     assert x.requires_grad and x.grad is None and x.grad_fn is None and x.is_leaf
     assert x.name == "x"

@@ -1,4 +1,6 @@
 """Axis helpers shared by the reductions and shape ops (with clear errors)."""
+import functools
+
 import numpy as np
 
 from ..function import op_error
@@ -47,3 +49,23 @@ def expand_reduced(grad, shape, axes, keepdims):
     if not keepdims and axes:
         grad = np.expand_dims(grad, axes)
     return np.broadcast_to(grad, shape)
+
+
+# PyTorch's argument names and numpy's, for the same argument.
+_TORCH_TO_NUMPY = {"dim": "axis", "keepdim": "keepdims", "start_dim": "start_axis",
+                   "end_dim": "end_axis", "diagonal": "k"}
+
+
+def torch_names(fn):
+    """Let `fn` (written with numpy's names) also take PyTorch's: dim= for axis=, keepdim= for
+    keepdims=, start_dim=/end_dim= for flatten's axes, diagonal= for tril/triu's k=."""
+    @functools.wraps(fn)
+    def accept_torch_names(*args, **kwargs):
+        for torch_name, numpy_name in _TORCH_TO_NUMPY.items():
+            if torch_name in kwargs:
+                if numpy_name in kwargs:
+                    raise TypeError(f"{fn.__name__}: got both {torch_name}= and {numpy_name}= "
+                                    f"(two names for one argument)")
+                kwargs[numpy_name] = kwargs.pop(torch_name)
+        return fn(*args, **kwargs)
+    return accept_torch_names

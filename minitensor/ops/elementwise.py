@@ -96,6 +96,36 @@ class Neg(Function):
         return -grad
 
 
+class Sin(Function):
+    """sin x; d sin x = cos x."""
+    float_inputs = (0,)
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.sin(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * np.cos(x)
+
+
+class Cos(Function):
+    """cos x; d cos x = −sin x."""
+    float_inputs = (0,)
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.cos(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return -grad * np.sin(x)
+
+
 class Exp(Function):
     float_inputs = (0,)
 
