@@ -237,3 +237,28 @@ def test_tiny_full_model_gradcheck(rng, positional):
     if positional == "learned":
         params.append(model.tgt_embed.position.weight)
     assert mt.gradcheck(loss, *params)
+
+
+def test_layers_ask_for_no_weights_so_long_sequences_run_fused(rng):
+    # the layers use only the attention output (need_weights=False, as torch's layers): from
+    # FUSED_MIN_KEYS keys on the fused op runs, and the maps are recomputed when asked for
+    from transformer.attention import FUSED_MIN_KEYS
+    cfg = TransformerConfig.tiny(7, 9, num_encoder_layers=1, num_decoder_layers=1, max_len=64)
+    model = Transformer(cfg).eval()
+    L = FUSED_MIN_KEYS + 3
+    src, tgt = rng.integers(1, 7, (2, L)), rng.integers(1, 9, (2, L))
+    model(src, tgt)
+    attn = model.encoder.layers[0].self_attn
+    assert attn._record[0] is None                       # fused: no (L, L) weights were built
+    maps = model.attention_maps()
+    w = maps["encoder.layers.0.self_attn"]
+    assert w.shape == (2, cfg.n_heads, L, L) and maps["decoder.layers.0.cross_attn"].shape[-1] == L
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+    # the recomputed weights are the explicit path's weights
+    x = mt.tensor(rng.standard_normal((2, L, cfg.d_model)), dtype=mt.float32)
+    layer = EncoderLayer(cfg).eval()
+    layer(x)
+    fused_w = layer.self_attn.last_weights
+    explicit_w = layer.self_attn(x, need_weights=True)[1].data if not cfg.norm_first else \
+        layer.self_attn(layer.norm1(x), need_weights=True)[1].data
+    np.testing.assert_allclose(fused_w, explicit_w, rtol=1e-5, atol=1e-6)

@@ -103,11 +103,17 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.dropout2 = nn.Dropout(cfg.dropout)
 
+    def _attend(self, x, mask):
+        # only the output is used: need_weights=False lets long sequences take the fused op
+        # (as torch.nn.TransformerEncoderLayer); last_weights / attention_maps() recompute the
+        # weights from the kept Q and K when asked for
+        return self.self_attn(x, mask=mask, need_weights=False)[0]
+
     def forward(self, x, mask=None):
         if self.norm_first:                                    # Pre-Norm: x + F(LN(x))
-            x = x + self.dropout1(self.self_attn(self.norm1(x), mask=mask)[0])
+            x = x + self.dropout1(self._attend(self.norm1(x), mask))
             return x + self.dropout2(self.ffn(self.norm2(x)))
-        x = self.norm1(x + self.dropout1(self.self_attn(x, mask=mask)[0]))   # Post-Norm
+        x = self.norm1(x + self.dropout1(self._attend(x, mask)))   # Post-Norm
         return self.norm2(x + self.dropout2(self.ffn(x)))
 
 
@@ -149,12 +155,14 @@ class DecoderLayer(nn.Module):
     def _sublayers(self, memory, self_mask, cross_mask, cache):
         """(function, norm, dropout) of each sub-layer, in order."""
         self_cache = cache.self_attn if cache is not None else None
-        subs = [(lambda h: self.self_attn(h, mask=self_mask, cache=self_cache)[0],
+        # need_weights=False: only the outputs are used (see EncoderLayer._attend)
+        subs = [(lambda h: self.self_attn(h, mask=self_mask, cache=self_cache,
+                                          need_weights=False)[0],
                  self.norm1, self.dropout1)]
         if self.has_cross:
             cross_cache = cache.cross_attn if cache is not None else None
             subs.append((lambda h: self.cross_attn(h, memory, mask=cross_mask,
-                                                   cache=cross_cache)[0],
+                                                   cache=cross_cache, need_weights=False)[0],
                          self.norm2, self.dropout2))
             subs.append((self.ffn, self.norm3, self.dropout3))
         else:
