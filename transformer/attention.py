@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 import minitensor.functional as F
-from minitensor import Tensor, kernels, nn
+from minitensor import Tensor, from_numpy, kernels, nn
 from minitensor.nn import init
 from minitensor.ops import attention as fused
 
@@ -100,8 +100,8 @@ class AttentionCache:
     def reorder(self, index):
         """Keep batch rows `index` (beam search: each surviving beam takes its parent's cache)."""
         if self.k is not None:
-            self.k = Tensor._make(self.k.data[index])
-            self.v = Tensor._make(self.v.data[index])
+            self.k = from_numpy(self.k.data[index])
+            self.v = from_numpy(self.v.data[index])
 
 
 class MultiHeadAttention(nn.Module):

@@ -21,7 +21,7 @@ Conventions of every function here:
 """
 import numpy as np
 
-from minitensor import Tensor, no_grad
+from minitensor import Tensor, from_numpy, no_grad
 
 
 # ---------------------------------------------------------------------------- steppers
@@ -79,7 +79,7 @@ class _Seq2SeqStepper(_Stepper):
         return out.data[:, -1].astype(np.float64)
 
     def reorder(self, index):
-        self.memory = Tensor._make(self.memory.data[index])
+        self.memory = from_numpy(self.memory.data[index])
         if self.src_mask is not None:
             self.src_mask = self.src_mask[index]
         if self.cache is not None:

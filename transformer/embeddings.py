@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from minitensor import Tensor, nn, no_grad
+from minitensor import Tensor, from_numpy, nn, no_grad
 from minitensor.nn import init
 
 
@@ -52,7 +52,7 @@ class _Table:
         dtype = np.dtype(dtype)
         if dtype not in self._by_dtype:
             self._by_dtype[dtype] = self._by_dtype[np.dtype(np.float64)].astype(dtype)
-        rows = Tensor._make(self._by_dtype[dtype][start:stop])
+        rows = from_numpy(self._by_dtype[dtype][start:stop])
         rows.name = self.name if stop is None and start == 0 else f"{self.name}[{start}:{stop}]"
         return rows
 

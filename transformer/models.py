@@ -13,7 +13,7 @@ added inside the decoder. Each forward builds every mask once, as a numpy consta
 """
 import numpy as np
 
-from minitensor import Tensor, nn
+from minitensor import Tensor, from_numpy, nn
 
 from . import masks as M
 from .attention import AttentionCache, MultiHeadAttention
@@ -303,7 +303,7 @@ class EncoderOnly(nn.Module, _Inspectable):
                 (~_padding(padding_mask, _ids(ids, "EncoderOnly"), "EncoderOnly")).astype(h.dtype)
             weights = keep / np.maximum(keep.sum(axis=1, keepdims=True), 1.0)
             # a constant Tensor keeps h's dtype (a bare float64 array would become float32)
-            pooled = (h * Tensor._make(weights[:, :, None])).sum(axis=1)
+            pooled = (h * from_numpy(weights[:, :, None])).sum(axis=1)
         return self.classifier(pooled)
 
 

@@ -12,6 +12,7 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from ..scope import module_scope
+from ..creation import from_numpy
 from ..tensor import Tensor
 
 
@@ -372,10 +373,9 @@ class Module:
                             f"got {dtype}")
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype.kind == "f" and t.dtype != dtype:
-                t._data = t._data.astype(dtype)
-                t._vc[0] += 1
+                t.data = t.data.astype(dtype)          # the setter bumps the version
                 if t.grad is not None:
-                    t.grad = Tensor._make(t.grad.data.astype(dtype))
+                    t.grad = from_numpy(t.grad.data.astype(dtype))
         return self
 
     def double(self):
@@ -465,8 +465,8 @@ class Module:
         for k, t in own.items():
             if k in arrays:
                 # copy into the existing array (views and the optimizer keep seeing it)
-                np.copyto(t._data, arrays[k], casting="unsafe")
-                t._vc[0] += 1
+                np.copyto(t.data, arrays[k], casting="unsafe")
+                t.bump_version()
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ repr

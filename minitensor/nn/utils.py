@@ -51,7 +51,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         for p in params:
             g = p.grad
             np.multiply(g.data, g.dtype.type(coef), out=g.data)
-            g._vc[0] += 1
+            g.bump_version()
     return np.float64(total)
 
 

@@ -100,7 +100,7 @@ class Optimizer:
                                          f"{grad.shape} for parameter {p.name or ''} of shape "
                                          f"{p.shape}")
                     self._update(p.data, grad, self.state.setdefault(p, {}), group)
-                    p._vc[0] += 1      # in place: saved copies of p are now stale
+                    p.bump_version()   # in place: saved copies of p are now stale
         return loss
 
     def _update(self, param, grad, state, group):
