@@ -773,9 +773,6 @@ def test_numpy_backend_never_loads_the_fast_matmul():
     assert "minitensor.kernels.fast_matmul" not in run_numpy_backend_step()
 
 
-@pytest.mark.xfail(reason="softmax, cross_entropy, layer_norm, dropout, adam and attention still "
-                          "import numba at module import; they move to jit's lazy kernels next",
-                   strict=True)
 def test_a_training_step_on_the_numpy_backend_never_imports_numba():
     assert run_numpy_backend_step() == "[]"
 

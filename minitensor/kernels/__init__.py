@@ -20,7 +20,14 @@ One module per family, kernel and twin side by side — read the twin first:
     layer_norm.py     layer_norm_forward/backward
     dropout.py        dropout (a counter-based random mask: forward and backward recompute it)
     adam.py           adam_update (Adam's step for one parameter, in place, in one pass)
-    jit.py            the @kernel decorator, the vectorisable float32 exp, the compile notice
+    attention.py      fused_attention_forward/backward (softmax(Q·Kᵀ·scale + mask)·V by tiles,
+                      without the L×L matrix; its tile products call BLAS from fast_matmul/)
+    jit.py            the @kernel decorator (kernels built on first call), the thread count
+    numba_helpers.py  what kernels share, loaded with numba: the vectorisable float32 exp,
+                      row max/sum/dot, the compile notice
+
+numba is imported on the first numba kernel call, never at import: with MINITENSOR_BACKEND=numpy
+a training step runs without it.
 
 Threads: kernels marked parallel split their outer loop over numba's threads (one per core by
 default; numba.set_num_threads or NUMBA_NUM_THREADS=1 for serial). Small inputs run serially.
@@ -28,6 +35,7 @@ default; numba.set_num_threads or NUMBA_NUM_THREADS=1 for serial). Small inputs 
 Inputs may be float32 or float64 and non-contiguous views; outputs keep the input dtype.
 """
 from . import adam as _adam
+from . import attention as _attn
 from . import cross_entropy as _ce
 from . import dropout as _do
 from . import layer_norm as _ln
@@ -64,10 +72,13 @@ adam_update = dispatch(_adam.adam_update_numba, _adam.adam_update_numpy)
 layer_norm_forward = dispatch(_ln.layer_norm_forward_numba, _ln.layer_norm_forward_numpy)
 layer_norm_backward = dispatch(_ln.layer_norm_backward_numba, _ln.layer_norm_backward_numpy)
 
+fused_attention_forward = _attn.fused_attention_forward
+fused_attention_backward = _attn.fused_attention_backward
+
 KERNELS = (matmul, matmul_grad_a, matmul_grad_b, erf, softmax_forward, softmax_backward,
            log_softmax_forward, log_softmax_backward, cross_entropy_forward,
            cross_entropy_backward, layer_norm_forward, layer_norm_backward, dropout,
-           adam_update)
+           adam_update, fused_attention_forward, fused_attention_backward)
 
 __all__ = [k.__name__ for k in KERNELS] + ["BACKENDS", "KERNELS", "get_backend", "set_backend",
                                             "use_backend", "matmul_route", "tiled_matmul",

@@ -15,9 +15,8 @@ That is why this kernel is compiled without fastmath (fused multiply-adds would 
 differently).
 """
 import numpy as np
-from numba import prange
 
-from .jit import Kernel
+from .jit import kernel, prange
 
 
 def adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work):
@@ -44,18 +43,16 @@ def adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps
     np.subtract(param, work, out=param)
 
 
-def _adam_flat(param, grad, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2,
-               step_size, c2, eps):
+# no fastmath (see the module docstring): flags=False
+@kernel(parallel=True, flags=False)
+def _adam_kernel(param, grad, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                 step_size, c2, eps):
     """The update for flat contiguous arrays; the scalars already in the arrays' dtype."""
     for i in prange(param.shape[0]):
         m[i] = m[i] * beta1 + grad[i] * one_minus_beta1
         v[i] = v[i] * beta2 + (grad[i] * grad[i]) * one_minus_beta2
         v_max[i] = np.maximum(v_max[i], v[i])        # NaN-propagating, like the twin
         param[i] = param[i] - (m[i] / (np.sqrt(v_max[i]) / c2 + eps)) * step_size
-
-
-# no fastmath (see the module docstring): a Kernel built by hand rather than with @kernel
-_adam_kernel = Kernel(_adam_flat, flags=False)
 
 
 def adam_update_numba(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work):

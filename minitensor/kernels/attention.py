@@ -27,17 +27,23 @@ weights exactly when dropout(weights, seed, p) of kernels/dropout.py would, in b
 import math
 
 import numpy as np
-from numba import prange
 
+from . import jit
 from .backend import dispatch
-from .blas import GEMM, NO_TRANS, TRANS, gemm
-from .dropout import GAMMA, _dropout_flat, dropout_numpy, keep_threshold
-from .jit import exp, kernel, maximum, row_max
-from .softmax import row_sum
+from .dropout import dropout_numpy, keep, keep_threshold
+from .jit import kernel, prange
 
-# The dropout kernel's serial build, called on one row segment of a tile at a time: it hashes
-# (seed, position) exactly as dropout() does, so the same entries are dropped.
-_drop_segment = _dropout_flat.serial
+# BLAS's gemm (fast_matmul/blas.py), bound by _blas() on the first numba call: importing it
+# looks for numpy's OpenBLAS, which the numpy backend never needs.
+blas = None
+
+
+def _blas():
+    """The module fast_matmul.blas (GEMM, gemm, NO_TRANS, TRANS), imported on first use."""
+    global blas
+    if blas is None:
+        from .fast_matmul import blas
+    return blas
 
 # Tile sizes: a block of BLOCK_Q queries is one parallel task; keys come BLOCK_K at a time, so
 # a task's working set (a packed kᵀ tile, a v tile, the running outputs) stays in the L1/L2 cache.
@@ -166,10 +172,11 @@ def fused_attention_backward_numpy(q, k, v, out, lse, dout, mask=None, scale=Non
 
 # ---- numba kernels ------------------------------------------------------------------------------
 # Each tile product (scores = Q_block·K_tileᵀ, output += P·V_tile and the five of backward) is
-# one call of BLAS's gemm (blas.py) from inside the parallel loop: gemm reads q, k, v in place,
-# whatever their row stride (ld), so the heads need not be copied out of the (B, L, h, d)
-# layout the projections leave them in. The per-row work between the products — mask, online
-# softmax, dropout — is the loops below, each running from 0 so that numba vectorises them.
+# one call of BLAS's gemm (fast_matmul/blas.py) from inside the parallel loop: gemm reads q, k,
+# v in place, whatever their row stride (ld), so the heads need not be copied out of the
+# (B, L, h, d) layout the projections leave them in. The per-row work between the products —
+# mask, online softmax, dropout — is the loops below, each running from 0 so that numba
+# vectorises them.
 
 @kernel()
 def _row_address(x, b, h, i):
@@ -181,22 +188,22 @@ def _row_address(x, b, h, i):
 def _mask_scores(s, mask_row, cols, causal_limit):
     """s[jj] ← s[jj] + mask_row[jj], or −inf where the mask is −inf or jj > causal_limit (the
     blocked score is replaced, never added to, so an inf or NaN there is not read); returns
-    the largest result (row_max: a separate pass, so that both loops vectorise)."""
+    the largest result (jit.row_max: a separate pass, so that both loops vectorise)."""
     f = s.dtype.type
     for jj in range(cols):
         blocked = mask_row[jj] == -np.inf or jj > causal_limit
         s[jj] = f(-np.inf) if blocked else s[jj] + mask_row[jj]
-    return row_max(s[:cols])
+    return jit.row_max(s[:cols])
 
 
 @kernel()
 def _exp_shifted(s, cols, shift):
     """s[jj] ← exp(s[jj] − shift) in place (exactly 0 where s is −inf); returns their sum. The
-    sum is a second pass (row_sum, which vectorises): summing inside the exp loop stops numba
+    sum is a second pass (jit.row_sum, which vectorises): summing inside the exp loop stops numba
     from vectorising the exp."""
     for jj in range(cols):
-        s[jj] = exp(s[jj] - shift)
-    return row_sum(s[:cols])
+        s[jj] = jit.exp(s[jj] - shift)
+    return jit.row_sum(s[:cols])
 
 
 @kernel()
@@ -206,16 +213,25 @@ def _online_softmax_row(s, mask_row, cols, limit, m, ell, ii, acc_row):
     running output acc_row by exp(m_old − m_new), add the tile's exponentials to ell[ii], and
     leave in s the unnormalised weights exp(s − m_new) that the tile adds to the output."""
     f = s.dtype.type
-    m_new = maximum(m[ii], _mask_scores(s, mask_row, cols, limit))
+    m_new = jit.maximum(m[ii], _mask_scores(s, mask_row, cols, limit))
     if m_new == -np.inf:                  # no allowed key for this row yet: add nothing
         for jj in range(cols):
             s[jj] = f(0)
         return
-    alpha = exp(m[ii] - m_new)            # 0 on the first allowed tile (m_old = −inf)
+    alpha = jit.exp(m[ii] - m_new)            # 0 on the first allowed tile (m_old = −inf)
     ell[ii] = ell[ii] * alpha + _exp_shifted(s, cols, m_new)
     m[ii] = m_new
     for e in range(acc_row.shape[0]):
         acc_row[e] *= alpha
+
+
+@kernel()
+def _drop_row(row, cols, seed, start, threshold, keep_scale):
+    """row[jj] ← row[jj]·keep_scale or 0 for jj < cols, as dropout() treats the entry at
+    position start + jj of the (B, h, Lq, Lk) weights (dropout.keep), so the same are dropped."""
+    for jj in range(cols):
+        kept = keep(seed, np.uint64(start + jj), threshold)
+        row[jj] = row[jj] * keep_scale if kept else row.dtype.type(0)
 
 
 @kernel(parallel=True)
@@ -240,8 +256,9 @@ def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, thres
                 break                                    # every later key is in the future
             cols = min(BLOCK_K, Lk - j0)
             # S = scale · Q_block · K_tileᵀ   (rows × cols)
-            gemm(gemm_at, NO_TRANS, TRANS, rows, cols, d, scale, _row_address(q, b, h, i0),
-                 lds[0], _row_address(k, b, h, j0), lds[1], f(0), s.ctypes.data, BLOCK_K)
+            blas.gemm(gemm_at, blas.NO_TRANS, blas.TRANS, rows, cols, d, scale,
+                      _row_address(q, b, h, i0), lds[0], _row_address(k, b, h, j0), lds[1], f(0),
+                      s.ctypes.data, BLOCK_K)
             for ii in range(rows):
                 i = i0 + ii
                 mask_row = mask[b if MB > 1 else 0, h if MH > 1 else 0, i if MQ > 1 else 0]
@@ -249,12 +266,11 @@ def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, thres
                 _online_softmax_row(s[ii], mask_row[j0:j0 + cols], cols, limit, m, ell, ii,
                                     acc[ii])
                 if drop:
-                    start = np.uint64(((b * H + h) * Lq + i) * Lk + j0)
-                    _drop_segment(s[ii, :cols], seed + start * GAMMA, threshold, keep_scale,
-                                  s[ii, :cols])
+                    _drop_row(s[ii], cols, seed, ((b * H + h) * Lq + i) * Lk + j0, threshold,
+                              keep_scale)
             # acc += P_tile · V_tile   (rows × dv)
-            gemm(gemm_at, NO_TRANS, NO_TRANS, rows, dv, cols, f(1), s.ctypes.data, BLOCK_K,
-                 _row_address(v, b, h, j0), lds[2], f(1), acc.ctypes.data, dv)
+            blas.gemm(gemm_at, blas.NO_TRANS, blas.NO_TRANS, rows, dv, cols, f(1), s.ctypes.data,
+                      BLOCK_K, _row_address(v, b, h, j0), lds[2], f(1), acc.ctypes.data, dv)
         for ii in range(rows):
             inv = f(1) / ell[ii] if ell[ii] > 0 else f(0)
             for e in range(dv):
@@ -278,15 +294,15 @@ def _weight_gradients(s, dp, rows, cols, lse, delta, i0, mask_rows, limit0, scal
             continue
         _mask_scores(row, mask_rows[i if mask_rows.shape[0] > 1 else 0], cols, limit0 + ii)
         for jj in range(cols):
-            row[jj] = exp(row[jj] - lse[i])              # P, exactly 0 where blocked
-        start = seed + np.uint64(first_position + ii * row_positions) * GAMMA
+            row[jj] = jit.exp(row[jj] - lse[i])              # P, exactly 0 where blocked
+        start = first_position + ii * row_positions
         if drop:
-            _drop_segment(grad[:cols], start, threshold, keep_scale, grad[:cols])
+            _drop_row(grad, cols, seed, start, threshold, keep_scale)
         for jj in range(cols):
             p = row[jj]
             grad[jj] = f(0) if p == 0 else p * (grad[jj] - delta[i]) * scale
         if drop:
-            _drop_segment(row[:cols], start, threshold, keep_scale, row[:cols])
+            _drop_row(row, cols, seed, start, threshold, keep_scale)
 
 
 @kernel(parallel=True)
@@ -311,21 +327,22 @@ def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal
             for i0 in range(first, Lq, BLOCK_Q):
                 rows = min(BLOCK_Q, Lq - i0)
                 q_at, do_at = _row_address(q, b, h, i0), _row_address(dout, b, h, i0)
-                gemm(gemm_at, NO_TRANS, TRANS, rows, cols, d, scale, q_at, lds[0], k_at, lds[1],
-                     f(0), s.ctypes.data, BLOCK_K)                      # S·scale
-                gemm(gemm_at, NO_TRANS, TRANS, rows, cols, dvn, f(1), do_at, lds[3], v_at,
-                     lds[2], f(0), dp.ctypes.data, BLOCK_K)             # dP̃ = dO · Vᵀ
+                blas.gemm(gemm_at, blas.NO_TRANS, blas.TRANS, rows, cols, d, scale, q_at, lds[0],
+                          k_at, lds[1], f(0), s.ctypes.data, BLOCK_K)             # S·scale
+                blas.gemm(gemm_at, blas.NO_TRANS, blas.TRANS, rows, cols, dvn, f(1), do_at,
+                          lds[3], v_at, lds[2], f(0), dp.ctypes.data, BLOCK_K)    # dP̃ = dO · Vᵀ
                 limit0 = i0 + Lk - Lq - j0 if causal else cols
                 _weight_gradients(s, dp, rows, cols, lse[b, h], delta[b, h], i0,
                                   mask_rows[:, j0:j0 + cols], limit0,
                                   scale, drop, seed, ((b * H + h) * Lq + i0) * Lk + j0, Lk,
                                   threshold, keep_scale)
-                gemm(gemm_at, TRANS, NO_TRANS, cols, dvn, rows, f(1), s.ctypes.data, BLOCK_K,
-                     do_at, lds[3], f(1), dv_at, lds[6])                # dV += P̃ᵀ · dO
-                gemm(gemm_at, TRANS, NO_TRANS, cols, d, rows, f(1), dp.ctypes.data, BLOCK_K,
-                     q_at, lds[0], f(1), dk_at, lds[5])                 # dK += dSᵀ · Q
-                gemm(gemm_at, NO_TRANS, NO_TRANS, rows, d, cols, f(1), dp.ctypes.data, BLOCK_K,
-                     k_at, lds[1], f(1), _row_address(dq, b, h, i0), lds[4])  # dQ += dS · K
+                blas.gemm(gemm_at, blas.TRANS, blas.NO_TRANS, cols, dvn, rows, f(1),
+                          s.ctypes.data, BLOCK_K, do_at, lds[3], f(1), dv_at, lds[6])  # dV+=P̃ᵀdO
+                blas.gemm(gemm_at, blas.TRANS, blas.NO_TRANS, cols, d, rows, f(1),
+                          dp.ctypes.data, BLOCK_K, q_at, lds[0], f(1), dk_at, lds[5])  # dK += dSᵀ·Q
+                blas.gemm(gemm_at, blas.NO_TRANS, blas.NO_TRANS, rows, d, cols, f(1),
+                          dp.ctypes.data, BLOCK_K, k_at, lds[1], f(1),
+                          _row_address(dq, b, h, i0), lds[4])                  # dQ += dS · K
 
 
 # ---- the numba side's wrappers -------------------------------------------------------------------
@@ -361,9 +378,9 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=Fals
                                   p=0.0):
     """Numba twin of fused_attention_forward_numpy (same arguments, same result). The output
     is (B, h, Lq, dv) laid out as (B, Lq, h, dv) in memory (see _heads_last_zeros). Without
-    an OpenBLAS gemm to call (blas.py), the numpy twin runs instead."""
+    an OpenBLAS gemm to call (fast_matmul/blas.py), the numpy twin runs instead."""
     _check(q, k, v)
-    if q.dtype not in GEMM:
+    if q.dtype not in _blas().GEMM:
         return fused_attention_forward_numpy(q, k, v, mask, scale, is_causal, seed, p)
     add = additive_mask(mask, q, k)
     (B, H, Lq, _), Lk, dv = q.shape, k.shape[2], v.shape[3]
@@ -374,7 +391,7 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=Fals
     (q, ldq), (k, ldk), (v, ldv) = _gemm_readable(q), _gemm_readable(k), _gemm_readable(v)
     lds = np.array([ldq, ldk, ldv], dtype=np.int64)
     causal = bool(is_causal) or _implies_causal(add, q, k)
-    _forward_tasks(GEMM[q.dtype], q, k, v, lds, add, q.dtype.type(_scale(scale, q)),
+    _forward_tasks(blas.GEMM[q.dtype], q, k, v, lds, add, q.dtype.type(_scale(scale, q)),
                    causal, *_dropout_args(seed, p, q.dtype), out, lse,
                    work=B * H * Lq * Lk)
     return out, lse
@@ -384,7 +401,7 @@ def fused_attention_backward_numba(q, k, v, out, lse, dout, mask=None, scale=Non
                                    is_causal=False, seed=0, p=0.0):
     """Numba twin of fused_attention_backward_numpy. dq, dk, dv are laid out heads-last in
     memory like the forward's output."""
-    if q.dtype not in GEMM:
+    if q.dtype not in _blas().GEMM:
         return fused_attention_backward_numpy(q, k, v, out, lse, dout, mask, scale, is_causal,
                                               seed, p)
     add = additive_mask(mask, q, k)
@@ -398,7 +415,7 @@ def fused_attention_backward_numba(q, k, v, out, lse, dout, mask=None, scale=Non
     readable = [_gemm_readable(x) for x in (q, k, v, dout, dq, dk, dv)]
     (q, k, v, dout), lds = [x for x, _ in readable[:4]], np.array([ld for _, ld in readable])
     causal = bool(is_causal) or _implies_causal(add, q, k)
-    _backward_tasks(GEMM[q.dtype], q, k, v, dout, lds, lse, delta, add,
+    _backward_tasks(blas.GEMM[q.dtype], q, k, v, dout, lds, lse, delta, add,
                     q.dtype.type(_scale(scale, q)), causal,
                     *_dropout_args(seed, p, q.dtype), dq, dk, dv, work=B * H * Lq * Lk)
     return dq, dk, dv

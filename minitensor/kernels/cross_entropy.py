@@ -8,10 +8,9 @@ log_total − z_t. At full magnitude, lse − x_t would round both terms to the 
 (|x| = 1e6 in float32: steps of 0.06) and lose the digits the loss is made of.
 """
 import numpy as np
-from numba import prange
 
-from .jit import exp, kernel, row_max, threads
-from .softmax import row_sum
+from . import jit
+from .jit import kernel, prange, threads
 
 
 def check_targets(targets, n_classes, ignore_index, op):
@@ -71,16 +70,16 @@ def _cross_entropy_rows(x, targets, ignore_index, smoothing, n_chunks, scratch, 
                         log_total):
     """For each row i of x (N, C): log_total[i] and loss[i] as in the twin. The rows are split
     into n_chunks runs, one per parallel task, each with its own scratch row (C,) to hold
-    exp(z) (or z) while row_sum adds it up."""
+    exp(z) (or z) while jit.row_sum adds it up."""
     N, C = x.shape
     f = x.dtype.type
     for chunk in prange(n_chunks):
         e = scratch[chunk]
         for i in range(chunk * N // n_chunks, (chunk + 1) * N // n_chunks):
-            x_max = row_max(x[i])
+            x_max = jit.row_max(x[i])
             for c in range(C):
-                e[c] = exp(x[i, c] - x_max)
-            log_total[i] = np.log(row_sum(e))
+                e[c] = jit.exp(x[i, c] - x_max)
+            log_total[i] = np.log(jit.row_sum(e))
             t = targets[i]
             if t == ignore_index:
                 loss[i] = 0
@@ -91,7 +90,7 @@ def _cross_entropy_rows(x, targets, ignore_index, smoothing, n_chunks, scratch, 
                 continue
             for c in range(C):
                 e[c] = x[i, c] - x_max
-            loss[i] = (f(1) - smoothing) * nll + smoothing * (log_total[i] - row_sum(e) / f(C))
+            loss[i] = (f(1) - smoothing) * nll + smoothing * (log_total[i] - jit.row_sum(e) / f(C))
 
 
 @kernel(parallel=True)
@@ -106,9 +105,9 @@ def _cross_entropy_backward_rows(x, targets, log_total, grad_rows, ignore_index,
             for c in range(C):
                 dx[i, c] = 0
             continue
-        x_max = row_max(x[i])
+        x_max = jit.row_max(x[i])
         for c in range(C):
-            dx[i, c] = exp((x[i, c] - x_max) - log_total[i])
+            dx[i, c] = jit.exp((x[i, c] - x_max) - log_total[i])
         dx[i, t] -= f(1) - smoothing
         g = grad_rows[i]
         for c in range(C):

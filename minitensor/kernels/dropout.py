@@ -17,9 +17,8 @@ xoshiro) is three xor-shifts and two multiplications of 64-bit integers; γ = 0x
 2⁶⁴ divided by the golden ratio. Its outputs pass the BigCrush statistical tests.
 """
 import numpy as np
-from numba import prange
 
-from .jit import kernel
+from .jit import kernel, prange
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -59,16 +58,24 @@ def dropout_numpy(x, seed, p):
 
 # ---- numba kernel -----------------------------------------------------------------------------
 
+@kernel()
+def keep(seed, index, threshold):
+    """True when entry `index` of a dropout call with this seed is kept:
+    splitmix64(seed + (index + 1)·γ) >> 40 ≥ threshold (seed, index, threshold uint64). Fused
+    attention calls it too, so it drops the entries dropout() would."""
+    z = seed + (index + np.uint64(1)) * GAMMA
+    z = (z ^ (z >> np.uint64(30))) * MIX1
+    z = (z ^ (z >> np.uint64(27))) * MIX2
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(64 - FRACTION_BITS)) >= threshold
+
+
 @kernel(parallel=True)
 def _dropout_flat(x, seed, threshold, scale, out):
-    """out[i] = x[i]·scale if splitmix64(seed + (i + 1)·γ) >> 40 ≥ threshold, else 0;
-    x, out (n,) contiguous; seed and threshold uint64."""
+    """out[i] = x[i]·scale if keep(seed, i, threshold), else 0; x, out (n,) contiguous; seed
+    and threshold uint64."""
     for i in prange(x.shape[0]):
-        z = seed + (np.uint64(i) + np.uint64(1)) * GAMMA
-        z = (z ^ (z >> np.uint64(30))) * MIX1
-        z = (z ^ (z >> np.uint64(27))) * MIX2
-        z = z ^ (z >> np.uint64(31))
-        out[i] = x[i] * scale if (z >> np.uint64(40)) >= threshold else x.dtype.type(0)
+        out[i] = x[i] * scale if keep(seed, np.uint64(i), threshold) else x.dtype.type(0)
 
 
 def dropout_numba(x, seed, p):

@@ -3,13 +3,14 @@ numba_helpers.py) a vectorisable exp, a maximum, a row maximum and the compile n
 
 This module does not import numba when it is imported: numba loads when the first kernel is
 built (`kernel`), when the threads are first asked for (`threads`), or when a kernel module
-reads `exp`, `maximum` or `row_max` from here. That is what lets a kernel family sit beside
-its numpy twin in one module while the numpy backend never loads numba:
+reads one of numba_helpers' names (`exp`, `row_sum`, ...) from here. That is what lets a
+kernel family sit beside its numpy twin in one module while the numpy backend never loads
+numba:
 
     from . import jit
     from .jit import kernel, prange
 
-    @kernel(parallel=True, lazy=True)   # nothing compiled, numba not imported, until first call
+    @kernel(parallel=True)              # nothing compiled, numba not imported, until first call
     def _rows(x, out):
         for i in prange(x.shape[0]):    # jit.prange: range in Python, numba.prange once built
             out[i] = jit.row_max(x[i])  # jit.<helper>: resolved when numba compiles the kernel
@@ -27,7 +28,7 @@ import types as types_module
 # three digits; not "contract": a fused x·scale − max skips the rounding of x·scale that the twin
 # (and torch) do; not "arcp"/"afn": reciprocal-square-root estimates; not "nnan"/"ninf": the
 # kernels test for −inf (fully masked rows) and must keep NaN visible to anomaly mode. A sum
-# that must vectorise is compiled with "reassoc" on its own (softmax.row_sum): there the flag
+# that must vectorise is compiled with "reassoc" on its own (numba_helpers.row_sum): there the flag
 # only reorders the additions, the freedom numpy's pairwise sum takes too.
 FASTMATH = {"nsz"}
 
@@ -178,11 +179,12 @@ class Kernel:
         return (self.parallel if big else self.serial)(*args)
 
 
-def kernel(parallel=False, lazy=False, flags=None):
+def kernel(parallel=False, lazy=True, flags=None):
     """@njit with the on-disk cache (compile once per machine, not once per process) and the
     fastmath flags above (or `flags`). parallel=True: the kernel's outer loop is a prange, and
-    it is built both parallel and serial (class Kernel). lazy=True: nothing is built, and numba
-    not imported, until the kernel's first call (class LazyKernel)."""
+    it is built both parallel and serial (class Kernel). lazy=True (the default): nothing is
+    built, and numba not imported, until the kernel's first call (class LazyKernel);
+    lazy=False builds it now."""
     flags = FASTMATH if flags is None else flags
     if lazy:
         return lambda py_func: LazyKernel(py_func, parallel, flags)
@@ -233,11 +235,12 @@ def _resolve_globals(py_func, numba):
             namespace[name] = built.serial if isinstance(built, Kernel) else built
 
 
-_HELPERS = ("exp", "maximum", "row_max")
+_HELPERS = ("exp", "maximum", "row_max", "row_sum", "row_dot", "masked_score")
 
 
 def __getattr__(name):
-    """jit.exp, jit.maximum, jit.row_max: numba's helpers, imported on first access."""
+    """jit.exp, jit.maximum, jit.row_max, jit.row_sum, jit.row_dot, jit.masked_score: numba's
+    helpers (numba_helpers.py), imported on first access."""
     if name in _HELPERS:
         _numba()
         from . import numba_helpers

@@ -6,10 +6,9 @@ backward pass, which is the classic fused formula (x̂ = (x − μ)·rstd, g = d
     dx = rstd/D · (D·g − Σ g − x̂ · Σ (g ⊙ x̂)),   dweight = Σ_rows dy ⊙ x̂,   dbias = Σ_rows dy.
 """
 import numpy as np
-from numba import prange
 
-from .jit import kernel, threads
-from .softmax import row_dot, row_sum
+from . import jit
+from .jit import kernel, prange, threads
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
@@ -47,14 +46,14 @@ def layer_norm_backward_numpy(dy, x, mean, rstd, weight):
 def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
     """Row i of x (N, D): mean, rstd (two passes, so no cancellation), then y. weight and bias
     are (D,) arrays (ones / zeros when the caller has none). y holds x − μ until the last pass,
-    for row_dot to sum its squares."""
+    for jit.row_dot to sum its squares."""
     N, D = x.shape
     f = x.dtype.type
     for i in prange(N):
-        mu = row_sum(x[i]) / f(D)
+        mu = jit.row_sum(x[i]) / f(D)
         for j in range(D):
             y[i, j] = x[i, j] - mu
-        r = f(1) / np.sqrt(row_dot(y[i], y[i]) / f(D) + eps)
+        r = f(1) / np.sqrt(jit.row_dot(y[i], y[i]) / f(D) + eps)
         mean[i], rstd[i] = mu, r
         for j in range(D):
             y[i, j] = y[i, j] * r * weight[j] + bias[j]
@@ -66,7 +65,7 @@ def _layer_norm_backward_rows(dy, x, mean, rstd, weight, n_chunks, xhat_rows, dx
     """dx row by row; dweight and dbias summed over rows in `n_chunks` partial sums (one per
     parallel task, added up by the caller) so no two threads write the same memory. Each task
     keeps x̂ of its current row in its own row of xhat_rows (n_chunks, D), and g = dy ⊙ weight
-    in dx until the last pass, for row_sum and row_dot to add them up."""
+    in dx until the last pass, for jit.row_sum and jit.row_dot to add them up."""
     N, D = x.shape
     f = x.dtype.type
     for chunk in prange(n_chunks):
@@ -77,8 +76,8 @@ def _layer_norm_backward_rows(dy, x, mean, rstd, weight, n_chunks, xhat_rows, dx
                 dx[i, j] = dy[i, j] * weight[j]
                 dweight_parts[chunk, j] += dy[i, j] * xhat[j]
                 dbias_parts[chunk, j] += dy[i, j]
-            g_sum = row_sum(dx[i])
-            gx_sum = row_dot(dx[i], xhat)
+            g_sum = jit.row_sum(dx[i])
+            gx_sum = jit.row_dot(dx[i], xhat)
             for j in range(D):
                 dx[i, j] = rstd[i] / f(D) * (f(D) * dx[i, j] - g_sum - xhat[j] * gx_sum)
 

@@ -1,7 +1,8 @@
 """The numba-only helpers kernels share: a vectorisable float32 exp, a maximum that vectorises,
-a row maximum, and the one-line notice printed while kernels compile. Importing this module
-imports numba; kernels reach these names through kernels/jit.py (`jit.exp`, `jit.maximum`,
-`jit.row_max`), which imports this module on first access.
+row reductions (maximum, sum, dot product), softmax's masked score, and the one-line notice
+printed while kernels compile. Importing this module imports numba; kernels reach these names
+through kernels/jit.py (`jit.exp`, `jit.row_sum`, ...), which imports this module on first
+access.
 
 Why a hand-written exp: numba compiles np.exp on a float32 to a call of the C library's expf
 for each element, which stops the loop from being vectorised; softmax then spends most of its
@@ -18,6 +19,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import event
 from numba.extending import intrinsic, overload
+from numba.np.numpy_support import as_dtype
 
 from .jit import FASTMATH
 
@@ -90,6 +92,45 @@ def row_max(row):
     for j in range(row.shape[0]):
         largest = maximum(largest, row[j])
     return largest
+
+
+@njit(cache=True, fastmath=FASTMATH | {"reassoc"})
+def row_sum(row):
+    """Σⱼ row[j] of a 1-D array. Compiled with "reassoc", which lets LLVM keep eight partial
+    sums in one vector register (the sum vectorises); here it can do nothing but reorder the
+    additions, as numpy's pairwise sum does too."""
+    total = row.dtype.type(0)
+    for j in range(row.shape[0]):
+        total += row[j]
+    return total
+
+
+@njit(cache=True, fastmath=FASTMATH | {"reassoc"})
+def row_dot(a, b):
+    """Σⱼ a[j]·b[j] of two 1-D arrays, each product rounded as numpy rounds it (no fused
+    multiply-add); "reassoc" only reorders the sum, as in row_sum."""
+    total = a.dtype.type(0)
+    for j in range(a.shape[0]):
+        total += a[j] * b[j]
+    return total
+
+
+# ---- softmax's score under a mask --------------------------------------------------------------
+
+def masked_score(x, m, scale):
+    """z = scale·x + m for an additive mask entry m; z = −inf for a blocked bool entry m, where
+    x is not used at all (an inf or NaN score at a blocked position cannot reach the row)."""
+    if isinstance(m, (bool, np.bool_)):
+        return -np.inf if m else x * scale
+    return x * scale + m
+
+
+@overload(masked_score, inline="always")
+def _masked_score_overload(x, m, scale):
+    if isinstance(m, types.Boolean):
+        blocked = as_dtype(x).type(-np.inf)
+        return lambda x, m, scale: blocked if m else x * scale
+    return lambda x, m, scale: x * scale + m
 
 
 # ---- "compiling…" notice ---------------------------------------------------------------------

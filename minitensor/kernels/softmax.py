@@ -5,11 +5,9 @@ softmax(scale·x + mask) in one kernel, without temporaries as large as the scor
 broadcasting is done by index arithmetic instead of materialising a mask of the scores' size.
 """
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import overload
-from numba.np.numpy_support import as_dtype
 
-from .jit import FASTMATH, exp, kernel, maximum, row_max
+from . import jit
+from .jit import FASTMATH, kernel, prange
 
 
 # ---- numpy twins (the reference a learner reads first) ----------------------------------------
@@ -55,44 +53,7 @@ def log_softmax_backward_numpy(y, dy):
 
 # ---- numba kernels ------------------------------------------------------------------------------
 
-@njit(cache=True, fastmath=FASTMATH | {"reassoc"})
-def row_sum(row):
-    """Σⱼ row[j] of a 1-D array. The only kernel code compiled with "reassoc": it lets LLVM
-    keep eight partial sums in one vector register (the sum vectorises), and here it can do
-    nothing but reorder the additions, as numpy's pairwise sum does too."""
-    total = row.dtype.type(0)
-    for j in range(row.shape[0]):
-        total += row[j]
-    return total
-
-
-@njit(cache=True, fastmath=FASTMATH | {"reassoc"})
-def row_dot(a, b):
-    """Σⱼ a[j]·b[j] of two 1-D arrays, each product rounded as numpy rounds it (no fused
-    multiply-add); "reassoc" only reorders the sum, as in row_sum."""
-    total = a.dtype.type(0)
-    for j in range(a.shape[0]):
-        total += a[j] * b[j]
-    return total
-
-
-def masked_score(x, m, scale):
-    """z = scale·x + m for an additive mask entry m; z = −inf for a blocked bool entry m, where
-    x is not used at all (an inf or NaN score at a blocked position cannot reach the row)."""
-    if isinstance(m, (bool, np.bool_)):
-        return -np.inf if m else x * scale
-    return x * scale + m
-
-
-@overload(masked_score, inline="always")
-def _masked_score_overload(x, m, scale):
-    if isinstance(m, types.Boolean):
-        blocked = as_dtype(x).type(-np.inf)
-        return lambda x, m, scale: blocked if m else x * scale
-    return lambda x, m, scale: x * scale + m
-
-
-@njit(cache=True, fastmath=FASTMATH | {"nnan"})
+@kernel(flags=FASTMATH | {"nnan"})
 def _masked_row_max(x_row, mask_row, scale):
     """max_j z_j with z_j = masked_score(x_row[j], mask_row[j], scale). Compiled with "nnan" so
     that LLVM may reorder the running maximum into packed vmaxps (3× faster softmax on rows of
@@ -100,13 +61,13 @@ def _masked_row_max(x_row, mask_row, scale):
     the output."""
     z_max = x_row.dtype.type(-np.inf)
     for j in range(x_row.shape[0]):
-        z_max = maximum(z_max, masked_score(x_row[j], mask_row[j], scale))
+        z_max = jit.maximum(z_max, jit.masked_score(x_row[j], mask_row[j], scale))
     return z_max
 
 
 @kernel(parallel=True)
 def _softmax_rows(x, mask, scale, y):
-    """y[a, b, c, :] = softmax(z) with z = masked_score(x[a, b, c, :], mask[a', b', c', :]).
+    """y[a, b, c, :] = softmax(z) with z = jit.masked_score(x[a, b, c, :], mask[a', b', c', :]).
 
     x, y: (A, B, C, N) C-contiguous. mask: bool (True = blocked) or additive float,
     (MA, MB, MC, N) with each of MA, MB, MC either 1 (broadcast) or equal to A, B, C — so a
@@ -127,9 +88,9 @@ def _softmax_rows(x, mask, scale, y):
                 z_max = f(0)               # and the row stays zero below (not NaN)
             # pass 2: e = exp(z − max z); pass 3: their sum; pass 4: normalise
             for j in range(N):
-                y[a, b, c, j] = exp(masked_score(x[a, b, c, j], mask[ma, mb, mc, j], scale)
-                                    - z_max)
-            total = row_sum(y[a, b, c])
+                y[a, b, c, j] = jit.exp(jit.masked_score(x[a, b, c, j], mask[ma, mb, mc, j],
+                                                         scale) - z_max)
+            total = jit.row_sum(y[a, b, c])
             inv_total = f(1) / total if total != 0 else f(0)    # NaN stays NaN
             for j in range(N):
                 y[a, b, c, j] *= inv_total
@@ -140,7 +101,7 @@ def _softmax_backward_rows(y, dy, scale, dx):
     """dx[r, :] = y[r, :] ⊙ (dy[r, :] − Σⱼ dy[r, j]·y[r, j]) · scale; y, dy, dx (R, N)."""
     R, N = y.shape
     for r in prange(R):
-        dot = row_dot(dy[r], y[r])
+        dot = jit.row_dot(dy[r], y[r])
         for j in range(N):
             dx[r, j] = y[r, j] * (dy[r, j] - dot) * scale
 
@@ -148,13 +109,13 @@ def _softmax_backward_rows(y, dy, scale, dx):
 @kernel(parallel=True)
 def _log_softmax_rows(x, y):
     """y[r, :] = z − log Σⱼ exp(zⱼ) with z = x[r, :] − max; x, y (R, N). exp(z) is stored in
-    y first, to be summed by row_sum."""
+    y first, to be summed by jit.row_sum."""
     R, N = x.shape
     for r in prange(R):
-        x_max = row_max(x[r])
+        x_max = jit.row_max(x[r])
         for j in range(N):
-            y[r, j] = exp(x[r, j] - x_max)
-        log_total = np.log(row_sum(y[r]))
+            y[r, j] = jit.exp(x[r, j] - x_max)
+        log_total = np.log(jit.row_sum(y[r]))
         for j in range(N):
             y[r, j] = (x[r, j] - x_max) - log_total
 
@@ -164,9 +125,9 @@ def _log_softmax_backward_rows(y, dy, dx):
     """dx[r, :] = dy[r, :] − exp(y[r, :]) · Σⱼ dy[r, j]; y, dy, dx (R, N)."""
     R, N = y.shape
     for r in prange(R):
-        dy_sum = row_sum(dy[r])
+        dy_sum = jit.row_sum(dy[r])
         for j in range(N):
-            dx[r, j] = dy[r, j] - exp(y[r, j]) * dy_sum
+            dx[r, j] = dy[r, j] - jit.exp(y[r, j]) * dy_sum
 
 
 # ---- the numba side's wrappers: shapes in, contiguous arrays to the kernels -------------------
