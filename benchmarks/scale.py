@@ -36,10 +36,7 @@ import time
 import numpy as np
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# this folder off the path (a script here named like a standard module, e.g. concurrent.py,
-# would hide that module from torch); the repository on it, for minitensor and benchmarks.*
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
+sys.path.insert(0, os.path.dirname(_HERE))     # the repository, for minitensor and benchmarks.*
 
 from benchmarks.train_step import PAUSE_S, _ORIGINAL_ENV, torch_missing  # noqa: E402
 

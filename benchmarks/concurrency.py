@@ -1,6 +1,6 @@
 """Several minitensor runs at once on the same cores, against one run alone.
 
-    python benchmarks/concurrent.py [--concurrent 2] [--steps 100] [--rounds 3]
+    python benchmarks/concurrency.py [--concurrent 2] [--steps 100] [--rounds 3]
                                     [--env NAME=VALUE ...] [--busy]
 
 Each run is `demos/addition_task.py --steps S --quiet --no-figures` in a process of its own,
