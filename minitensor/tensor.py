@@ -205,8 +205,8 @@ class Tensor:
     def new_zeros(self, *shape, dtype=None, requires_grad=False):
         """Zeros of the given shape, with this tensor's dtype unless `dtype` says otherwise."""
         from .ops._axes import shape_arg
-        return Tensor(np.zeros(shape_arg(shape), dtype=dtype or self.dtype),
-                      requires_grad=requires_grad)
+        return Tensor(np.zeros(shape_arg(shape)), requires_grad=requires_grad,
+                      dtype=dtype or self.dtype)
 
     def requires_grad_(self, requires_grad=True):
         if requires_grad:

@@ -506,3 +506,145 @@ def test_lr_schedulers_match_torch(name, kw):
     _train_both(lambda p: optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
                 lambda p: torch.optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
                 steps=7, sched=(lambda o: ours(o, **kw), lambda o: theirs(o, **kw)))
+
+
+# ============================================================================ phase 2: tensors
+@pytest.mark.parametrize("name", ["exp", "log", "sin", "cos", "sqrt", "tanh", "sigmoid", "relu"])
+def test_top_level_elementwise(name):
+    a = np.abs(rand(3, 4)) + 0.1
+    x, tx = pair(a)
+    out, tout = getattr(mt, name)(x), getattr(torch, name)(tx)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sin_cos_gradcheck(name):
+    x = mt.tensor(rand(3, 4), dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(getattr(mt, name), x)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "std", "var", "logsumexp", "softmax",
+                                  "log_softmax"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_dim_and_keepdim_spellings(name, keepdim):
+    x, tx = pair(rand(2, 3, 4))
+    if name in ("softmax", "log_softmax"):
+        out, tout = getattr(MF, name)(x, dim=1), getattr(TF, name)(tx, dim=1)
+    else:
+        out = getattr(x, name)(dim=-1, keepdim=keepdim)
+        tout = getattr(tx, name)(dim=-1, keepdim=keepdim)
+        np.testing.assert_allclose(getattr(x, name)(axis=-1, keepdims=keepdim).data, out.data)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+
+
+def test_dim_and_axis_together_is_an_error():
+    with pytest.raises(TypeError, match="both dim= and axis="):
+        mt.randn(2, 3).sum(dim=0, axis=0)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_min_with_dim_return_values_and_indices(name, keepdim):
+    x, tx = pair(rand(3, 5))
+    out, tout = getattr(mt, name)(x, dim=1, keepdim=keepdim), getattr(torch, name)(tx, 1, keepdim)
+    values, indices = out                       # unpacks as torch's (values, indices)
+    assert out._fields == ("values", "indices") and tout.values is tout[0]
+    check(values, tout.values)
+    check(indices, tout.indices)
+    check_backward(out.values, tout.values, [(x, tx)])
+    check(getattr(x, name)(), getattr(tx, name)())                 # no dim: the element
+    np.testing.assert_array_equal(getattr(x, name)(axis=1).data, tout.values.detach().numpy()
+                                  if not keepdim else tout.values.detach().numpy()[:, 0])
+
+
+def test_max_of_two_tensors_is_elementwise():
+    (x, tx), (y, ty) = pair(rand(3)), pair(rand(3, seed=1))
+    check(mt.max(x, y), torch.max(tx, ty))
+
+
+def test_size_dim_numel():
+    x, tx = pair(rand(2, 3, 4))
+    assert tuple(x.size()) == tuple(tx.size()) and x.size(-1) == tx.size(-1) == 4
+    assert x.dim() == tx.dim() == 3 and x.numel() == tx.numel() == 24
+    with pytest.raises(IndexError):
+        x.size(3)
+
+
+def test_conversions():
+    x, tx = pair(rand(2, 3))
+    check(x.type(mt.uint8), tx.type(torch.uint8))
+    check(x.bool(), tx.bool())
+    check(x.to(mt.float32), tx.to(torch.float32))
+    check(x.to("cpu"), tx.to("cpu"))
+    check(x.type_as(mt.zeros(1, dtype=mt.float32)), tx.type_as(torch.zeros(1)))
+    assert x.type_as(np.zeros(1, np.int64)).dtype == np.int64
+    assert x.contiguous() is x and tx.contiguous() is tx
+    t = x.transpose(0, 1)
+    assert t.contiguous().data.flags.c_contiguous
+    with pytest.raises(RuntimeError, match="CPU only"):
+        x.to("cuda")
+    assert not mt.cuda.is_available() and str(x.device) == "cpu"
+
+
+def test_inplace_fills_and_scatter():
+    a = rand(3, 4)
+    x, tx = pair(a, requires_grad=False)
+    m = a > 0
+    check(x.clone().masked_fill_(mt.tensor(m), 7.0), tx.clone().masked_fill_(torch.tensor(m), 7.))
+    idx = np.array([0, 2])
+    check(x.clone().index_fill_(1, mt.tensor(idx), -1.0),
+          tx.clone().index_fill_(1, torch.tensor(idx), -1.0))
+    target = np.array([[1], [3], [0]])
+    check(x.clone().scatter_(1, mt.tensor(target), 0.5),
+          tx.clone().scatter_(1, torch.tensor(target), 0.5))
+    src = rand(3, 4, seed=2)
+    check(x.clone().scatter_(1, mt.tensor(target), mt.tensor(src)),
+          tx.clone().scatter_(1, torch.tensor(target), torch.tensor(src)))
+
+
+def test_gather_index_select_repeat_expand_as_t():
+    x, tx = pair(rand(3, 4))
+    idx = np.array([[0, 3], [1, 1], [2, 0]])
+    for out, tout in [
+            (x.gather(1, mt.tensor(idx)), tx.gather(1, torch.tensor(idx))),
+            (mt.gather(x, 0, mt.tensor(idx % 3)), torch.gather(tx, 0, torch.tensor(idx % 3))),
+            (x.index_select(1, mt.tensor([3, 0, 3])), tx.index_select(1, torch.tensor([3, 0, 3]))),
+            (x.repeat(2, 1, 2), tx.repeat(2, 1, 2)),
+            (x[:1].expand_as(x), tx[:1].expand_as(tx)),
+            (x.t(), tx.t())]:
+        check(out, tout)
+        check_backward(out, tout, [(x, tx)])
+    y = mt.tensor(rand(2, 3), dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(lambda v: v.repeat(2, 2).gather(1, mt.tensor([[0, 5], [4, 1]] * 2)), y)
+    check(x.new_zeros(2, 5), tx.new_zeros(2, 5))
+
+
+def test_top_level_functions():
+    x, tx = pair(rand(2, 3, 4))
+    y, ty = pair(rand(2, 4, 5, seed=1))
+    for out, tout in [(mt.matmul(x, y), torch.matmul(tx, ty)), (mt.bmm(x, y), torch.bmm(tx, ty)),
+                      (mt.triu(x, diagonal=1), torch.triu(tx, diagonal=1)),
+                      (mt.tril(x, -1), torch.tril(tx, -1)),
+                      (mt.cat([x, x], dim=1), torch.cat([tx, tx], dim=1)),
+                      (mt.clamp(x, -0.5, 0.5), torch.clamp(tx, -0.5, 0.5)),
+                      (mt.softmax(x, dim=-1), torch.softmax(tx, dim=-1)),
+                      (mt.sum(x, dim=1), torch.sum(tx, dim=1)),
+                      (mt.mean(x, 1, keepdim=True), torch.mean(tx, 1, keepdim=True))]:
+        check(out, tout)
+        check_backward(out, tout, [(x, tx)])
+    check(mt.argmax(x, dim=-1), torch.argmax(tx, dim=-1))
+    z = np.array([[0, 1], [2, 0]])
+    check(mt.nonzero(mt.tensor(z)), torch.nonzero(torch.tensor(z)))
+    assert mt.allclose(x, x + 1e-9) is torch.allclose(tx, tx + 1e-9) is True
+
+
+def test_creators_and_dtypes():
+    check(mt.empty(2, 3), torch.zeros(2, 3))
+    check(mt.linspace(0, 1, 5), torch.linspace(0, 1, 5), atol=1e-7)
+    check(mt.LongTensor([1, 2]), torch.LongTensor([1, 2]))
+    check(mt.FloatTensor([1.5, 2]), torch.FloatTensor([1.5, 2]))
+    for ours, theirs in [(mt.uint8, torch.uint8), (mt.long, torch.long), (mt.bool, torch.bool),
+                         (mt.float, torch.float), (mt.double, torch.double)]:
+        check(mt.ones(2, dtype=ours), torch.ones(2, dtype=theirs))
