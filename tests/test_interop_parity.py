@@ -121,3 +121,12 @@ def test_to_torch_refuses_what_torch_cannot_express():
     for change in ({"positional": "rotary"}, {"activation": "swiglu"}, {"attention_scale": False}):
         with pytest.raises(ValueError, match="torch"):
             interop.to_torch(Transformer(TransformerConfig.tiny(5, 5, **change)))
+
+
+def test_to_torch_refuses_a_custom_activation_by_name():
+    def squared_relu(x):
+        return mt.functional.relu(x) ** 2
+    model = Transformer(TransformerConfig.tiny(5, 5, activation=squared_relu))
+    with pytest.raises(ValueError, match=r"to_torch: a custom activation cannot be exported to "
+                                         r"torch\.nn\.Transformer \(.*squared_relu\)"):
+        interop.to_torch(model)

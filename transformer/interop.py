@@ -131,12 +131,36 @@ def _copy_into_torch(module, our_state, pairs):
 
 # ---------------------------------------------------------------------------- whole model
 def _check_expressible(cfg):
+    if callable(cfg.activation):
+        from .config import activation_name
+        raise ValueError(f"to_torch: a custom activation cannot be exported to "
+                         f"torch.nn.Transformer ({activation_name(cfg.activation)})")
     if cfg.positional == "rotary":
         raise ValueError("to_torch: torch.nn.Transformer has no rotary positions")
     if cfg.activation in ("swiglu", "geglu"):
         raise ValueError(f"to_torch: torch.nn.Transformer has no gated FFN ({cfg.activation})")
     if not cfg.attention_scale:
         raise ValueError("to_torch: torch.nn.Transformer always scales scores by 1/sqrt(d_k)")
+
+
+def _torch_transformer(cfg, dtype):
+    """torch.nn.Transformer (batch_first) with cfg's sizes, activation, norms and dtype."""
+    torch = _torch()
+    act = {"relu": "relu", "gelu": "gelu", "silu": torch.nn.functional.silu}[cfg.activation]
+    with warnings.catch_warnings():   # "enable_nested_tensor is True, but ...": we turn it off
+        warnings.filterwarnings("ignore", message="enable_nested_tensor")
+        transformer = torch.nn.Transformer(
+            d_model=cfg.d_model, nhead=cfg.n_heads, num_encoder_layers=cfg.num_encoder_layers,
+            num_decoder_layers=cfg.num_decoder_layers, dim_feedforward=cfg.d_ff,
+            dropout=cfg.dropout, activation=act, layer_norm_eps=cfg.layer_norm_eps,
+            batch_first=True, norm_first=cfg.norm_first, dtype=dtype)
+    # eval-mode "fast path" packs padded batches into nested tensors and returns zeros at <pad>
+    # positions; turn it off so both models compute the same thing everywhere
+    transformer.encoder.use_nested_tensor = False
+    if not cfg.final_norm:
+        transformer.encoder.norm = None
+        transformer.decoder.norm = None
+    return transformer
 
 
 def _torch_seq2seq_class():
@@ -150,12 +174,20 @@ def _torch_seq2seq_class():
         def __init__(self, cfg, dtype):
             super().__init__()
             self.cfg = cfg
-            act = {"relu": "relu", "gelu": "gelu", "silu": torch.nn.functional.silu}[cfg.activation]
             self.src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id,
                                           dtype=dtype)
             self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id,
                                           dtype=dtype)
             self.scale = float(np.sqrt(cfg.d_model)) if cfg.scale_embeddings else 1.0
+            self._add_positions(cfg, dtype)
+            self.drop = nn.Dropout(cfg.dropout)
+            self.transformer = _torch_transformer(cfg, dtype)
+            self.generator = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, dtype=dtype)
+            if cfg.tie_embeddings:
+                self.generator.weight = self.tgt_embed.weight
+
+        def _add_positions(self, cfg, dtype):
+            """The sinusoidal table (a buffer) or the learned tables (parameters), if any."""
             if cfg.positional == "sinusoidal":
                 from .embeddings import sinusoidal_table
                 self.register_buffer("pe", torch.tensor(
@@ -164,24 +196,6 @@ def _torch_seq2seq_class():
                 shape = (cfg.max_len, cfg.d_model)
                 self.src_pos_embed = nn.Parameter(torch.zeros(shape, dtype=dtype))
                 self.tgt_pos_embed = nn.Parameter(torch.zeros(shape, dtype=dtype))
-            self.drop = nn.Dropout(cfg.dropout)
-            with warnings.catch_warnings():   # "enable_nested_tensor is True, but ...": we
-                warnings.filterwarnings("ignore", message="enable_nested_tensor")  # turn it off
-                self.transformer = nn.Transformer(
-                    d_model=cfg.d_model, nhead=cfg.n_heads,
-                    num_encoder_layers=cfg.num_encoder_layers,
-                    num_decoder_layers=cfg.num_decoder_layers, dim_feedforward=cfg.d_ff,
-                    dropout=cfg.dropout, activation=act, layer_norm_eps=cfg.layer_norm_eps,
-                    batch_first=True, norm_first=cfg.norm_first, dtype=dtype)
-            # eval-mode "fast path" packs padded batches into nested tensors and returns zeros
-            # at <pad> positions; turn it off so both models compute the same thing everywhere
-            self.transformer.encoder.use_nested_tensor = False
-            if not cfg.final_norm:
-                self.transformer.encoder.norm = None
-                self.transformer.decoder.norm = None
-            self.generator = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, dtype=dtype)
-            if cfg.tie_embeddings:
-                self.generator.weight = self.tgt_embed.weight
 
         def _embed(self, table, ids, pos):
             x = table(ids) * self.scale
