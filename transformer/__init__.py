@@ -5,7 +5,7 @@
     model = Transformer(cfg)
     logits = model(src, tgt_in, src_padding_mask, tgt_padding_mask)   # (B, L_tgt, V)
 
-Files follow the seed's vocabulary: config, embeddings (token + positions), masks, attention,
+Files follow the parts of the model: config, embeddings (token + positions), masks, attention,
 layers, models, decoding (greedy, beam, sampling, KV cache), interop (to and from PyTorch).
 Masks everywhere: bool True = blocked.
 """

@@ -1,20 +1,21 @@
-"""Scaled dot-product attention and multi-head attention (seeds 04, 05, 06, 10).
+"""Scaled dot-product attention and multi-head attention ("Attention Is All You Need",
+Vaswani et al. 2017, §3.2).
 
-    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V                      (seed 4.2)
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V                      (§3.2.1)
     MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O,
-        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)                      (seed 05)
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)                      (§3.2.2)
 
 Q, K, V all come from one sequence in self-attention; in cross-attention Q comes from the
-decoder and K, V from the encoder's memory (seed 08), so L_q and L_k may differ.
+decoder and K, V from the encoder's memory (§3.2.3), so L_q and L_k may differ.
 
 Masks follow the project's convention, **bool True = blocked** (or additive float); see
 `transformer.masks`. Two ways to compute the same attention:
 
 * **explicit** (`_attend`): the three steps as the paper writes them — the scores Q Kᵀ, minitensor's
   fused op `F.softmax(scores, scale, mask)` (scaling, masking and normalising in one node; a fully
-  masked row gives zero weights and zero gradient where the hand-written softmax of seed 10 gives
-  NaN), then the weights times V. It materialises the (L_q, L_k) weights of every head, so it is
-  the path for looking at them: attention maps, `score_stats`, the step-through.
+  masked row gives zero weights and zero gradient where a hand-written softmax gives NaN,
+  exp(−∞ − (−∞))), then the weights times V. It materialises the (L_q, L_k) weights of every
+  head, so it is the path for looking at them: attention maps, `score_stats`, the step-through.
 * **fused** (`minitensor.ops.attention`): one op whose kernel walks over tiles of keys with an
   online softmax and never holds the (L_q, L_k) matrix (FlashAttention's algorithm; see
   docs/kernels.md, "Fused attention"). Same result within float32 rounding, less memory, faster
@@ -53,7 +54,8 @@ def _attend(query, key, value, mask=None, scale=None, dropout=0.0, training=True
                          f"(..., L_k, d_k), value (..., L_k, d_v)")
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
     scores = query @ key.swapaxes(-1, -2)                     # (…, L_q, L_k): every q · every k
-    # seed 06: the mask is applied before the softmax; the fused op scales, masks, normalises
+    # the mask is applied before the softmax (§3.2.3: −∞ where blocked); one fused op scales,
+    # masks and normalises
     weights = F.softmax(scores, scale=scale, mask=mask)
     if dropout and training:
         weights = F.dropout(weights, dropout, training)
@@ -62,7 +64,7 @@ def _attend(query, key, value, mask=None, scale=None, dropout=0.0, training=True
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=0.0, scale=None,
                                  training=True, need_weights=True):
-    """softmax(query keyᵀ · scale + mask) value, the attention of seed 4.2.
+    """softmax(query keyᵀ · scale + mask) value, the attention of §3.2.1.
 
     query (…, L_q, d_k), key (…, L_k, d_k), value (…, L_k, d_v) — any leading axes, usually
     (B, h). mask: broadcastable to (…, L_q, L_k); bool **True = blocked**, or additive float.
@@ -81,7 +83,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=0.0, scal
 
 
 class AttentionCache:
-    """Keys and values one attention layer keeps between decoding steps (the KV cache, seed 9.2).
+    """Keys and values one attention layer keeps between decoding steps (the KV cache).
 
     Self-attention (static=False): each step appends the new tokens' K and V, so step t costs
     one query against t keys instead of recomputing all t queries. Cross-attention
@@ -105,7 +107,7 @@ class AttentionCache:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with the paper's projections W_q, W_k, W_v, W_o (seed 05).
+    """Multi-head attention with the paper's projections W_q, W_k, W_v, W_o (§3.2.2).
 
     d_model is split into n_heads heads of d_k = d_model / n_heads; each head attends in its own
     subspace, the heads are concatenated and mixed by W_o.
@@ -234,7 +236,7 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             if cache.static:
                 cache.k, cache.v = k, v
-            else:                                    # seed 9.2: keep history, append the new
+            else:                                    # keep the history, append the new step
                 if cache.k is not None:
                     k = F.concat([cache.k, k], axis=2)
                     v = F.concat([cache.v, v], axis=2)
@@ -275,8 +277,9 @@ class MultiHeadAttention(nn.Module):
     def score_stats(self):
         """Statistics of the last forward's scores as the softmax saw them (Q Kᵀ · scale),
         over the positions the mask allows: max_abs_score, mean_abs_score, std_score, and
-        max_weight_mean (the mean over rows of the largest weight: near 1 = saturated softmax,
-        seed 004 §5.2's "extreme attention scores")."""
+        max_weight_mean (the mean over rows of the largest weight: near 1 = saturated softmax:
+        large scores push the softmax where its gradient vanishes, the reason for the 1/√d_k
+        scale in §3.2.1)."""
         if self._last_scores is None:
             return None
         raw, scale, mask = self._last_scores

@@ -1,6 +1,7 @@
-"""Token embeddings and positional encodings (seed 03).
+"""Token embeddings and positional encodings
+("Attention Is All You Need", Vaswani et al. 2017, §3.4–3.5).
 
-The input to the first layer is (paper, seed 3.2–3.3)
+The input to the first layer is (paper, §3.4 and §3.5)
 
     x = E[token] · √d_model + PE[pos]        then dropout
 
@@ -10,14 +11,15 @@ The input to the first layer is (paper, seed 3.2–3.3)
       PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model)).
   Values stay in [−1, 1]; each pair of dimensions is a rotation at its own frequency, so
   PE(pos + k) is a linear function of PE(pos) — relative offsets are easy to read
-  (seed 004 §3.1).
+  (paper, §3.5).
 - `LearnedPositionalEmbedding`: a trainable table P ∈ R^{max_len × d_model} (BERT, GPT-2).
 - `RotaryEmbedding` (RoPE): no vector is added to x; instead the queries and keys of each
   self-attention head are rotated by an angle proportional to their position, so q·k depends on
   the *offset* between the two positions. It is applied inside `MultiHeadAttention`.
-- positional="none": the ablation — attention alone is blind to order (seed 004 §5.1).
+- positional="none": the ablation — attention alone is blind to order: it is a function of
+  the set of tokens, and permuting the inputs permutes the outputs.
 
-Attention itself does not know the order of the tokens (seed 3.3); these are the only places
+Attention itself does not know the order of the tokens (paper, §3.5); these are the only places
 where order enters the model.
 """
 import math

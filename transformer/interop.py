@@ -1,9 +1,9 @@
-"""Move weights between our `Transformer` and PyTorch's `torch.nn.Transformer` (seed 11).
+"""Move weights between our `Transformer` and PyTorch's `torch.nn.Transformer`.
 
 torch is imported only inside these functions: minitensor never needs it to run.
 
 `torch.nn.Transformer` is only the two stacks; a sequence model also needs embeddings,
-positions and an output projection (seed 11.2's list). `to_torch(model)` therefore returns a
+positions and an output projection. `to_torch(model)` therefore returns a
 `TorchSeq2Seq` module holding all of them — `src_embed`, `tgt_embed` (nn.Embedding), a `pe`
 buffer (or learned `src_pos_embed`, `tgt_pos_embed`), `transformer` (nn.Transformer,
 batch_first=True) and `generator` (nn.Linear) — whose forward(src, tgt_in, src_padding_mask, tgt_padding_mask) computes what ours

@@ -1,13 +1,15 @@
-"""The position-wise feed-forward network and the encoder and decoder layers (seeds 02, 07, 08).
+"""The position-wise feed-forward network and the encoder and decoder layers
+("Attention Is All You Need", Vaswani et al. 2017, §3.1 and §3.3).
 
 Every sub-layer F (attention or FFN) is wrapped in a residual connection and a LayerNorm
-(seed 07, "Add & Norm"), in one of two orders:
+(§3.1, "Add & Norm"), in one of two orders:
 
     Post-Norm (the paper, norm_first=False):  x = LayerNorm(x + Dropout(F(x)))
     Pre-Norm  (norm_first=True):              x = x + Dropout(F(LayerNorm(x)))
 
 Pre-Norm leaves an un-normalised path from the input to the output, which keeps gradients
-healthy in deep stacks (seed 7.2); read which one a model uses before reading its numbers.
+healthy in deep stacks (Xiong et al. 2020, "On Layer Normalization in the
+Transformer Architecture"); read which one a model uses before reading its numbers.
 Names follow torch.nn.TransformerEncoderLayer / DecoderLayer, so weights map one to one
 (see `transformer.interop`).
 """
@@ -86,7 +88,7 @@ def _mha(cfg, rotary=False):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then FFN, each with residual + LayerNorm (seed 2.1).
+    """Self-attention then FFN, each with residual + LayerNorm (paper, §3.1).
 
     forward(x (B, L, d_model), mask) → (B, L, d_model). mask: broadcastable to
     (B, h, L, L), **True = blocked** (the source padding mask as (B, 1, 1, L)).
@@ -118,13 +120,14 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Causal self-attention, cross-attention over the memory, FFN; each with Add & Norm (seed 2.2).
+    """Causal self-attention, cross-attention over the memory, FFN; each with Add & Norm
+    (paper, §3.1).
 
     forward(x (B, L_t, d), memory (B, L_s, d), self_mask, cross_mask, cache=None) → (B, L_t, d).
     self_mask: broadcastable to (B, h, L_t, L_t) — causal | target padding, **True = blocked**;
     cross_mask: broadcastable to (B, h, L_t, L_s) — the source padding mask.
     The queries of cross-attention come from the decoder, its keys and values from the memory
-    (seed 08), so its weights are (L_t, L_s).
+    (paper, §3.2.3), so its weights are (L_t, L_s).
     cache: a `LayerCache` for step-by-step decoding (see `transformer.decoding`).
 
     With cross_attention=False (a GPT-style decoder-only block) there is no cross_attn and the

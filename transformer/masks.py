@@ -1,13 +1,16 @@
-"""Attention masks (seed 06). **Convention everywhere in this project: bool True = BLOCKED.**
+"""Attention masks ("Attention Is All You Need", §3.2.3).
+**Convention everywhere in this project: bool True = BLOCKED.**
 
-A mask is added to the attention scores before the softmax (seed 06: "masks are added before
-softmax"): a blocked position gets −∞, so its weight exp(−∞) = 0. Two masks matter:
+A mask is added to the attention scores before the softmax (the paper, §3.2.3: "masking out
+(setting to −∞) all values in the input of the softmax"): a blocked position gets −∞, so its
+weight exp(−∞) = 0. Two masks matter:
 
-- the **padding mask** hides `<pad>` keys, which carry no meaning (seed 6.1);
-- the **causal mask** hides future positions, so position i sees only j ≤ i (seed 6.2).
+- the **padding mask** hides `<pad>` keys, which carry no meaning;
+- the **causal mask** hides future positions, so position i sees only j ≤ i (§3.2.3, "to
+  preserve the auto-regressive property").
 
 Bool True = blocked is the meaning of `torch.nn.Transformer`'s masks and `key_padding_mask`.
-**The PyTorch trap (seed 06):** `torch.nn.functional.scaled_dot_product_attention` reads a
+**The PyTorch trap:** `torch.nn.functional.scaled_dot_product_attention` reads a
 bool `attn_mask` the other way round, True = *allowed*. Mixing the two conventions silently
 inverts the mask. Convert such a mask with `from_allowed_mask` before passing it here.
 
@@ -33,7 +36,7 @@ def _array(mask, name):
 def padding_mask(ids, pad_id=0):
     """True where `ids` is the <pad> id: (B, L) int ids → (B, L) bool, **True = blocked**.
 
-    Used as a key padding mask: queries never attend to <pad> keys (seed 6.1).
+    Used as a key padding mask: queries never attend to <pad> keys.
     """
     ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
     if ids.ndim != 2:
@@ -72,8 +75,8 @@ def causal_mask(length, key_length=None):
 def from_allowed_mask(allowed):
     """Convert a bool mask in the **True = allowed** convention into ours (True = blocked).
 
-    ⚠ The PyTorch trap (seed 06): `F.scaled_dot_product_attention`'s bool attn_mask, and masks
-    written as `(tgt != pad)` or `torch.tril(ones)` (as in the seed's `create_mask`), mean
+    ⚠ The PyTorch trap: `F.scaled_dot_product_attention`'s bool attn_mask, and masks
+    written as `(tgt != pad)` or `torch.tril(ones)` (as in many tutorials' `create_mask`), mean
     True = *may attend*. This project, like `nn.Transformer`, means True = *blocked*. Passing an
     "allowed" mask unconverted blocks exactly what should be seen. This function is `~allowed`.
     """
@@ -151,7 +154,7 @@ def broadcast_mask(mask, batch, n_heads, l_q, l_k):
 
 def fully_masked_rows(mask, l_k=None):
     """Bool (…, L_q): rows in which every key is blocked. Their attention weights are zero
-    (the fused softmax's rule; seed 10 warns that a naive softmax gives NaN there)."""
+    (the fused softmax's rule; a naive softmax gives NaN there: exp(−∞ − (−∞)))."""
     mask = _array(mask, "fully_masked_rows")
     blocked = mask if mask.dtype == np.bool_ else np.isneginf(mask)
     return blocked.all(axis=-1)

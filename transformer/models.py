@@ -1,9 +1,10 @@
-"""The three shapes of Transformer (seed 01) and their stacks (seeds 02, 08, 09).
+"""The three shapes of Transformer and their stacks ("Attention Is All You Need", §3.1).
 
 - `Transformer`: encoder-decoder, the paper's translation model. The encoder reads the whole
   source once and returns the *memory* (B, L_src, d_model); the decoder reads the target so far
   (causal self-attention), queries the memory (cross-attention), and `generator` maps each
-  position to logits over the target vocabulary (seed 02: "linear + softmax on top").
+  position to logits over the target vocabulary (§3.4: "learned linear transformation and
+  softmax").
 - `EncoderOnly`: BERT-style understanding — a classification head or a masked-token head.
 - `DecoderOnlyLM`: GPT-style language model — causal self-attention only, optional weight tying.
 
@@ -38,7 +39,7 @@ class LayerCache:
 
 
 class DecoderCache:
-    """The KV cache of a whole decoder (seed 9.2): a `LayerCache` per layer, plus the target
+    """The KV cache of a whole decoder: a `LayerCache` per layer, plus the target
     padding seen so far. `len(cache)` is the number of positions already decoded, which is also
     the position of the next token (positions are offset by it)."""
 
@@ -181,7 +182,7 @@ class Transformer(nn.Module, _Inspectable):
 
     forward(src (B, L_s), tgt_in (B, L_t), src_padding_mask=None, tgt_padding_mask=None)
         → logits (B, L_t, tgt_vocab_size). Masks (B, L) bool, True = <pad>; the causal mask is
-        added inside. Teacher forcing (seed 9.1): tgt_in is the target shifted right
+        added inside. Teacher forcing: tgt_in is the target shifted right
         (`<bos> I am a dog`), and logits[:, i] predicts the target's token i (`I am a dog <eos>`).
     """
 
@@ -208,7 +209,7 @@ class Transformer(nn.Module, _Inspectable):
         return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
 
     def encode(self, src, src_padding_mask=None):
-        """src (B, L_s) ids → memory (B, L_s, d_model) (seed 8.1)."""
+        """src (B, L_s) ids → memory (B, L_s, d_model)."""
         src = _ids(src, "Transformer.encode")
         pad = _padding(src_padding_mask, src, "Transformer.encode")
         return self.encoder(self.src_embed(src), _key_mask(pad))
@@ -260,7 +261,7 @@ def _grow_padding(cache, new_pad, shape):
 
 
 class EncoderOnly(nn.Module, _Inspectable):
-    """BERT-style encoder (seed 01: encoder-only, for understanding).
+    """BERT-style encoder (encoder-only, for understanding).
 
     Children: src_embed, encoder, and a head: with num_classes, `classifier` (Linear d_model →
     num_classes) on a pooled vector (pooling "mean" over non-pad tokens, or "first" token);
@@ -308,7 +309,7 @@ class EncoderOnly(nn.Module, _Inspectable):
 
 
 class DecoderOnlyLM(nn.Module, _Inspectable):
-    """GPT-style language model (seed 01: decoder-only, autoregressive generation).
+    """GPT-style language model (decoder-only, autoregressive generation).
 
     Causal self-attention + FFN blocks (no cross-attention). Children: tgt_embed, decoder,
     generator (Linear d_model → vocab; tied to tgt_embed when cfg.tie_embeddings). The vocabulary

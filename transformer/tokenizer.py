@@ -1,6 +1,6 @@
 """Text → token ids → text: a vocabulary with the four special tokens, and a character tokenizer.
 
-Section 3.1 of the source text: a model only sees integers. Each symbol gets an id from a
+A model only sees integers. Each symbol gets an id from a
 vocabulary, and four special tokens make batches and generation work:
 
 =========  ====  ====================================================================

@@ -1,6 +1,7 @@
 """Small synthetic sequence-to-sequence tasks a Transformer learns in seconds to minutes.
 
-- `AdditionTask`: ``123+456`` → ``579`` (the source text's recommended first project).
+- `AdditionTask`: ``123+456`` → ``579`` (a small first project: the rule is exact, so
+  mistakes are easy to see).
 - `CopyTask` / `ReverseTask`: ``abcd`` → ``abcd`` / ``dcba``, with variable lengths and padding.
 
 Each task owns a character tokenizer and turns numbers or strings into padded id arrays:

@@ -1,4 +1,5 @@
-"""The addition task: ``123+456`` → ``579``, the first Transformer the source text asks a learner to build.
+"""The addition task: ``123+456`` → ``579``, a good first Transformer to build:
+the answer is exact, so every mistake shows.
 
 Format (fixed width, so no padding is needed and the masks stay simple):
 
