@@ -27,9 +27,6 @@ from .random import get_rng_state, manual_seed, set_rng_state
 from .scope import current_scope, scope
 from .tensor import Device as device
 from .tensor import Tensor, bool_, float32, float64, int32, int64
-from .tensor import _install_operators
-
-_install_operators()
 
 from . import functional  # noqa: E402
 from . import functional as F  # noqa: E402,F401

@@ -189,7 +189,6 @@ class Tensor:
         return t
 
     def clone(self):
-        from . import functional as F
         return F.clone(self)
 
     def expand_as(self, other):
@@ -218,7 +217,6 @@ class Tensor:
 
     def astype(self, dtype):
         """Convert to `dtype` (differentiable between float types)."""
-        from . import functional as F
         return F.cast(self, dtype)
 
     def to(self, *args, dtype=None, device=None, copy=False):
@@ -378,6 +376,95 @@ class Tensor:
             raise type(e)(f"__setitem__: tensor of shape {self.shape}: {e}") from None
         self.bump_version()
 
+    # ------------------------------------------------------------------ operators
+    # Each operator and op method is one call into minitensor.functional (F), where the op is
+    # a Function; a method takes the same arguments as the F function after the tensor.
+    def __add__(self, other): return F.add(self, other)
+    def __radd__(self, other): return F.add(other, self)
+    def __sub__(self, other): return F.sub(self, other)
+    def __rsub__(self, other): return F.sub(other, self)
+    def __mul__(self, other): return F.mul(self, other)
+    def __rmul__(self, other): return F.mul(other, self)
+    def __truediv__(self, other): return F.div(self, other)
+    def __rtruediv__(self, other): return F.div(other, self)
+    def __pow__(self, other): return F.pow(self, other)
+    def __rpow__(self, other): return F.pow(other, self)
+    def __matmul__(self, other): return F.matmul(self, other)
+    def __rmatmul__(self, other): return F.matmul(other, self)
+    def __lt__(self, other): return F.lt(self, other)
+    def __le__(self, other): return F.le(self, other)
+    def __gt__(self, other): return F.gt(self, other)
+    def __ge__(self, other): return F.ge(self, other)
+    def __eq__(self, other): return F.eq(self, other)
+    def __ne__(self, other): return F.ne(self, other)
+    def __and__(self, other): return F.logical_and(self, other)
+    def __or__(self, other): return F.logical_or(self, other)
+    def __xor__(self, other): return F.logical_xor(self, other)
+    def __neg__(self): return F.neg(self)
+    def __abs__(self): return F.abs(self)
+    def __invert__(self): return F.logical_not(self)
+    def __getitem__(self, index): return F.getitem(self, index)
+
+    # ------------------------------------------------------------------ op methods
+    def exp(self): return F.exp(self)
+    def log(self): return F.log(self)
+    def sin(self): return F.sin(self)
+    def cos(self): return F.cos(self)
+    def sqrt(self): return F.sqrt(self)
+    def abs(self): return F.abs(self)
+    def tanh(self): return F.tanh(self)
+    def sigmoid(self): return F.sigmoid(self)
+    def relu(self): return F.relu(self)
+    def silu(self): return F.silu(self)
+    def neg(self): return F.neg(self)
+    def isnan(self): return F.isnan(self)
+    def isfinite(self): return F.isfinite(self)
+    def gelu(self, *args, **kwargs): return F.gelu(self, *args, **kwargs)
+    def clip(self, *args, **kwargs): return F.clip(self, *args, **kwargs)
+    def maximum(self, *args, **kwargs): return F.maximum(self, *args, **kwargs)
+    def minimum(self, *args, **kwargs): return F.minimum(self, *args, **kwargs)
+    def pow(self, *args, **kwargs): return F.pow(self, *args, **kwargs)
+    def sum(self, *args, **kwargs): return F.sum(self, *args, **kwargs)
+    def mean(self, *args, **kwargs): return F.mean(self, *args, **kwargs)
+    def max(self, *args, **kwargs): return F.max(self, *args, **kwargs)
+    def min(self, *args, **kwargs): return F.min(self, *args, **kwargs)
+    def var(self, *args, **kwargs): return F.var(self, *args, **kwargs)
+    def std(self, *args, **kwargs): return F.std(self, *args, **kwargs)
+    def logsumexp(self, *args, **kwargs): return F.logsumexp(self, *args, **kwargs)
+    def argmax(self, *args, **kwargs): return F.argmax(self, *args, **kwargs)
+    def argmin(self, *args, **kwargs): return F.argmin(self, *args, **kwargs)
+    def any(self, *args, **kwargs): return F.any(self, *args, **kwargs)
+    def all(self, *args, **kwargs): return F.all(self, *args, **kwargs)
+    def reshape(self, *args, **kwargs): return F.reshape(self, *args, **kwargs)
+    def view(self, *args, **kwargs): return F.view(self, *args, **kwargs)
+    def transpose(self, *args, **kwargs): return F.transpose(self, *args, **kwargs)
+    def permute(self, *args, **kwargs): return F.permute(self, *args, **kwargs)
+    def swapaxes(self, *args, **kwargs): return F.swapaxes(self, *args, **kwargs)
+    def expand(self, *args, **kwargs): return F.expand(self, *args, **kwargs)
+    def broadcast_to(self, *args, **kwargs): return F.broadcast_to(self, *args, **kwargs)
+    def squeeze(self, *args, **kwargs): return F.squeeze(self, *args, **kwargs)
+    def unsqueeze(self, *args, **kwargs): return F.unsqueeze(self, *args, **kwargs)
+    def flatten(self, *args, **kwargs): return F.flatten(self, *args, **kwargs)
+    def split(self, *args, **kwargs): return F.split(self, *args, **kwargs)
+    def chunk(self, *args, **kwargs): return F.chunk(self, *args, **kwargs)
+    def masked_fill(self, *args, **kwargs): return F.masked_fill(self, *args, **kwargs)
+    def tril(self, *args, **kwargs): return F.tril(self, *args, **kwargs)
+    def triu(self, *args, **kwargs): return F.triu(self, *args, **kwargs)
+    def matmul(self, *args, **kwargs): return F.matmul(self, *args, **kwargs)
+    def softmax(self, *args, **kwargs): return F.softmax(self, *args, **kwargs)
+    def log_softmax(self, *args, **kwargs): return F.log_softmax(self, *args, **kwargs)
+    def gather(self, *args, **kwargs): return F.gather(self, *args, **kwargs)
+    def index_select(self, *args, **kwargs): return F.index_select(self, *args, **kwargs)
+    def repeat(self, *args, **kwargs): return F.repeat(self, *args, **kwargs)
+    def nonzero(self, *args, **kwargs): return F.nonzero(self, *args, **kwargs)
+    def clamp(self, *args, **kwargs): return F.clip(self, *args, **kwargs)
+
+    @property
+    def T(self): return F.transpose(self)
+
+    @property
+    def mT(self): return F.swapaxes(self, -1, -2)
+
     # ------------------------------------------------------------------ repr
     def __repr__(self):
         body = np.array2string(self._data, separator=", ", precision=4, threshold=200,
@@ -456,43 +543,16 @@ def _raw(x):
     return x.data if isinstance(x, Tensor) else x
 
 
-def _install_operators():
-    """Attach operators and op methods, all delegating to minitensor.functional."""
-    from . import functional as F
+class _FunctionalOnFirstUse:
+    """minitensor.functional, imported on the first method call, when it replaces this stand-in
+    as the module's F (so later calls cost nothing extra). It cannot be imported while this
+    module loads: functional, and function.py before it, import Tensor from here."""
 
-    def binary(fn, reflected=False):
-        if reflected:
-            return lambda self, other: fn(other, self)
-        return lambda self, other: fn(self, other)
+    def __getattr__(self, name):
+        global F
+        from . import functional
+        F = functional
+        return getattr(functional, name)
 
-    ops = {
-        "__add__": binary(F.add), "__radd__": binary(F.add, True),
-        "__sub__": binary(F.sub), "__rsub__": binary(F.sub, True),
-        "__mul__": binary(F.mul), "__rmul__": binary(F.mul, True),
-        "__truediv__": binary(F.div), "__rtruediv__": binary(F.div, True),
-        "__pow__": binary(F.pow), "__rpow__": binary(F.pow, True),
-        "__matmul__": binary(F.matmul), "__rmatmul__": binary(F.matmul, True),
-        "__lt__": binary(F.lt), "__le__": binary(F.le), "__gt__": binary(F.gt),
-        "__ge__": binary(F.ge), "__eq__": binary(F.eq), "__ne__": binary(F.ne),
-        "__and__": binary(F.logical_and), "__or__": binary(F.logical_or),
-        "__xor__": binary(F.logical_xor),
-        "__neg__": lambda self: F.neg(self), "__abs__": lambda self: F.abs(self),
-        "__invert__": lambda self: F.logical_not(self),
-        "__getitem__": lambda self, index: F.getitem(self, index),
-    }
-    for name, fn in ops.items():
-        setattr(Tensor, name, fn)
 
-    methods = [
-        "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "silu", "clip",
-        "maximum", "minimum", "sum", "mean", "max", "min", "var", "std", "logsumexp",
-        "argmax", "argmin", "reshape", "view", "transpose", "permute", "swapaxes", "expand",
-        "broadcast_to", "squeeze", "unsqueeze", "flatten", "split", "chunk", "masked_fill",
-        "tril", "triu", "matmul", "softmax", "log_softmax", "any", "all", "neg", "pow",
-        "isnan", "isfinite", "sin", "cos", "gather", "index_select", "repeat", "nonzero",
-    ]
-    for name in methods:
-        setattr(Tensor, name, getattr(F, name))
-    Tensor.clamp = F.clip
-    Tensor.T = property(lambda self: F.transpose(self))
-    Tensor.mT = property(lambda self: F.swapaxes(self, -1, -2))
+F = _FunctionalOnFirstUse()
