@@ -31,9 +31,6 @@ import fuzz_programs as fp  # noqa: E402
 
 # (name, reason, pattern a mismatch's text matches)
 KNOWN_BUGS = [
-    ("int-to-float", "issue 12 #7: float-only ops on integer inputs keep the integer dtype, "
-                     "give float64, or raise a numba TypingError; torch promotes to float32",
-     r"(dtype: minitensor (int64|float64), torch float32)|TypingError"),
     ("grad-at-nan", "issue 12 (minor, like maximum/minimum): abs gives a NaN gradient at a NaN "
                     "input (torch 0), relu 0 (torch passes the gradient)",
      r"grad: .*(minitensor np\.float\d+\(nan\), torch|torch np\.float\d+\(nan\)|"
@@ -41,19 +38,26 @@ KNOWN_BUGS = [
     ("var-of-one", "not in issue 12: F.var with unbiased=True over a single element gives 0 "
                    "(torch NaN: n − 1 = 0 degrees of freedom)",
      r"F\.var: value: .*minitensor np\.float\d+\(0\.0\), torch np\.float\d+\(nan\)"),
-    ("embedding-dim-0", "not in issue 12: F.embedding's backward with a weight of shape (V, 0) "
-                        "raises 'cannot reshape array of size 0 into shape (0)'",
-     r"(backward: error|inplace): .*cannot reshape array of size 0 into shape \(0\)"),
     ("layer-norm-constant-row", "not in issue 12 (like #4): F.layer_norm of a constant float32 "
                                 "row of 9 × −1e9 gives −1 everywhere (torch 0): the mean rounds "
                                 "away from the row's value and x − μ is divided by √eps",
      r"F\.layer_norm: value"),
+    ("pow-mixed-dtype", "not in issue 12: F.pow of a float32 base and a float64 exponent: the "
+                        "exponent's gradient is computed (and returned) in float32",
+     r"grad: .*float64.*consumers: [^)]*F\.pow"),
     ("size-0", "issue 12 (size-0 axes): log_softmax, softmax (numpy twin), logsumexp, "
-               "layer_norm, min/max over a size-0 axis, or with a size-0 axis elsewhere, raise; "
+               "layer_norm (numba: ZeroDivisionError over a (0, 3) normalized_shape), min/max "
+               "over a size-0 axis, or with a size-0 axis elsewhere, raise; "
                "torch returns an empty tensor (or −inf for logsumexp over nothing)",
-     r"error: minitensor raises ValueError: .*(zero-size array|cannot reshape array of size 0|"
-     r"of an empty tensor)"),
+     r"error: minitensor raises (ValueError: .*(zero-size array|cannot reshape array of size 0|"
+     r"of an empty tensor)|ZeroDivisionError)"),
 ]
+
+
+def known(name):
+    """Mark the minimal reproducer of KNOWN_BUGS entry `name` as a strict xfail."""
+    reason = next(r for n, r, _ in KNOWN_BUGS if n == name)
+    return pytest.mark.xfail(strict=True, reason=f"{name}: {reason}")
 
 
 def known_bug(m):
@@ -92,38 +96,45 @@ def test_random_programs_agree_with_torch(dtype, data):
 
 
 # ------------------------------------------------------------------ the known bugs, one case each
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[0][1])
-def test_known_bug_sigmoid_of_integers_is_float32():
+# fixed bugs that the fuzzer found: their reproducers stay as regression tests
+def test_sigmoid_of_integers_is_float32():
     assert F.sigmoid(mt.tensor([1, 2])).dtype == mt.float32
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[1][1])
+@known("grad-at-nan")
 def test_known_bug_abs_and_relu_gradient_at_nan():
     x = mt.tensor([np.nan, 1.0], requires_grad=True)
     (F.abs(x) + F.relu(x)).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0])      # torch: 0 + 1, 1 + 1
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[2][1])
+@known("var-of-one")
 def test_known_bug_unbiased_var_of_one_element_is_nan():
     assert np.isnan(F.var(mt.tensor([3.0])).item())
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[3][1])
-def test_known_bug_embedding_of_width_zero_has_a_gradient():
+def test_embedding_of_width_zero_has_a_gradient():
     w = mt.tensor(np.zeros((3, 0), np.float32), requires_grad=True)
     F.embedding(mt.tensor([0, 0, 1]), w).sum().backward()
     assert w.grad.shape == (3, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[4][1])
+@known("layer-norm-constant-row")
 def test_known_bug_layer_norm_of_a_constant_row_is_zero():
     y = F.layer_norm(mt.tensor(np.full((1, 9), -1e9, np.float32)), (9,))
     np.testing.assert_array_equal(y.numpy(), np.zeros((1, 9), np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[5][1])
+@known("size-0")
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_known_bug_log_softmax_over_a_size_0_axis(backend):
     with mt.kernels.use_backend(backend):
         assert F.log_softmax(mt.tensor(np.zeros((4, 0), np.float32))).shape == (4, 0)
+
+
+@known("pow-mixed-dtype")
+def test_known_bug_pow_exponent_gradient_in_float64():
+    b = mt.tensor(np.array([-0.1]), dtype=mt.float64, requires_grad=True)
+    F.pow(mt.tensor(np.array([3e4], np.float32)), b).sum().backward()
+    assert b.grad.dtype == mt.float64
+    np.testing.assert_allclose(b.grad.numpy(), 3e4 ** -0.1 * np.log(3e4), rtol=1e-12)
