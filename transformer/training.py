@@ -340,59 +340,22 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
     model.train()
     smoothed, t_start = None, time.perf_counter()
     seconds_before = history.seconds
-    step = start_step
     try:
         for step in range(start_step + 1, start_step + steps + 1):
             batch = get_batch(step)
             t0 = time.perf_counter()
-            if trace and history.trace is None:
-                with _viz_trace(quiet) as tracer:
-                    loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing,
-                                                   max_grad_norm)
-                history.trace = tracer
-            else:
-                loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing,
-                                               max_grad_norm)
-            if not math.isfinite(loss):
-                raise FloatingPointError(f"train: the loss became {loss} at step {step}; lower the "
-                                         f"learning rate or run under mt.detect_anomaly() to find "
-                                         f"the op")
+            loss, n_tokens = _step_once(model, optimizer, batch, step, history, trace, quiet,
+                                        label_smoothing, max_grad_norm)
             lr = current_lr(optimizer)
             if scheduler is not None:
                 scheduler.step()
-            dt = max(time.perf_counter() - t0, 1e-9)
-            n_examples = len(batch["src"] if "src" in batch else batch["ids"])
-            history.steps.append(step)
-            history.losses.append(loss)
-            history.lrs.append(lr)
             smoothed = loss if smoothed is None else 0.9 * smoothed + 0.1 * loss
-            bar.update(1)
-            bar.set_postfix_str(f"loss {smoothed:.4f} lr {lr:.2e} {n_examples / dt:,.0f} ex/s "
-                                f"{n_tokens / dt:,.0f} tok/s", refresh=False)
-
+            _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens,
+                         dt=max(time.perf_counter() - t0, 1e-9))
             want_eval = eval_every and (step % eval_every == 0 or step == start_step + steps)
             want_diag = diagnostics and step % diagnostics_every == 0
-            if want_diag:
-                # read these now: evaluation below runs forwards of its own (grads survive step())
-                grads, scores = grad_norms_by_module(model), score_ranges(model)
-            metrics, val = None, None
-            if want_eval or want_diag:
-                metrics = {"step": step, "train_loss": smoothed}
-                if val_batches is not None:
-                    val = evaluate(model, val_batches, label_smoothing)
-                    metrics["val_loss"] = val["loss"]
-                if want_eval and eval_fn is not None:
-                    metrics.update(eval_fn(model))
-            if want_eval:
-                history.evals.append(metrics)
-                shown = {k: v for k, v in metrics.items() if k not in ("step", "train_loss")}
-                if shown and not want_diag:
-                    say(f"step {step}: " + ", ".join(_fmt(k, v) for k, v in shown.items()))
-            if want_diag:
-                extra = {k: v for k, v in metrics.items()
-                         if k not in ("step", "train_loss", "val_loss")}
-                say(diagnostics_table(step, grads, scores, smoothed, val, extra,
-                                      order=[name for name, _ in model.named_modules()]))
+            metrics = _evaluate_and_report(model, step, smoothed, want_eval, want_diag, history,
+                                           say, eval_fn, val_batches, label_smoothing)
             if want_eval and stop_when is not None and metrics is not None and stop_when(metrics):
                 history.stopped_early = True
                 _complete(bar, desc)
@@ -401,6 +364,60 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
         bar.close()
         history.seconds = seconds_before + (time.perf_counter() - t_start)
     return history
+
+
+def _step_once(model, optimizer, batch, step, history, trace, quiet, label_smoothing,
+               max_grad_norm):
+    """`train_step`, inside ``mt.viz.trace()`` the first time when `trace` asks for it;
+    (loss, number of target tokens). A loss that is not finite stops training with the step."""
+    if trace and history.trace is None:
+        with _viz_trace(quiet) as tracer:
+            loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing, max_grad_norm)
+        history.trace = tracer
+    else:
+        loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing, max_grad_norm)
+    if not math.isfinite(loss):
+        raise FloatingPointError(f"train: the loss became {loss} at step {step}; lower the "
+                                 f"learning rate or run under mt.detect_anomaly() to find the op")
+    return loss, n_tokens
+
+
+def _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens, dt):
+    """Append the step to `history` and show it on the progress bar (dt: seconds it took)."""
+    n_examples = len(batch["src"] if "src" in batch else batch["ids"])
+    history.steps.append(step)
+    history.losses.append(loss)
+    history.lrs.append(lr)
+    bar.update(1)
+    bar.set_postfix_str(f"loss {smoothed:.4f} lr {lr:.2e} {n_examples / dt:,.0f} ex/s "
+                        f"{n_tokens / dt:,.0f} tok/s", refresh=False)
+
+
+def _evaluate_and_report(model, step, smoothed, want_eval, want_diag, history, say, eval_fn,
+                         val_batches, label_smoothing):
+    """Run the evaluation and/or the diagnostics this step asks for, record the evaluation in
+    `history`, print them; the metrics dict (None when neither was due)."""
+    if want_diag:
+        # read these now: evaluation below runs forwards of its own (grads survive step())
+        grads, scores = grad_norms_by_module(model), score_ranges(model)
+    if not (want_eval or want_diag):
+        return None
+    metrics, val = {"step": step, "train_loss": smoothed}, None
+    if val_batches is not None:
+        val = evaluate(model, val_batches, label_smoothing)
+        metrics["val_loss"] = val["loss"]
+    if want_eval and eval_fn is not None:
+        metrics.update(eval_fn(model))
+    if want_eval:
+        history.evals.append(metrics)
+        shown = {k: v for k, v in metrics.items() if k not in ("step", "train_loss")}
+        if shown and not want_diag:
+            say(f"step {step}: " + ", ".join(_fmt(k, v) for k, v in shown.items()))
+    if want_diag:
+        extra = {k: v for k, v in metrics.items() if k not in ("step", "train_loss", "val_loss")}
+        say(diagnostics_table(step, grads, scores, smoothed, val, extra,
+                              order=[name for name, _ in model.named_modules()]))
+    return metrics
 
 
 def _complete(bar, desc):
