@@ -30,11 +30,12 @@ from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 from . import functional  # noqa: E402
 from . import functional as F  # noqa: E402,F401
-from .functional import (abs, allclose, argmax, argmin, bmm, cat, chunk, clip, concat,  # noqa
-                         cos, exp, flatten, gather, index_select, log, log_softmax, masked_fill,
-                         matmul, max, maximum, mean, min, minimum, nonzero, relu, reshape,
-                         sigmoid, sin, softmax, split, sqrt, squeeze, stack, std, sum, tanh,
-                         transpose, tril, triu, unsqueeze, var, where)
+from .functional import (abs, allclose, argmax, argmin, argsort, bmm, cat, chunk, clip,  # noqa
+                         concat, cos, cumsum, einsum, exp, flatten, gather, index_select, log,
+                         log_softmax, masked_fill, matmul, max, maximum, mean, min, minimum,
+                         multinomial, nonzero, relu, reshape, scatter, sigmoid, sin, softmax,
+                         sort, split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose,
+                         tril, triu, unsqueeze, var, where)
 clamp = clip
 
 # PyTorch's dtype names (numpy dtypes here): torch.long is int64, torch.float is float32, …
@@ -70,5 +71,6 @@ __all__ = [
     "concat", "cos", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
     "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "nonzero", "relu",
     "reshape", "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum",
-    "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where",
+    "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where", "argsort", "cumsum",
+    "einsum", "multinomial", "scatter", "sort", "topk",
 ]

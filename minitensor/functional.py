@@ -492,6 +492,78 @@ def repeat(x, *sizes):
     return reshape(y, tuple(r * d for r, d in zip(sizes, x.shape)))
 
 
+@torch_names
+def cumsum(x, axis):
+    """Running sum along `axis` (torch: dim); same shape as x."""
+    return R.CumSum.apply(x, axis=axis)
+
+
+def einsum(equation, *operands):
+    """Einstein summation, as torch.einsum('bij,bjk->bik', a, b) (operands also as one list).
+    Differentiable in every operand; '...' and repeated indices inside one operand are not
+    supported."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return R.Einsum.apply(*operands, equation=equation)
+
+
+# torch.sort and torch.topk return this (torch.return_types.sort has the same fields).
+@torch_names
+def sort(x, axis=-1, descending=False, *, stable=False):
+    """(values, indices) sorted along `axis` (torch: dim). Ties keep their order (a stable
+    sort). The values are differentiable (a gather)."""
+    indices = argsort(x, axis, descending)
+    return ValuesIndices(gather(x, axis, indices), indices)
+
+
+@torch_names
+def argsort(x, axis=-1, descending=False, stable=False):
+    """Positions that sort x along `axis` (int64), stable; descending puts the largest first
+    (ties still in their original order)."""
+    d = _data(x)
+    axis = normalize_axis(axis, d.ndim, "argsort", d.shape)
+    order = np.argsort(-d if descending else d, axis=axis, kind="stable") if d.dtype.kind != "b" \
+        else np.argsort(~d if descending else d, axis=axis, kind="stable")
+    return Tensor._make(order.astype(np.int64))
+
+
+@torch_names
+def topk(x, k, axis=-1, largest=True, sorted=True):
+    """(values, indices) of the k largest (smallest with largest=False) along `axis`, largest
+    first. Ties: the earlier position first (torch does not promise an order for ties)."""
+    d = _data(x)
+    axis = normalize_axis(axis, d.ndim, "topk", d.shape)
+    if not 0 <= k <= d.shape[axis]:
+        raise op_error("topk", f"k={k} is out of range for axis {axis} of shape {d.shape}")
+    indices = getitem(argsort(x, axis, descending=largest),
+                      (slice(None),) * axis + (slice(0, k),))
+    return ValuesIndices(gather(x, axis, indices), indices)
+
+
+def multinomial(probs, num_samples, replacement=False):
+    """Draw `num_samples` category ids from each row of `probs` (1-D (C,) or 2-D (B, C);
+    non-negative weights, normalised here), with mt.manual_seed's generator. int64 result of
+    shape (num_samples,) or (B, num_samples). Without replacement a category is drawn once."""
+    p = np.asarray(_data(probs), dtype=np.float64)
+    rows = p.reshape(-1, p.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(-1) <= 0).any():
+        raise op_error("multinomial", f"probabilities must be finite, non-negative and not all "
+                                      f"zero in a row (shape {p.shape})")
+    if not replacement and num_samples > (rows > 0).sum(-1).min():
+        raise op_error("multinomial", f"cannot draw {num_samples} distinct categories from "
+                                      f"rows with fewer non-zero weights (shape {p.shape})")
+    rng = _random.generator()
+    out = np.stack([rng.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
+                    for r in rows]).astype(np.int64)
+    return Tensor._make(out.reshape(p.shape[:-1] + (num_samples,)))
+
+
+def scatter(x, dim, index, src=None, value=None):
+    """Out-of-place torch.scatter: a copy of x with x.scatter_(dim, index, src) applied (no
+    gradient flows through it here; use it for targets and masks)."""
+    return Tensor._make(np.array(_data(x))).scatter_(dim, index, src, value)
+
+
 def nonzero(x, as_tuple=False):
     """Positions of the non-zero elements: an int64 tensor (n, ndim), or with as_tuple=True
     one 1-D tensor of positions per axis (as numpy's nonzero)."""

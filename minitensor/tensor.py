@@ -457,6 +457,11 @@ class Tensor:
     def index_select(self, *args, **kwargs): return F.index_select(self, *args, **kwargs)
     def repeat(self, *args, **kwargs): return F.repeat(self, *args, **kwargs)
     def nonzero(self, *args, **kwargs): return F.nonzero(self, *args, **kwargs)
+    def cumsum(self, *args, **kwargs): return F.cumsum(self, *args, **kwargs)
+    def sort(self, *args, **kwargs): return F.sort(self, *args, **kwargs)
+    def argsort(self, *args, **kwargs): return F.argsort(self, *args, **kwargs)
+    def topk(self, *args, **kwargs): return F.topk(self, *args, **kwargs)
+    def scatter(self, *args, **kwargs): return F.scatter(self, *args, **kwargs)
     def clamp(self, *args, **kwargs): return F.clip(self, *args, **kwargs)
 
     @property

@@ -648,3 +648,61 @@ def test_creators_and_dtypes():
     for ours, theirs in [(mt.uint8, torch.uint8), (mt.long, torch.long), (mt.bool, torch.bool),
                          (mt.float, torch.float), (mt.double, torch.double)]:
         check(mt.ones(2, dtype=ours), torch.ones(2, dtype=theirs))
+
+
+@pytest.mark.parametrize("equation,shapes", [("ij,jk->ik", [(2, 3), (3, 4)]),
+                                             ("bij,bkj->bik", [(2, 3, 4), (2, 5, 4)]),
+                                             ("ij->i", [(3, 4)]), ("ij,j", [(3, 4), (4,)]),
+                                             ("ij,kl->ijkl", [(2, 3), (2, 2)])])
+def test_einsum_values_and_gradients(equation, shapes):
+    pairs = [pair(rand(*s, seed=i)) for i, s in enumerate(shapes)]
+    out = mt.einsum(equation, *[p[0] for p in pairs])
+    tout = torch.einsum(equation, *[p[1] for p in pairs])
+    check(out, tout)
+    check_backward(out, tout, pairs)
+    assert mt.gradcheck(lambda *xs: mt.einsum(equation, *xs), *[p[0] for p in pairs])
+
+
+def test_einsum_refuses_what_it_cannot_differentiate():
+    with pytest.raises(ValueError, match="repeated index"):
+        mt.einsum("ii->i", mt.randn(3, 3))
+
+
+def test_cumsum_sort_argsort_topk():
+    a = rand(3, 5)
+    a[0, 1] = a[0, 3]                                  # a tie
+    x, tx = pair(a)
+    out, tout = mt.cumsum(x, dim=1), torch.cumsum(tx, dim=1)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+    assert mt.gradcheck(lambda v: v.cumsum(0), mt.tensor(a, dtype=mt.float64,
+                                                         requires_grad=True))
+    for descending in (False, True):
+        s = mt.sort(x, dim=1, descending=descending)
+        ts = torch.sort(tx, dim=1, descending=descending, stable=True)
+        check(s.values, ts.values)
+        check(s.indices, ts.indices)
+        check(x.argsort(dim=0, descending=descending), tx.argsort(dim=0, descending=descending,
+                                                                    stable=True))
+    k, tk = x.topk(2, dim=1), tx.topk(2, dim=1)
+    values, indices = k
+    check(values, tk.values)
+    check(indices, tk.indices)
+    check_backward(values, tk.values, [(x, tx)])
+    check(mt.topk(x, 3, largest=False).values, torch.topk(tx, 3, largest=False).values)
+
+
+def test_scatter_out_of_place_and_multinomial():
+    x, tx = pair(np.zeros((2, 4)), requires_grad=False)
+    idx = np.array([[1], [3]])
+    check(mt.scatter(x, 1, mt.tensor(idx), 1.0), torch.scatter(tx, 1, torch.tensor(idx), 1.0))
+    assert x.data.sum() == 0                                   # the input is unchanged
+    mt.manual_seed(0)
+    probs = mt.tensor([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]])
+    draws = mt.multinomial(probs, 2, replacement=True)
+    assert draws.dtype == mt.long and draws.shape == (2, 2)
+    assert (draws.data[0] == 1).all() and set(draws.data[1]) <= {0, 2}
+    no_repeat = mt.multinomial(probs[1], 2)
+    assert sorted(no_repeat.tolist()) == [0, 2]
+    with pytest.raises(ValueError, match="multinomial"):
+        mt.multinomial(probs, 2)                               # row 0 has one non-zero weight

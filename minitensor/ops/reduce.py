@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..function import Function
-from ._axes import expand_reduced, normalize_axes
+from ._axes import expand_reduced, normalize_axes, normalize_axis
 
 
 class Sum(Function):
@@ -139,3 +139,67 @@ class LogSumExp(Function):
         x, out = ctx.saved_tensors
         g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
         return g * np.exp(x - out)
+
+
+def _einsum_subscripts(equation, n_operands):
+    """'ij,jk->ik' → (['ij', 'jk'], 'ik'); without '->' the output is the letters seen once,
+    sorted (numpy's and torch's implicit mode). Ellipses and a letter repeated inside one
+    operand (diagonals) are refused: their gradients need more than this op does."""
+    equation = equation.replace(" ", "")
+    if "." in equation:
+        raise ValueError(f"einsum: '...' is not supported here (equation {equation!r})")
+    lhs, _, out = equation.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != n_operands:
+        raise ValueError(f"einsum: equation {equation!r} names {len(inputs)} operands, got "
+                         f"{n_operands}")
+    if "->" not in equation:
+        out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    for s in inputs + [out]:
+        if len(set(s)) != len(s):
+            raise ValueError(f"einsum: repeated index in {s!r} (equation {equation!r}): "
+                             f"diagonals are not supported here")
+    return inputs, out
+
+
+class Einsum(Function):
+    """np.einsum with gradients: an einsum is a sum of products, so the gradient for one
+    operand is the einsum of the output gradient with the other operands, written with that
+    operand's subscripts. Its indices found nowhere else (summed out alone, as j in 'ij->i')
+    come back by broadcasting."""
+
+    @staticmethod
+    def forward(ctx, *operands, equation):
+        ctx.subscripts, ctx.out_subscripts = _einsum_subscripts(equation, len(operands))
+        ctx.save_for_backward(*operands)
+        return np.einsum(",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands)
+
+    @staticmethod
+    def backward(ctx, grad):
+        operands = ctx.saved_tensors
+        grads = []
+        for i, x in enumerate(operands):
+            others = [s for j, s in enumerate(ctx.subscripts) if j != i]
+            known = set(ctx.out_subscripts).union(*others)
+            target = "".join(c for c in ctx.subscripts[i] if c in known)
+            g = np.einsum(",".join([ctx.out_subscripts] + others) + "->" + target, grad,
+                          *(o for j, o in enumerate(operands) if j != i))
+            lost = [k for k, c in enumerate(ctx.subscripts[i]) if c not in known]
+            grads.append(np.broadcast_to(np.expand_dims(g, lost), x.shape).astype(x.dtype))
+        return tuple(grads)
+
+
+class CumSum(Function):
+    """Running sum along one axis; the gradient is the running sum of the gradient taken
+    from the other end."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = normalize_axis(axis, x.ndim, "cumsum", x.shape) if x.ndim else None
+        return np.cumsum(x, axis=ctx.axis).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.axis is None:
+            return grad
+        return np.flip(np.cumsum(np.flip(grad, ctx.axis), axis=ctx.axis), ctx.axis)
