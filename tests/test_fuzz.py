@@ -29,7 +29,7 @@ import minitensor as mt  # noqa: E402
 import minitensor.functional as F  # noqa: E402
 import fuzz_programs as fp  # noqa: E402
 
-# (name, reason, pattern a mismatch's text matches)
+# (name, the bug, a regular expression that the text of its mismatches matches)
 KNOWN_BUGS = [
     ("grad-at-nan", "issue 12 (minor, like maximum/minimum): abs gives a NaN gradient at a NaN "
                     "input (torch 0), relu 0 (torch passes the gradient)",
@@ -48,9 +48,15 @@ KNOWN_BUGS = [
     ("size-0", "issue 12 (size-0 axes): log_softmax, softmax (numpy twin), logsumexp, "
                "layer_norm (numba: ZeroDivisionError over a (0, 3) normalized_shape), min/max "
                "over a size-0 axis, or with a size-0 axis elsewhere, raise; "
-               "torch returns an empty tensor (or −inf for logsumexp over nothing)",
+               "torch returns an empty tensor (or −inf for logsumexp over nothing); the "
+               "numba softmax's backward over a size-0 last axis raises 'cannot reshape'",
      r"error: minitensor raises (ValueError: .*(zero-size array|cannot reshape array of size 0|"
-     r"of an empty tensor)|ZeroDivisionError)"),
+     r"of an empty tensor)|ZeroDivisionError)"
+     r"|(backward: error|inplace): .*cannot reshape array of size 0 into shape \(0\)"),
+    ("int-float-promotion", "issue 12 #7 (promotion): F.clip of an integer tensor with float "
+                            "bounds, and F.cat/F.stack of int64 with float32, give float64 "
+                            "(torch float32: a float beside integers keeps its dtype)",
+     r"F\.(clip|cat|stack): dtype: minitensor float64, torch float32"),
 ]
 
 
@@ -138,3 +144,17 @@ def test_known_bug_pow_exponent_gradient_in_float64():
     F.pow(mt.tensor(np.array([3e4], np.float32)), b).sum().backward()
     assert b.grad.dtype == mt.float64
     np.testing.assert_allclose(b.grad.numpy(), 3e4 ** -0.1 * np.log(3e4), rtol=1e-12)
+
+
+@known("int-float-promotion")
+def test_known_bug_clip_and_cat_of_integers_keep_float32():
+    assert F.clip(mt.tensor([1, 2, 3]), -1.0, 1.0).dtype == mt.float32
+    assert F.cat([mt.tensor([1, 2]), mt.tensor([0.5])]).dtype == mt.float32
+
+
+@known("size-0")
+def test_known_bug_softmax_backward_over_a_size_0_axis():
+    x = mt.tensor(np.zeros((3, 0), np.float32), requires_grad=True)
+    with mt.kernels.use_backend("numba"):
+        F.softmax(x).sum().backward()
+    assert x.grad.shape == (3, 0)
