@@ -12,21 +12,26 @@ different behaviour from torch's, the torch callable implements minitensor's doc
 from torch pieces, with a comment saying which rule (category (b) of the report: a legitimate
 documented difference), so that every remaining mismatch is a question.
 
-How a program is checked (`check_program`): minitensor runs it on a backend and keeps every value
-and every gradient (``retain_grad``) of a weighted sum of all float values. Then each op is
+How a program is checked (`fuzz_check`, on each backend): minitensor runs it and keeps every
+value and every gradient (``retain_grad``) of a weighted sum of all float values. Then each op is
 replayed *alone* in torch on minitensor's own input values, and minitensor must agree with it:
-same error-or-not, dtype, shape and requires_grad, same NaN/±inf positions, finite values within
-tolerance, and the gradient that reached each value must equal the sum of torch's vector-Jacobian
-products of its consumers (at minitensor's upstream gradients). Replaying op by op keeps every
-comparison local: a mismatch names the op that made it, and a program of 16 ops needs no more
-slack than one op.
+same error-or-not (a raw numba error never counts as an error message), dtype, shape and
+requires_grad, same NaN/±inf positions, finite values within tolerance; and the gradient that
+reached each value must equal the sum of torch's vector-Jacobian products of its consumers (at
+minitensor's upstream gradients). Replaying op by op keeps every comparison local: a mismatch
+names the op that made it, and a program of 16 ops needs no more slack than one op. Last, the
+program's in-place edit of a saved input that does not require grad (a mask, target, id or index
+tensor, or a float constant) is applied between forward and backward (`check_inplace`).
 
 Tolerance of one element: ``atol + rtol·|ref| + K·|ref − ref_other| + K·eps·lin``, where
 ref_other is the same op run by torch at the other precision (float64 for float32 ops: torch's
 own rounding error, so an ill-conditioned instance gets the slack it needs and a well-conditioned
-one none) and lin, for sums and products, is the op's `bound` applied to |inputs| (the classic bound on the
-rounding error of a sum, needed where huge terms cancel: the result of 1e30 + 1 − 1e30 depends on
-the order of the additions).
+one none), and lin, for the ops with a `bound`, is that bound on |inputs|: for a sum, the sum of
+|terms| (where huge terms cancel, 1e30 + 1 − 1e30 depends on the order of the additions); for
+var and layer_norm, the rounding of the mean at large offsets (see `_var_bound`).
+
+`Program.source()` prints a program as lines ``v3 = F.add(v0, v1)``, where each name is a row of
+`OPS` (its params as keywords): the report turns a mismatch into a few lines of real API.
 """
 import dataclasses
 import math
@@ -104,7 +109,8 @@ class Program:
                 kw = ", ".join(f"{k}={v!r}" for k, v in s.params.items())
                 lines.append(f"v{i} = {s.op}({args}{', ' if args and kw else ''}{kw})")
         if self.edit:
-            lines.append(f"# in-place edit after forward: v{self.edit[0]}.{self.edit[1]}({self.edit[2]!r})")
+            i, kind, value = self.edit
+            lines.append(f"# in-place edit after forward: v{i}.{kind}({value!r})")
         return "\n".join(lines)
 
 
@@ -331,7 +337,8 @@ def _factor(b, n):
 def gen_transpose(b):
     i = b.operand(min_ndim=1)
     nd = b.vals[i].ndim
-    return (i,), {"axis0": b.draw(st.integers(-nd, nd - 1)), "axis1": b.draw(st.integers(-nd, nd - 1))}
+    axis = st.integers(-nd, nd - 1)
+    return (i,), {"axis0": b.draw(axis), "axis1": b.draw(axis)}
 
 
 def gen_permute(b):
@@ -464,7 +471,8 @@ def gen_softmax(b):
         m = b.new_input(mshape, kind="bool")
     else:       # additive (0 / −inf), or an integer mask, which minitensor must refuse
         arr = (b.rng.random(mshape) < 0.3)
-        arr = np.where(arr, -np.inf, 0.0).astype(b.dtype) if kind == "float" else arr.astype(np.int64)
+        arr = (np.where(arr, -np.inf, 0.0).astype(b.dtype) if kind == "float"
+               else arr.astype(np.int64))
         m = b.add(Step("input", (), {"array": np.asarray(arr), "requires_grad": False}))
     return (i, m), params
 
@@ -827,7 +835,7 @@ def _np_dtype(t):
 class Mismatch:
     step: int           # the pool index of the op (or of the value whose gradient differs)
     op: str
-    what: str           # 'error' | 'dtype' | 'shape' | 'requires_grad' | 'value' | 'grad' | 'inplace'
+    what: str       # 'error' | 'dtype' | 'shape' | 'requires_grad' | 'value' | 'grad' | 'inplace'
     detail: str
     backend: str = ""
 
@@ -893,7 +901,8 @@ def compare(got, ref, scale, extra, free, value=None):
         return None
     idx = tuple(int(n) for n in np.argwhere(bad)[0])
     there = "" if value is None else f"value there {value[idx]!r}; "
-    return (f"at {idx}: minitensor {got[idx]!r}, torch {ref[idx]!r} ({there}tolerance {tol[idx]:.3g}; "
+    return (f"at {idx}: minitensor {got[idx]!r}, torch {ref[idx]!r} ({there}"
+            f"tolerance {tol[idx]:.3g}; "
             f"{int(bad.sum())} of {bad.size} elements differ)")
 
 
