@@ -304,7 +304,7 @@ class Tensor:
         try:
             vals = compute(self._data)
             np.copyto(self._data, vals, casting="same_kind")
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, IndexError) as e:
             raise type(e)(f"{op}: cannot update a tensor of shape {self.shape} and dtype "
                           f"{self.dtype} in place: {e}") from None
         return self.bump_version()
@@ -342,7 +342,7 @@ class Tensor:
     def index_fill_(self, dim, index, value):
         """Set every element whose position along `dim` is in the int tensor `index`."""
         index = np.asarray(_raw(index))
-        where = (slice(None),) * (dim % max(self.ndim, 1)) + (index,)
+        where = (slice(None),) * _axis(dim, self, "index_fill_") + (index,)
 
         def fill(d):
             out = d.copy()
@@ -360,7 +360,7 @@ class Tensor:
             out = d.copy()
             vals = np.broadcast_to(_raw(src), index.shape) if np.ndim(_raw(src)) == 0 \
                 else np.asarray(_raw(src))[tuple(slice(0, n) for n in index.shape)]
-            np.put_along_axis(out, index, vals, axis=dim)
+            np.put_along_axis(out, index, vals, axis=_axis(dim, self, "scatter_"))
             return out
         return self._inplace("scatter_", scatter)
 
@@ -542,6 +542,11 @@ class Device:
 
     def __hash__(self):
         return hash("cpu")
+
+
+def _axis(dim, t, op):
+    from .ops._axes import normalize_axis     # ops import Function, which imports Tensor
+    return normalize_axis(dim, t.ndim, op, t.shape)
 
 
 def _raw(x):

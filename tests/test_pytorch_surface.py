@@ -706,3 +706,12 @@ def test_scatter_out_of_place_and_multinomial():
     assert sorted(no_repeat.tolist()) == [0, 2]
     with pytest.raises(ValueError, match="multinomial"):
         mt.multinomial(probs, 2)                               # row 0 has one non-zero weight
+
+
+def test_inplace_index_errors_name_the_op_and_shape():
+    x = mt.zeros(2, 3)
+    with pytest.raises(ValueError, match="index_fill_.*out of range"):
+        x.index_fill_(2, mt.tensor([0]), 1.0)
+    with pytest.raises(IndexError, match=r"scatter_.*\(2, 3\)"):
+        x.scatter_(1, mt.tensor([[5], [0]]), 1.0)
+    assert x.data.sum() == 0 and x._version == 0            # a failed call changes nothing
