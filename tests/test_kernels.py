@@ -843,3 +843,20 @@ def test_tiles_only_where_they_beat_numpy_on_this_machine(monkeypatch):
                         else 2.0)
     assert K.matmul_route(q, q) == "tiles"                 # another layout: measured again
     assert len(matmul_module._TILES_WIN) == 2
+
+
+def test_dropout_keep_draws_the_twins_mask():
+    """dropout.keep, the per-entry hash fused attention drops with, keeps exactly the entries
+    the numpy twin's mask keeps."""
+    import importlib
+    D = importlib.import_module("minitensor.kernels.dropout")   # K.dropout is the kernel
+    seed, p = 12345, 0.3
+    mask = D.dropout_mask_numpy(500, seed, p)
+    kept = [D.keep(np.uint64(seed), np.uint64(i), D.keep_threshold(p)) for i in range(500)]
+    assert np.array_equal(np.array(kept), mask) and 0 < mask.sum() < 500
+
+
+def test_fused_attention_is_a_public_kernel():
+    assert K.fused_attention_forward in K.KERNELS and K.fused_attention_backward in K.KERNELS
+    assert {"fused_attention_forward", "fused_attention_backward"} <= set(K.__all__)
+    assert K.fused_attention_forward.numpy is K.attention.fused_attention_forward_numpy
