@@ -545,7 +545,8 @@ class Device:
 
 
 def _axis(dim, t, op):
-    from .ops._axes import normalize_axis     # ops import Function, which imports Tensor
+    # imported here: ops import Function, which imports Tensor
+    from .ops._axes import normalize_axis
     return normalize_axis(dim, t.ndim, op, t.shape)
 
 
