@@ -55,13 +55,20 @@ def log_softmax_backward_numpy(y, dy):
 
 @kernel(flags=FASTMATH | {"nnan"})
 def _masked_row_max(x_row, mask_row, scale):
-    """max_j z_j with z_j = masked_score(x_row[j], mask_row[j], scale). Compiled with "nnan" so
-    that LLVM may reorder the running maximum into packed vmaxps (3× faster softmax on rows of
-    16–64); `maximum` ignores a NaN operand either way, and the caller's exp lets a NaN reach
-    the output."""
-    z_max = x_row.dtype.type(-np.inf)
+    """max(max_j z_j, lowest) with z_j = jit.masked_score(x_row[j], mask_row[j], scale) and
+    lowest the most negative finite float: the true maximum, except that a row with no allowed
+    finite score gives `lowest` instead of −inf (its exp(z − lowest) is still 0 everywhere).
+    Each z_j is raised to `lowest` first because LLVM folds maximum(m, −inf) into a select
+    that keeps the loop from vectorising (with a bool mask); compiled with "nnan" so that LLVM
+    may reorder the running maximum into packed vmaxps (3× faster softmax on rows of 16–64).
+    `maximum` ignores a NaN operand either way, and the caller's exp lets a NaN reach the
+    output."""
+    f = x_row.dtype.type
+    lowest = f(-np.finfo(x_row.dtype).max)
+    z_max = lowest
     for j in range(x_row.shape[0]):
-        z_max = jit.maximum(z_max, jit.masked_score(x_row[j], mask_row[j], scale))
+        z = jit.masked_score(x_row[j], mask_row[j], scale)
+        z_max = jit.maximum(z_max, jit.maximum(z, lowest))
     return z_max
 
 
@@ -83,9 +90,9 @@ def _softmax_rows(x, mask, scale, y):
             mc = c if MC > 1 else 0
             # pass 1: the row maximum of z (z is recomputed below rather than stored: cheaper
             # than a store and a reload for short rows)
+            # (every position blocked: z_max is finite, exp(−inf − z_max) = 0 everywhere, and
+            # the row stays zero below, not NaN)
             z_max = _masked_row_max(x[a, b, c], mask[ma, mb, mc], scale)
-            if z_max == -np.inf:           # every position blocked: exp(−inf) = 0 everywhere,
-                z_max = f(0)               # and the row stays zero below (not NaN)
             # pass 2: e = exp(z − max z); pass 3: their sum; pass 4: normalise
             for j in range(N):
                 y[a, b, c, j] = jit.exp(jit.masked_score(x[a, b, c, j], mask[ma, mb, mc, j],
