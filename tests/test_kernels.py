@@ -686,6 +686,7 @@ def test_threads_follow_numba_set_num_threads():
     """jit.threads() reads numba's thread count without numba's lock after the first call;
     it must still see every numba.set_num_threads."""
     import numba
+
     from minitensor.kernels import jit
     before = numba.get_num_threads()
     jit.threads()
@@ -815,6 +816,7 @@ def test_lazy_kernels_build_on_first_call(tmp_path, monkeypatch):
     (tmp_path / "lazy_family.py").write_text(LAZY_FAMILY)
     monkeypatch.syspath_prepend(str(tmp_path))
     import lazy_family
+
     from minitensor.kernels import jit
     assert lazy_family._rows.built is None and lazy_family._double.built is None
     x = np.arange(12.0).reshape(4, 3) - 5

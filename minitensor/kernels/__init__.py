@@ -38,10 +38,10 @@ from . import adam as _adam
 from . import attention as _attn
 from . import cross_entropy as _ce
 from . import dropout as _do
+from . import erf as _erf
 from . import layer_norm as _ln
 from . import matmul as _mm
 from . import softmax as _sm
-from . import erf as _erf
 from .backend import BACKENDS, dispatch, get_backend, lazy, set_backend, use_backend
 
 # the fast products load on the first numba matmul (kernels/fast_matmul)

@@ -21,7 +21,6 @@ import os
 import time
 import types as types_module
 
-
 # fastmath flags every kernel is compiled with: only those that change no result beyond the sign
 # of a zero, so each kernel stays within a few ulp of its numpy twin. Not "reassoc": it lets LLVM
 # rewrite (x − max) − log_total as x − (max + log_total), which at |x| = 3e4 in float32 loses

@@ -10,7 +10,6 @@ import numpy as np
 from . import jit
 from .jit import kernel, prange, threads
 
-
 # ---- numpy twins -----------------------------------------------------------------------------
 
 def layer_norm_forward_numpy(x, weight, bias, eps):

@@ -23,7 +23,6 @@ from numba.np.numpy_support import as_dtype
 
 from .jit import FASTMATH
 
-
 # ---- a vectorisable exp for float32 --------------------------------------------------------
 
 @intrinsic

@@ -9,7 +9,6 @@ import numpy as np
 from . import jit
 from .jit import FASTMATH, kernel, prange
 
-
 # ---- numpy twins (the reference a learner reads first) ----------------------------------------
 
 def softmax_forward_numpy(x, scale=1.0, mask=None):
