@@ -39,7 +39,7 @@ def leaf(rng):
 # that set max_examples themselves keep their own.
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow,
                                                  HealthCheck.data_too_large])
 settings.register_profile("thorough", max_examples=1500, deadline=None, database=None,

@@ -94,6 +94,7 @@ def _log(prog, mismatches):
 
 @pytest.mark.fuzz
 @pytest.mark.torch
+@pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")   # inf/NaN on purpose
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @given(data=st.data())
 def test_random_programs_agree_with_torch(dtype, data):
