@@ -86,7 +86,7 @@ def _numeric_grad(fn, inputs, t, weights, eps):
         return sum(float(np.sum(o.data * w)) for o, w in zip(outs, weights))
 
     flat = t.data.reshape(-1)       # a view (t is contiguous): writing it perturbs t
-    numeric = np.zeros(t.size)
+    numeric = np.zeros(t.numel())
     for j in range(flat.size):
         orig = flat[j]
         flat[j] = orig + eps
@@ -106,4 +106,4 @@ def _compare(i, t, analytic, numeric, atol, rtol):
         raise GradcheckError(
             f"gradcheck: input {i}{name} of shape {t.shape}: gradient mismatch at index "
             f"{tuple(int(v) for v in k)}: analytic {analytic[k]:.8g}, numeric {numeric[k]:.8g} "
-            f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {t.size} elements differ)")
+            f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {t.numel()} elements differ)")

@@ -126,13 +126,14 @@ class Tensor:
     def ndim(self):
         return self._data.ndim
 
-    @property
-    def size(self):
-        """``x.size()`` → the shape; ``x.size(d)`` → the length of axis d (as torch).
-
-        The count of elements is ``x.numel()``. Plain ``x.size`` still compares as that count
-        while code outside this package moves to ``numel()``; write ``x.size()``."""
-        return _Size(self._data.size, self._data.shape)
+    def size(self, dim=None):
+        """``x.size()`` → the shape; ``x.size(d)`` → the length of axis d (as torch). The count
+        of elements is ``x.numel()``."""
+        if dim is None:
+            return self.shape
+        if not -self.ndim <= dim < max(self.ndim, 1):
+            raise IndexError(f"size: dim {dim} is out of range for shape {self.shape}")
+        return self.shape[dim]
 
     def numel(self):
         """Number of elements."""
@@ -501,24 +502,6 @@ class Tensor:
 
     def __array__(self, dtype=None, copy=None):
         return self._data if dtype is None else self._data.astype(dtype)
-
-
-class _Size(int):
-    """What ``Tensor.size`` gives: call it as torch's method (``x.size()`` → shape tuple,
-    ``x.size(-1)`` → an int); used bare it is still the element count (numpy's meaning), so
-    code that read ``x.size`` keeps working until it says ``x.numel()``."""
-
-    def __new__(cls, count, shape):
-        self = super().__new__(cls, count)
-        self._shape = shape
-        return self
-
-    def __call__(self, dim=None):
-        if dim is None:
-            return self._shape
-        if not -len(self._shape) <= dim < max(len(self._shape), 1):
-            raise IndexError(f"size: dim {dim} is out of range for shape {self._shape}")
-        return self._shape[dim]
 
 
 class Device:

@@ -234,7 +234,7 @@ def test_float16_gradients_through_kernel_ops_match_torch():
     for ours, theirs in cases:
         h = mt.tensor(x, dtype=np.float16, requires_grad=True)
         y = ours(h)
-        w = np.arange(1, y.size + 1, dtype=np.float16).reshape(y.shape)
+        w = np.arange(1, y.numel() + 1, dtype=np.float16).reshape(y.shape)
         (y * mt.tensor(w, dtype=np.float16)).sum().backward()
         th = torch.tensor(x, dtype=torch.float16, requires_grad=True)
         (theirs(th) * torch.from_numpy(w)).sum().backward()

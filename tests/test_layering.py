@@ -1,6 +1,7 @@
 """The layers of the design, enforced: data flows one way, so nothing below imports from above.
 
-    minitensor.kernels      numba kernels and their numpy twins: import no other part of minitensor
+    minitensor.config       process-wide settings (threads, malloc): standard library only
+    minitensor.kernels      numba kernels and their numpy twins: import only config
     minitensor (__init__)   the front door: gathers every layer below transformer into `mt.`
     minitensor core         Tensor, Function, autograd, functional, ops: never import nn, optim,
                             viz or transformer
@@ -22,7 +23,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYERS = [
     # the package's front door gathers every layer into one namespace: `mt.nn`, `mt.viz`, ...
     ("minitensor.__init__", ("transformer", "demos"), ()),
-    ("minitensor.kernels", ("minitensor.", "transformer", "demos"), ("minitensor.kernels",)),
+    # config (with _memory) is the process settings, below everything: it imports only the
+    # standard library, and the kernels ask it whether to be polite with threads
+    ("minitensor.config", ("minitensor.", "transformer", "demos"), ("minitensor._memory",)),
+    ("minitensor._memory", ("minitensor.", "transformer", "demos"), ()),
+    ("minitensor.kernels", ("minitensor.", "transformer", "demos"),
+     ("minitensor.kernels", "minitensor.config")),
     ("minitensor.nn", ("transformer", "demos", "minitensor.viz"), ()),
     ("minitensor.optim", ("transformer", "demos", "minitensor.viz"), ()),
     ("minitensor.viz", ("transformer", "demos"), ()),
