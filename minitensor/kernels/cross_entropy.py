@@ -34,7 +34,7 @@ def cross_entropy_forward_numpy(logits, targets, ignore_index=-100, label_smooth
     logits' dtype; log_total is what backward needs."""
     check_targets(targets, logits.shape[1], ignore_index, "cross_entropy_forward")
     f = logits.dtype.type
-    z = logits - logits.max(axis=-1, keepdims=True)
+    z = logits - logits.max(axis=-1, keepdims=True, initial=-np.inf)
     log_total = np.log(np.exp(z).sum(axis=-1))
     valid = targets != ignore_index
     picked = z[np.arange(z.shape[0]), np.where(valid, targets, 0)]
@@ -54,7 +54,7 @@ def cross_entropy_backward_numpy(logits, targets, log_total, grad_rows, ignore_i
     f = logits.dtype.type
     eps = f(label_smoothing)
     log_total, grad_rows = log_total.astype(f, copy=False), grad_rows.astype(f, copy=False)
-    p = np.exp((logits - logits.max(axis=-1, keepdims=True)) - log_total[:, None])
+    p = np.exp((logits - logits.max(axis=-1, keepdims=True, initial=-np.inf)) - log_total[:, None])
     valid = targets != ignore_index
     p[np.arange(n), np.where(valid, targets, 0)] -= f(1) - eps
     if label_smoothing:

@@ -4,6 +4,8 @@ softmax_forward(x, scale, mask) is the kernel under scaled dot-product attention
 softmax(scale·x + mask) in one kernel, without temporaries as large as the scores: the mask's
 broadcasting is done by index arithmetic instead of materialising a mask of the scores' size.
 """
+import math
+
 import numpy as np
 
 from . import jit
@@ -22,7 +24,7 @@ def softmax_forward_numpy(x, scale=1.0, mask=None):
     z = x * x.dtype.type(scale) if scale != 1.0 else x
     if mask is not None:
         z = np.where(mask, -np.inf, z) if mask.dtype == np.bool_ else z + mask.astype(x.dtype)
-    z_max = np.max(z, axis=-1, keepdims=True)
+    z_max = np.max(z, axis=-1, keepdims=True, initial=-np.inf)   # rows may be empty
     z_max = np.where(z_max == -np.inf, 0.0, z_max)
     e = np.exp(z - z_max)
     total = e.sum(axis=-1, keepdims=True)
@@ -41,8 +43,9 @@ def log_softmax_forward_numpy(x):
     """log softmax over the last axis, in the max-subtracted frame z = x − max x:
     y = z − log Σ exp(z); x (..., N). Subtracting max x first keeps the digits of z when |x| is
     large (a row of −1e9 gives −log N, not 0)."""
-    z = x - np.max(x, axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    z = x - np.max(x, axis=-1, keepdims=True, initial=-np.inf)   # rows may be empty
+    with np.errstate(divide="ignore"):          # an empty row: log 0 = −inf, never read
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def log_softmax_backward_numpy(y, dy):
@@ -140,7 +143,7 @@ def _log_softmax_backward_rows(y, dy, dx):
 
 def _rows(a, dtype=None):
     """a as a C-contiguous (R, N) array (a copy only if a is a non-contiguous view)."""
-    return np.ascontiguousarray(a, dtype=dtype).reshape(-1, a.shape[-1])
+    return np.ascontiguousarray(a, dtype=dtype).reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 def _as_4d(x, mask):

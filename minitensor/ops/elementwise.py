@@ -183,7 +183,7 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return grad * np.sign(x)
+        return grad * np.nan_to_num(np.sign(x))     # sign(NaN) counts as 0, as in torch
 
 
 class _Pick(Function):
@@ -287,7 +287,9 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return grad * (out > 0)
+        # selected, not multiplied (as torch): a NaN input passes its gradient on, and a NaN
+        # gradient arriving at a blocked entry stays there instead of becoming NaN·0
+        return np.where(out <= 0, np.zeros((), grad.dtype), grad)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)

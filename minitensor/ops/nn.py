@@ -107,19 +107,24 @@ class LayerNorm(Function):
             if p is not None and p.shape != norm_shape:
                 raise ShapeError(f"{label} has shape {p.shape} but x of shape {x.shape} is "
                                  f"normalised over its last {n_axes} axes {norm_shape}")
+        ctx.shapes = (x.shape, norm_shape)
+        if x.size == 0:     # an empty batch or normalized shape: nothing to normalise, and the
+            return x.copy()     # kernels' 1/d is not defined for d = 0
         d = math.prod(norm_shape)
         x2 = x.reshape(math.prod(x.shape[:x.ndim - n_axes]), d)   # sizes, not -1: axes may be 0
         w = weight.reshape(d) if weight is not None else None
         b = bias.reshape(d) if bias is not None else None
         y, mean, rstd = K.layer_norm_forward(x2, w, b, eps)
         ctx.save_for_backward(x2, mean, rstd, w)
-        ctx.shapes = (x.shape, norm_shape)
         return y.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, grad):
-        x2, mean, rstd, w = ctx.saved_tensors
         x_shape, norm_shape = ctx.shapes
+        if grad.size == 0:
+            zeros = np.zeros(norm_shape, grad.dtype)
+            return np.zeros(x_shape, grad.dtype), zeros, zeros
+        x2, mean, rstd, w = ctx.saved_tensors
         dx, dw, db = K.layer_norm_backward(grad.reshape(x2.shape), x2, mean, rstd, w)
         dw = dw.reshape(norm_shape) if dw is not None and ctx.needs_input_grad[1] else None
         db = db.reshape(norm_shape) if ctx.needs_input_grad[2] else None

@@ -1,4 +1,6 @@
 """Reductions over one axis, several, or all (axis=None), with or without keepdims."""
+import math
+
 import numpy as np
 
 from ..function import Function
@@ -66,12 +68,18 @@ class Min(_Extremum):
 
 def _centered(ctx, x, axis, unbiased, keepdims, op):
     """x minus its mean over `axis`; sets ctx.axes, ctx.keepdims and ctx.denom (n, or n − 1
-    when unbiased — taken as 1 for a single element, so the variance is 0, not NaN)."""
+    when unbiased). One element has n − 1 = 0 degrees of freedom: its unbiased variance is
+    0/0 = NaN, as in torch — there is no spread to estimate from a single sample."""
     ctx.axes = normalize_axes(axis, x.ndim, op, x.shape)
     n = int(np.prod([x.shape[a] for a in ctx.axes]))
-    ctx.denom = max(n - (1 if unbiased else 0), 1)
+    ctx.denom = float(n - (1 if unbiased else 0))
     ctx.keepdims = keepdims
     return x - x.mean(axis=ctx.axes, keepdims=True)
+
+
+def _twice_over(denom):
+    """2 / denom as a Python float (so float32 stays float32); inf for 0 degrees of freedom."""
+    return 2.0 / denom if denom else math.inf
 
 
 class Var(Function):
@@ -86,13 +94,15 @@ class Var(Function):
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
         xc = _centered(ctx, x, axis, unbiased, keepdims, "var")
         ctx.save_for_backward(xc)
-        return np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom
+        with np.errstate(divide="ignore", invalid="ignore"):       # 0/0 above: NaN on purpose
+            return np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom
 
     @staticmethod
     def backward(ctx, grad):
         (xc,) = ctx.saved_tensors
         g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
-        return g * (2.0 / ctx.denom) * xc
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return g * _twice_over(ctx.denom) * xc
 
 
 class Std(Function):
@@ -106,7 +116,8 @@ class Std(Function):
     @staticmethod
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
         xc = _centered(ctx, x, axis, unbiased, keepdims, "std")
-        out = np.sqrt(np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom)
+        with np.errstate(divide="ignore", invalid="ignore"):       # one element: NaN
+            out = np.sqrt(np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom)
         ctx.save_for_backward(xc, out)
         return out
 
@@ -117,7 +128,8 @@ class Std(Function):
                           where=out > 0)
         if not ctx.keepdims:
             g_var = np.expand_dims(g_var, ctx.axes)
-        return g_var * (2.0 / ctx.denom) * xc
+        with np.errstate(invalid="ignore"):
+            return g_var * _twice_over(ctx.denom) * xc
 
 
 class LogSumExp(Function):
@@ -128,9 +140,10 @@ class LogSumExp(Function):
     def forward(ctx, x, axis=None, keepdims=False):
         ctx.axes = normalize_axes(axis, x.ndim, "logsumexp", x.shape)
         ctx.keepdims = keepdims
-        m = np.max(x, axis=ctx.axes, keepdims=True)
+        m = np.max(x, axis=ctx.axes, keepdims=True, initial=-np.inf)   # initial: axes may be empty
         m = np.where(np.isfinite(m), m, 0)
-        out = np.log(np.sum(np.exp(x - m), axis=ctx.axes, keepdims=True)) + m
+        with np.errstate(divide="ignore"):      # log Σ over nothing = log 0 = −inf, as in torch
+            out = np.log(np.sum(np.exp(x - m), axis=ctx.axes, keepdims=True)) + m
         ctx.save_for_backward(x, out)
         return out if keepdims else np.squeeze(out, axis=ctx.axes)
 
