@@ -34,8 +34,8 @@ FASTMATH = {"nsz"}
 
 # Entries of the input from which a kernel marked parallel runs on all threads. Starting a
 # parallel region of numba's OpenMP pool costs a few µs (its workers spin a while between
-# regions); the serial build wins below ~32k entries (~10 µs of a softmax's work), measured with
-# benchmarks/kernels.py on 2 cores.
+# regions), so below a few tens of thousands of entries the serial build wins
+# (benchmarks/kernels.py shows the crossover on your machine).
 PARALLEL_MIN_WORK = 1 << 15
 
 
