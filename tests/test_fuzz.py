@@ -54,9 +54,6 @@ KNOWN_BUGS = [
                              "is +inf, F.sqrt's is −inf (torch: −inf for both)",
      r"grad: .*minitensor np\.float\d+\(-?inf\), torch np\.float\d+\(-?inf\) \(value there "
      r"np\.float\d+\(-0\.0\).*consumers: [^)]*F\.pow"),
-    ("var-of-empty", "not in issue 12: F.var over a size-0 axis gives -0.0 (torch NaN: no "
-                     "elements, 0/0)",
-     r"F\.var: value: .*minitensor np\.float\d+\(-?0\.0\), torch np\.float\d+\(nan\)"),
     ("int-float-promotion", "issue 12 #7 (promotion): F.clip of an integer tensor with float "
                             "bounds, and F.cat/F.stack of int64 with float32, give float64 "
                             "(torch float32: a float beside integers keeps its dtype)",
@@ -170,6 +167,5 @@ def test_known_bug_pow_half_at_negative_zero_matches_sqrt():
     np.testing.assert_array_equal(x.grad.numpy(), y.grad.numpy())
 
 
-@known("var-of-empty")
-def test_known_bug_var_of_no_elements_is_nan():
+def test_var_of_no_elements_is_nan():
     assert np.isnan(F.var(mt.tensor(np.zeros(0, np.float32))).item())

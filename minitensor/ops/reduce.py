@@ -72,7 +72,7 @@ def _centered(ctx, x, axis, unbiased, keepdims, op):
     0/0 = NaN, as in torch — there is no spread to estimate from a single sample."""
     ctx.axes = normalize_axes(axis, x.ndim, op, x.shape)
     n = int(np.prod([x.shape[a] for a in ctx.axes]))
-    ctx.denom = float(n - (1 if unbiased else 0))
+    ctx.denom = float(max(n - (1 if unbiased else 0), 0))     # no elements: 0/0 = NaN too
     ctx.keepdims = keepdims
     return x - x.mean(axis=ctx.axes, keepdims=True)
 
