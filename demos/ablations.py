@@ -110,7 +110,7 @@ def run_variant(name, args, task):
 
 def table(rows):
     layers = list(rows[0]["max_score"])
-    head = (f"| variant | what changes | held-out exact match | final train loss | held-out loss | "
+    head = ("| variant | what changes | held-out exact match | final train loss | held-out loss | "
             + " | ".join(f"max\\|score\\| {k}" for k in layers) + " | saturation |")
     lines = [head, "|" + "---|" * (6 + len(layers))]
     for r in rows:

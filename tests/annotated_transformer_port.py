@@ -291,7 +291,7 @@ class LabelSmoothing(nn.Module):
 
 def data_gen(V, batch_size, nbatches):
     """The copy task: random words 1..V-1, the first always 1 (the start symbol)."""
-    for i in range(nbatches):
+    for _ in range(nbatches):
         data = torch.randint(1, V, size=(batch_size, 10))
         data[:, 0] = 1
         src = data.requires_grad_(False).clone().detach()
@@ -314,7 +314,7 @@ class SimpleLossCompute:
 def greedy_decode(model, src, src_mask, max_len, start_symbol):
     memory = model.encode(src, src_mask)
     ys = torch.zeros(1, 1).fill_(start_symbol).type_as(src.data)
-    for i in range(max_len - 1):
+    for _ in range(max_len - 1):
         out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1)).type_as(src.data))
         prob = model.generator(out[:, -1])
         _, next_word = torch.max(prob, dim=1)

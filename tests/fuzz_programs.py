@@ -411,7 +411,7 @@ def gen_cat(b, stack=False):
         other = list(shape)
         if not stack:
             other[axis % len(shape)] = b.draw(st.sampled_from([0, 1, 2]))
-        j = b.pick(("float",), where=lambda t: tuple(t.shape) == tuple(other))
+        j = b.pick(("float",), where=lambda t, other=other: tuple(t.shape) == tuple(other))
         args.append(j if j is not None and b.draw(st.booleans()) else b.new_input(other))
     return tuple(args), {"axis": axis}
 

@@ -156,7 +156,7 @@ def test_enable_grad_inside_no_grad():
 def test_no_grad_restores_the_mode_after_an_exception():
     with pytest.raises(ZeroDivisionError):
         with mt.no_grad():
-            1 / 0
+            _ = 1 / 0
     assert mt.is_grad_enabled()
 
 
@@ -379,7 +379,7 @@ def test_backward_frees_saved_arrays_unless_retain_graph():
     loss.backward()
     assert y.grad_fn._saved == () and loss.grad_fn.inputs[0].grad_fn._saved == ()
     with pytest.raises(RuntimeError, match="saved tensors were freed"):
-        y.grad_fn.saved_tensors
+        _ = y.grad_fn.saved_tensors
 
 
 def test_backward_step_done_is_a_snapshot_of_its_moment():

@@ -98,9 +98,9 @@ def test_hand_scope_around_a_model_prefixes_it():
 def test_unknown_attribute_raises_with_hint():
     m = Model()
     with pytest.raises(AttributeError, match="did you mean 'encoder'"):
-        m.encodr
+        _ = m.encodr
     with pytest.raises(AttributeError, match="encoder.layers.0"):
-        m.encoder.layers[0].missing_thing
+        _ = m.encoder.layers[0].missing_thing
     assert getattr(m, "nothing", 42) == 42    # getattr with a default still works
 
 

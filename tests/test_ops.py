@@ -303,7 +303,7 @@ def test_transpose_permute_swapaxes_T_mT(leaf):
     w = mt.tensor(np.arange(24.0).reshape(4, 3, 2), dtype=mt.float64)
     for fn in (lambda x: x.T, lambda x: x.permute(2, 0, 1), lambda x: x.swapaxes(0, -2),
                lambda x: x.transpose(1, 2).permute(1, 0, 2)):
-        assert gradcheck(lambda x: fn(x) * fn(w.permute(2, 1, 0)), x)
+        assert gradcheck(lambda x, fn=fn: fn(x) * fn(w.permute(2, 1, 0)), x)
 
 
 def test_expand_and_broadcast_to(leaf):

@@ -63,7 +63,7 @@ def test_stepping_through_leaves_the_gradients_backward_leaves():
     expected = grads(model, x)
     model2, x2, loss2 = build()
     n = 0
-    for step in loss2.backward_steps():
+    for _ in loss2.backward_steps():
         n += 1
     assert n > 30
     got = grads(model2, x2)

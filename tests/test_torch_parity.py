@@ -151,7 +151,7 @@ def _run(seed, n_ops=12):
             pool = [emb + leaves["x0"], TF.layer_norm(leaves["y0"], (D,), leaves["ln_w"],
                                                       leaves["ln_b"]) @ leaves["W"]]
         names = []
-        for (name, arity, f_mt, f_torch), (i, j) in picks:
+        for (name, arity, f_mt, f_torch), (i, _) in picks:
             fn = f_mt if lib == "mt" else f_torch
             args = [pool[-1], pool[i % len(pool)]][:arity]
             pool.append(fn(*args))

@@ -12,9 +12,9 @@ from transformer.training import (History, diagnostics_table, evaluate, grad_nor
 
 def test_shift_right_is_teacher_forcing():
     # "I am a dog <eos>" → decoder input "<bos> I am a dog"
-    I, am, a, dog, eos, bos = 10, 11, 12, 13, 2, 1
-    tgt = np.array([[I, am, a, dog, eos]])
-    np.testing.assert_array_equal(shift_right(tgt, bos_id=bos), [[bos, I, am, a, dog]])
+    i_, am, a, dog, eos, bos = 10, 11, 12, 13, 2, 1
+    tgt = np.array([[i_, am, a, dog, eos]])
+    np.testing.assert_array_equal(shift_right(tgt, bos_id=bos), [[bos, i_, am, a, dog]])
     with pytest.raises(ValueError, match=r"shift_right.*\(B, L\)"):
         shift_right(np.array([1, 2, 3]))
     with pytest.raises(TypeError, match="integers"):

@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 import minitensor.functional as F
-from minitensor import Tensor, from_numpy, kernels, nn
+from minitensor import from_numpy, kernels, nn
 from minitensor.nn import init
 from minitensor.ops import attention as fused
 
