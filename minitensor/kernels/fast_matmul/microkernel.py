@@ -138,7 +138,6 @@ def tile_kernel(rows, vectors):
             itemsize = like.bitwidth // 8
             lanes = VECTOR_BYTES // itemsize
             ops = _VectorOps(builder, like, lanes)
-            real = ops.vector.element
             # strides in bytes
             a_row, a_col, b_row, c_row = (builder.mul(stride, _const(itemsize))
                                           for stride in (a_row, a_col, b_row, c_row))
@@ -153,30 +152,40 @@ def tile_kernel(rows, vectors):
             acc = [[cgutils.alloca_once_value(builder, ir.Constant(ops.vector, None))
                     for _ in range(vectors)] for _ in range(rows)]
 
-            with cgutils.for_range(builder, k) as loop:           # for p in range(k):
-                p = loop.index
-                b_p = builder.add(b, builder.mul(p, b_row))       # row p of B, as vectors
-                b_vectors = [ops.load(builder.add(b_p, offset), mask)
-                             for offset, mask in zip(column_offsets, masks)]
-                a_column = builder.mul(p, a_col)
-                for i in range(rows):                             # A[i, p] in every lane
-                    a_ip = builder.load(_pointer(builder, builder.add(a_rows[i], a_column), real))
-                    a_splat = _splat(builder, a_ip, lanes)
-                    for v in range(vectors):                      # acc[i][v] += A[i, p]·b_v
-                        builder.store(ops.fma(a_splat, b_vectors[v], builder.load(acc[i][v])),
-                                      acc[i][v])
-
-            for i in range(rows):                                 # C = acc, real rows only
-                with cgutils.if_likely(builder, builder.icmp_signed("<", _const(i), n_rows)):
-                    c_i = builder.add(c, builder.mul(_const(i), c_row))
-                    for v in range(vectors):
-                        ops.store(builder.load(acc[i][v]), builder.add(c_i, column_offsets[v]),
-                                  masks[v])
+            b_columns = list(zip(column_offsets, masks))
+            _multiply_add_loop(builder, ops, k, a_rows, a_col, b, b_row, b_columns, acc)
+            _store_tile(builder, ops, acc, c, c_row, n_rows, b_columns)
             return context.get_dummy_value()
 
         return types.void(*[types.int64] * 10, like), codegen
 
     return tile
+
+
+def _multiply_add_loop(builder, ops, k, a_rows, a_col, b, b_row, b_columns, acc):
+    """The loop over p that keeps the tile in registers: for p in range(k), load row p of B as
+    vectors (b_columns: each vector's byte offset and mask of real columns), then for each row i
+    add A[i, p]·b_v to acc[i][v]. a_rows are the addresses of A's tile rows; strides in bytes."""
+    real, lanes = ops.vector.element, ops.vector.count
+    with cgutils.for_range(builder, k) as loop:               # for p in range(k):
+        p = loop.index
+        b_p = builder.add(b, builder.mul(p, b_row))           # row p of B, as vectors
+        b_vectors = [ops.load(builder.add(b_p, offset), mask) for offset, mask in b_columns]
+        a_column = builder.mul(p, a_col)
+        for i, a_row in enumerate(a_rows):                    # A[i, p] in every lane
+            a_ip = builder.load(_pointer(builder, builder.add(a_row, a_column), real))
+            a_splat = _splat(builder, a_ip, lanes)
+            for v, b_v in enumerate(b_vectors):               # acc[i][v] += A[i, p]·b_v
+                builder.store(ops.fma(a_splat, b_v, builder.load(acc[i][v])), acc[i][v])
+
+
+def _store_tile(builder, ops, acc, c, c_row, n_rows, b_columns):
+    """C = acc, the real rows only (i < n_rows), each vector's missing columns masked off."""
+    for i, acc_i in enumerate(acc):
+        with cgutils.if_likely(builder, builder.icmp_signed("<", _const(i), n_rows)):
+            c_i = builder.add(c, builder.mul(_const(i), c_row))
+            for acc_iv, (offset, mask) in zip(acc_i, b_columns):
+                ops.store(builder.load(acc_iv), builder.add(c_i, offset), mask)
 
 
 # ---- packing: an 8 × 8 block transpose in registers ---------------------------------------------
