@@ -43,10 +43,6 @@ KNOWN_BUGS = [
      r"error: minitensor raises (ValueError: .*(zero-size array|cannot reshape array of size 0|"
      r"of an empty tensor)|ZeroDivisionError)"
      r"|(backward: error|inplace): .*cannot reshape array of size 0 into shape \(0\)"),
-    ("layer-norm-constant-row", "not in issue 12 (like #4): F.layer_norm of a constant float32 "
-                                "row of 9 × −1e9 gives −1 everywhere (torch 0): the mean rounds "
-                                "away from the row's value and x − μ is divided by √eps",
-     r"F\.layer_norm: value"),
     ("pow-mixed-dtype", "not in issue 12: F.pow of a float32 base and a float64 exponent: the "
                         "exponent's gradient is computed (and returned) in float32",
      r"grad: .*float64.*consumers: [^)]*F\.pow"),
@@ -125,10 +121,13 @@ def test_embedding_of_width_zero_has_a_gradient():
     assert w.grad.shape == (3, 0)
 
 
-@known("layer-norm-constant-row")
-def test_known_bug_layer_norm_of_a_constant_row_is_zero():
-    y = F.layer_norm(mt.tensor(np.full((1, 9), -1e9, np.float32)), (9,))
-    np.testing.assert_array_equal(y.numpy(), np.zeros((1, 9), np.float32))
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_of_a_constant_row_is_zero(backend, dtype):
+    # the float32 sum of nine −1e9 rounds; the mean's correction step lands on −1e9 again
+    with mt.kernels.use_backend(backend):
+        y = F.layer_norm(mt.tensor(np.full((2, 9), [[-1e9], [0.1]], dtype)), (9,), eps=1e-12)
+    np.testing.assert_array_equal(y.numpy(), np.zeros((2, 9), dtype))
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])

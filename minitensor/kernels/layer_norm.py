@@ -4,6 +4,14 @@ Forward keeps each row's mean μ and reciprocal standard deviation rstd = 1/√(
 backward pass, which is the classic fused formula (x̂ = (x − μ)·rstd, g = dy ⊙ weight):
 
     dx = rstd/D · (D·g − Σ g − x̂ · Σ (g ⊙ x̂)),   dweight = Σ_rows dy ⊙ x̂,   dbias = Σ_rows dy.
+
+The mean takes one correction step, μ = m + c with m = Σx/D and c = mean(d), d = x − m: at
+large offsets Σx rounds (nine float32 entries of −1e9 sum to a multiple of 1024), so m misses
+even a constant row's value, and x − m, divided by √(σ² + eps), turns that rounding into an
+output of ±1. d is exact there (x and m are close), so μ lands on the row's value and
+x − μ = d − c is 0, as with torch's Welford mean. The variance is then mean(d²) − c², the
+corrected two-pass formula (Chan, Golub and LeVeque, "Algorithms for computing the sample
+variance", The American Statistician 37, 1983), which needs no third pass over the row.
 """
 import numpy as np
 
@@ -15,9 +23,11 @@ from .jit import kernel, prange, threads
 def layer_norm_forward_numpy(x, weight, bias, eps):
     """y = (x − μ)/√(σ² + eps) · weight + bias over the last axis of x (N, D); weight and bias
     (D,) may be None. Returns (y (N, D), mean (N,), rstd (N,)), all in x's dtype."""
-    mean = x.mean(axis=-1)
-    xc = x - mean[:, None]
-    var = (xc * xc).mean(axis=-1)
+    m = x.mean(axis=-1)
+    d = x - m[:, None]
+    c = d.mean(axis=-1)                   # the correction step (module docstring)
+    mean, xc = m + c, d - c[:, None]
+    var = np.maximum((d * d).mean(axis=-1) - c * c, 0)     # ≥ 0 but for rounding (NaN stays)
     rstd = 1.0 / np.sqrt(var + eps)
     y = xc * rstd[:, None]
     if weight is not None:
@@ -43,19 +53,24 @@ def layer_norm_backward_numpy(dy, x, mean, rstd, weight):
 
 @kernel(parallel=True)
 def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
-    """Row i of x (N, D): mean, rstd (two passes, so no cancellation), then y. weight and bias
-    are (D,) arrays (ones / zeros when the caller has none). y holds x − μ until the last pass,
-    for jit.row_dot to sum its squares."""
+    """Row i of x (N, D): the mean with its correction step and the corrected two-pass
+    variance (module docstring), then y. weight and bias are (D,) arrays (ones / zeros when
+    the caller has none). y holds d = x − m until the last pass, for jit.row_sum and
+    jit.row_dot to add it up."""
     N, D = x.shape
     f = x.dtype.type
     for i in prange(N):
-        mu = jit.row_sum(x[i]) / f(D)
+        m = jit.row_sum(x[i]) / f(D)
         for j in range(D):
-            y[i, j] = x[i, j] - mu
-        r = f(1) / np.sqrt(jit.row_dot(y[i], y[i]) / f(D) + eps)
-        mean[i], rstd[i] = mu, r
+            y[i, j] = x[i, j] - m
+        c = jit.row_sum(y[i]) / f(D)
+        var = jit.row_dot(y[i], y[i]) / f(D) - c * c
+        if var < 0:                     # ≥ 0 but for rounding (a NaN stays NaN)
+            var = f(0)
+        r = f(1) / np.sqrt(var + eps)
+        mean[i], rstd[i] = m + c, r
         for j in range(D):
-            y[i, j] = y[i, j] * r * weight[j] + bias[j]
+            y[i, j] = (y[i, j] - c) * r * weight[j] + bias[j]
 
 
 @kernel(parallel=True)
