@@ -97,7 +97,8 @@ def ours_stepper(spec, attention):
         src, tgt_in, tgt_out = batch
         opt.zero_grad()
         logits = model(src, tgt_in, padding_mask(src, PAD), padding_mask(tgt_in, PAD))
-        F.cross_entropy(logits, tgt_out, ignore_index=PAD).backward()
+        F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
+                        ignore_index=PAD).backward()
         opt.step()
     return step
 

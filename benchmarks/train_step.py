@@ -72,7 +72,7 @@ def ours_step(model, opt, batch):
     src, tgt_in, tgt_out = batch
     opt.zero_grad()
     logits = model(src, tgt_in, padding_mask(src, PAD), padding_mask(tgt_in, PAD))
-    loss = F.cross_entropy(logits, tgt_out, ignore_index=PAD)
+    loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD)
     loss.backward()
     opt.step()
     return loss.item()

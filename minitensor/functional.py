@@ -677,17 +677,72 @@ def embedding(ids, weight, padding_idx=None):
     return NN.Embedding.apply(_constant(ids), weight, padding_idx=padding_idx)
 
 
-def cross_entropy(logits, targets, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
-    """Cross-entropy with integer targets; logits (N, C) or (B, L, C) — classes last.
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """torch.nn.functional.cross_entropy: log_softmax over the classes, then the negative
+    log-likelihood of the target.
 
-    ignore_index: targets equal to it (e.g. <pad>) add nothing, and 'mean' averages over the
-    rest. label_smoothing: ε in [0, 1). reduction: 'mean' | 'sum' | 'none'.
+    input: logits (C,), (N, C) or (N, C, d1, …) — the classes on axis 1, as in torch, so a
+    sequence model's (B, L, C) logits go in as ``logits.transpose(1, 2)`` (or flattened,
+    ``logits.reshape(-1, C)`` with ``target.reshape(-1)``). target: class ids (), (N,) or
+    (N, d1, …), or class probabilities of input's shape. weight (C,) rescales each class;
+    ignore_index: ids (e.g. <pad>) that add nothing, and 'mean' averages over the rest (0 when
+    every target is ignored; torch gives NaN); label_smoothing ε in [0, 1] mixes the target
+    with the uniform distribution over the C classes. reduction: 'mean' | 'sum' | 'none'.
+    Class ids without a weight run one fused op (one graph node, `ops.nn.CrossEntropy`).
     """
-    if not 0.0 <= label_smoothing < 1.0:
-        raise op_error("cross_entropy", f"label_smoothing must be in [0, 1), got {label_smoothing} "
-                                        f"(logits shape {logits.shape})", ValueError)
-    return NN.CrossEntropy.apply(logits, _constant(targets), ignore_index=ignore_index,
-                                 label_smoothing=label_smoothing, reduction=reduction)
+    reduction = _reduction(size_average, reduce, reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise op_error("cross_entropy", f"label_smoothing must be in [0, 1], got "
+                                        f"{label_smoothing} (input shape {input.shape})",
+                       ValueError)
+    t = _data(target)
+    if t.dtype.kind == "f":
+        return _cross_entropy_probs(input, target, weight, reduction, label_smoothing)
+    if weight is None:
+        return NN.CrossEntropy.apply(input, _constant(target), ignore_index=ignore_index,
+                                     label_smoothing=label_smoothing, reduction=reduction)
+    return _cross_entropy_weighted(_classes_last(input), t, weight, ignore_index, reduction,
+                                   label_smoothing, input.shape)
+
+
+def _cross_entropy_weighted(x, t, weight, ignore_index, reduction, eps, shape):
+    """(1 − ε)·nll + ε/C · smooth, torch's formula for class ids with a class weight; x holds
+    the logits with the classes last."""
+    logp = log_softmax(x, axis=-1)
+    nll = _nll(logp, t, weight, ignore_index, reduction, shape, "cross_entropy")
+    if eps == 0.0:
+        return nll
+    c = x.shape[-1]
+    w = _data(weight).astype(x.dtype)
+    valid = t != ignore_index
+    smooth = -sum(logp * w, axis=-1) * valid.astype(x.dtype)           # (…,)
+    if reduction == "sum":
+        smooth = sum(smooth)
+    elif reduction == "mean":
+        smooth = sum(smooth) / _nonzero(float(w[np.where(valid, t, 0)][valid].sum()))
+    return nll * (1.0 - eps) + smooth * (eps / c)
+
+
+def _cross_entropy_probs(input, target, weight, reduction, eps):
+    """−Σ_c w_c · p_c · log softmax(x)_c with probability targets p of input's shape."""
+    p = target if isinstance(target, Tensor) else Tensor(_data(target))
+    if tuple(p.shape) != tuple(input.shape):
+        ids_shape = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+        if tuple(p.shape) == ids_shape:
+            raise op_error("cross_entropy", f"target of shape {tuple(p.shape)} holds {p.dtype} "
+                                            f"values: class ids must be integers (input "
+                                            f"{input.shape}, classes on axis "
+                                            f"{1 if input.ndim >= 2 else 0})", TypeError)
+        raise op_error("cross_entropy", f"probability targets of shape {tuple(p.shape)} must "
+                                        f"match input {input.shape}")
+    x, p = _classes_last(input), _classes_last(p)
+    if eps:
+        p = p * (1.0 - eps) + eps / x.shape[-1]
+    terms = log_softmax(x, axis=-1) * p
+    if weight is not None:
+        terms = terms * _data(weight).astype(x.dtype)
+    return _reduce(-sum(terms, axis=-1), reduction)
 
 
 def mse_loss(input, target, reduction="mean"):
@@ -752,24 +807,25 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """
     reduction = _reduction(size_average, reduce, reduction, "nll_loss")
     return _nll(_classes_last(input), _data(target), weight, ignore_index, reduction,
-                input.shape)
+                input.shape, "nll_loss")
 
 
-def _nll(x, t, weight, ignore_index, reduction, shape):
-    """nll_loss on log-probabilities x with the classes last, (…, C), and targets t (…)."""
+def _nll(x, t, weight, ignore_index, reduction, shape, op):
+    """nll_loss on log-probabilities x with the classes last, (…, C), and targets t (…);
+    `op` names the caller in errors."""
     c = x.shape[-1]
     if t.dtype.kind not in "iu":
-        raise op_error("nll_loss", f"target must hold integer class ids, got {t.dtype} "
-                                   f"(input {shape}, target {t.shape})", TypeError)
+        raise op_error(op, f"target must hold integer class ids, got {t.dtype} "
+                           f"(input {shape}, target {t.shape})", TypeError)
     if x.shape[:-1] != t.shape:
-        raise op_error("nll_loss", f"input {shape} and target {t.shape} do not match: "
-                                   f"expected target of shape {x.shape[:-1]} (classes on axis "
-                                   f"{0 if len(shape) == 1 else 1} of input)")
+        raise op_error(op, f"input {shape} and target {t.shape} do not match: expected target "
+                           f"of shape {x.shape[:-1]} (classes on axis "
+                           f"{0 if len(shape) == 1 else 1} of input)")
     valid = t != ignore_index
     if valid.any() and (t[valid].min() < 0 or t[valid].max() >= c):
         bad = t[valid].max() if t[valid].max() >= c else t[valid].min()
-        raise op_error("nll_loss", f"target {bad} is out of range for {c} classes "
-                                   f"(target shape {t.shape})", IndexError)
+        raise op_error(op, f"target {bad} is out of range for {c} classes "
+                           f"(target shape {t.shape})", IndexError)
     safe = np.where(valid, t, 0).reshape(-1)
     w = np.ones(c, x.dtype) if weight is None else _data(weight).astype(x.dtype)
     w_rows = np.where(valid.reshape(-1), w[safe], 0).astype(x.dtype)

@@ -10,7 +10,7 @@ import pytest
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 PAGES = {  # page: (at least this many blocks, a line one of them must contain)
     "extending.md": (8, "class Softplus(mt.Function)"),
-    "graph.md": (6, "loss = F.cross_entropy(model(src, tgt_in), tgt_out)"),
+    "graph.md": (6, "loss = F.cross_entropy(model(src, tgt_in).transpose(1, 2), tgt_out)"),
     "kernels.md": (5, "bias_relu = dispatch(bias_relu_numba, bias_relu_numpy)"),
 }
 

@@ -51,7 +51,8 @@ def test_logits_and_every_gradient_match_torch(rng, dtype, tol, norm_first, extr
     spm, tpm = M.padding_mask(src, PAD), M.padding_mask(tgt_in, PAD)
 
     logits = model(src, tgt_in, spm, tpm)
-    loss = F.cross_entropy(logits, tgt_out, ignore_index=PAD, label_smoothing=0.1)
+    loss = F.cross_entropy(logits.reshape(-1, 13), tgt_out.reshape(-1), ignore_index=PAD,
+                           label_smoothing=0.1)
     loss.backward()
 
     t_logits = twin(torch.tensor(src), torch.tensor(tgt_in), torch.tensor(spm), torch.tensor(tpm))

@@ -182,7 +182,7 @@ def test_encoder_only_heads(rng):
     mlm = EncoderOnly(TransformerConfig.tiny(9, 0))
     logits = mlm(ids, M.padding_mask(ids, 0))
     assert logits.shape == (2, 5, 9)
-    F.cross_entropy(logits, ids, ignore_index=0).backward()
+    F.cross_entropy(logits.transpose(1, 2), ids, ignore_index=0).backward()
     assert mlm.encoder.layers[0].self_attn.w_q.weight.grad is not None
 
 
@@ -230,7 +230,8 @@ def test_tiny_full_model_gradcheck(rng, positional):
 
     def loss(*ps):
         logits = model(src, tgt_in, spm, tpm)
-        return F.cross_entropy(logits, tgt_out, ignore_index=0, label_smoothing=0.1)
+        return F.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=0,
+                               label_smoothing=0.1)
     params = [model.src_embed.token.weight, model.encoder.layers[0].self_attn.w_k.weight,
               model.decoder.layers[0].cross_attn.w_v.weight, model.decoder.norm.weight,
               model.generator.bias]

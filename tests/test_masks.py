@@ -185,7 +185,7 @@ def test_model_with_an_all_pad_source_has_no_nan(rng):
     src[1] = PAD                                   # every key of source 1 is blocked
     tgt = rng.integers(1, 11, (2, 3))
     logits = model(src, tgt, M.padding_mask(src, PAD))
-    loss = F.cross_entropy(logits, rng.integers(1, 11, (2, 3)))
+    loss = F.cross_entropy(logits.transpose(1, 2), rng.integers(1, 11, (2, 3)))
     loss.backward()
     assert np.all(np.isfinite(logits.data))
     for name, p in model.named_parameters():

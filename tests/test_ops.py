@@ -589,16 +589,17 @@ def cross_entropy_ref(logits, targets, ignore_index=-100, smoothing=0.0, reducti
     return rows.sum() / max(valid.sum(), 1)
 
 
-@pytest.mark.parametrize("shape", [(6, 4), (2, 3, 4)], ids=str)
+@pytest.mark.parametrize("shape", [(6, 4), (2, 4, 3), (2, 4, 3, 2)], ids=str)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_cross_entropy(shape, reduction, smoothing, leaf, rng):
-    logits = leaf(*shape)
-    targets = rng.integers(0, shape[-1], size=shape[:-1])
+    logits = leaf(*shape)                          # (N, C, d1, …): the classes on axis 1
+    targets = rng.integers(0, shape[1], size=shape[:1] + shape[2:])
     targets.reshape(-1)[1] = -100                  # one ignored target
     kw = dict(label_smoothing=smoothing, reduction=reduction)
     out = F.cross_entropy(logits, mt.tensor(targets), **kw)
-    close(out, cross_entropy_ref(logits.data, targets, -100, smoothing, reduction), 1e-8)
+    want = cross_entropy_ref(np.moveaxis(logits.data, 1, -1), targets, -100, smoothing, reduction)
+    close(out, want, 1e-8)
     assert gradcheck(lambda x: F.cross_entropy(x, targets, **kw), logits)
     reverse = tuple(reversed(range(len(shape))))          # logits as a non-contiguous view
     assert gradcheck(lambda x: F.cross_entropy(x.permute(reverse), targets, **kw),

@@ -162,7 +162,8 @@ def _run(seed, n_ops=12):
         for k, p in enumerate(pool[2:-1], start=1):
             side = side + p * w[k]
         if lib == "mt":
-            loss = (F.cross_entropy(pool[-1], mt.tensor(targets), label_smoothing=smoothing)
+            loss = (F.cross_entropy(pool[-1].reshape(-1, D), mt.tensor(targets).reshape(-1),
+                                    label_smoothing=smoothing)
                     + F.mse_loss(pool[-2], pool[0], reduction="sum") * 0.1 + side.sum() * 0.01)
         else:
             loss = (TF.cross_entropy(pool[-1].reshape(-1, D), torch.from_numpy(targets).reshape(-1),
@@ -230,7 +231,7 @@ def test_cross_entropy_matches_torch(reduction, smoothing):
     targets[1, :3] = 0
     x = mt.tensor(logits, dtype=mt.float64, requires_grad=True)
     xt = torch.tensor(logits, requires_grad=True)
-    out = F.cross_entropy(x, targets, ignore_index=0, label_smoothing=smoothing,
+    out = F.cross_entropy(x.permute(0, 2, 1), targets, ignore_index=0, label_smoothing=smoothing,
                           reduction=reduction)
     out_t = TF.cross_entropy(xt.permute(0, 2, 1), torch.from_numpy(targets), ignore_index=0,
                              label_smoothing=smoothing, reduction=reduction)

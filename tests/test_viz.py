@@ -506,7 +506,7 @@ def transformer_loss(cfg, batch=1, length=4, seed=0):
     src = mt.tensor(rng.integers(4, cfg.src_vocab_size, size=(batch, length)))
     tgt_in = mt.tensor(rng.integers(4, cfg.tgt_vocab_size, size=(batch, length)))
     target = mt.tensor(rng.integers(4, cfg.tgt_vocab_size, size=(batch, length)))
-    loss = F.cross_entropy(model(src, tgt_in), target)
+    loss = F.cross_entropy(model(src, tgt_in).transpose(1, 2), target)   # classes on axis 1
     return model, loss
 
 

@@ -112,7 +112,9 @@ def sequence_loss(logits, targets, pad_id=PAD_ID, label_smoothing=0.0):
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"sequence_loss: logits {logits.shape} and targets {targets.shape} "
                          f"differ before the class axis")
-    return F.cross_entropy(logits, targets, ignore_index=pad_id, label_smoothing=label_smoothing)
+    # one row of V logits per position: cross_entropy takes (N, V), the classes on axis 1
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+                           ignore_index=pad_id, label_smoothing=label_smoothing)
 
 
 def token_accuracy(logits, targets, pad_id=PAD_ID):

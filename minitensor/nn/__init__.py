@@ -3,8 +3,8 @@ utilities, shaped like torch.nn so that what a learner learns here carries over.
 
 `minitensor.nn.functional` is the same module as `minitensor.functional` (torch keeps its
 functional ops under torch.nn), so ``import minitensor.nn.functional as F`` works.
-`functional_torch` holds the torch functions not in it yet (pad, one_hot, kl_div, nll_loss,
-torch-layout cross_entropy, scaled_dot_product_attention with torch's mask meaning).
+`functional_torch` re-exports its losses under the names `minitensor.nn` used first, and keeps
+mse_loss with torch's full signature.
 """
 import sys as _sys
 

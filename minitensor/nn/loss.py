@@ -1,7 +1,8 @@
 """Loss modules, as torch.nn names them: each holds its settings and calls the function of
-the same name in `minitensor.nn.functional_torch` (torch's layout: classes on axis 1)."""
+the same name in `minitensor.nn.functional` (torch's layout: classes on axis 1)."""
 import numpy as np
 
+from .. import functional as F
 from ..tensor import Tensor
 from . import functional_torch as FT
 from .module import Module
@@ -13,7 +14,7 @@ class _Loss(Module):
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = FT._reduction(size_average, reduce, reduction, type(self).__name__)
+        self.reduction = F._reduction(size_average, reduce, reduction, type(self).__name__)
 
 
 class _WeightedLoss(_Loss):
@@ -29,7 +30,7 @@ class _WeightedLoss(_Loss):
 class CrossEntropyLoss(_WeightedLoss):
     """log_softmax over the classes (axis 1 of the input) followed by the negative
     log-likelihood: input (N, C) or (N, C, d1, …) logits, target (N,) / (N, d1, …) ids or
-    probabilities of the input's shape. See `functional_torch.cross_entropy`."""
+    probabilities of the input's shape. See `F.cross_entropy`."""
 
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
                  reduction="mean", label_smoothing=0.0):
@@ -37,9 +38,9 @@ class CrossEntropyLoss(_WeightedLoss):
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
-        return FT.cross_entropy(input, target, weight=self.weight,
-                                ignore_index=self.ignore_index, reduction=self.reduction,
-                                label_smoothing=self.label_smoothing)
+        return F.cross_entropy(input, target, weight=self.weight,
+                               ignore_index=self.ignore_index, reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)
 
 
 class NLLLoss(_WeightedLoss):
@@ -51,8 +52,8 @@ class NLLLoss(_WeightedLoss):
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
-        return FT.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                           reduction=self.reduction)
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
 
 
 class MSELoss(_Loss):
@@ -71,4 +72,4 @@ class KLDivLoss(_Loss):
         self.log_target = log_target
 
     def forward(self, input, target):
-        return FT.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)

@@ -178,10 +178,14 @@ class Embedding(Function):
 
 
 class CrossEntropy(Function):
-    """Cross-entropy of logits (N, C) or (B, L, C) (classes last) against integer targets
-    (N,) or (B, L). Targets equal to ignore_index contribute nothing; 'mean' averages over the
-    others (0 when all are ignored, rather than NaN). label_smoothing ε mixes the one-hot
-    target with the uniform distribution: (1 − ε)·onehot + ε/C."""
+    """Cross-entropy of logits against integer class ids, in torch's layout: logits (C,),
+    (N, C) or (N, C, d1, …), the classes on axis 1 (axis 0 of one unbatched row), and targets
+    (), (N,) or (N, d1, …). Targets equal to ignore_index contribute nothing; 'mean' averages
+    over the others (0 when all are ignored, rather than NaN). label_smoothing ε mixes the
+    one-hot target with the uniform distribution: (1 − ε)·onehot + ε/C.
+
+    The kernels read one row of C logits at a time, so the classes are moved last: free for
+    (N, C) and for a transposed (N, L, C) array, one copy of the logits for a (N, C, L) array."""
     name = "cross_entropy"
     float_inputs = (0,)
 
@@ -189,14 +193,19 @@ class CrossEntropy(Function):
     def forward(ctx, logits, targets, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
         if targets.dtype.kind not in "iu":
             raise TypeError(f"targets must be integer class ids, got {targets.dtype}")
-        if logits.shape[:-1] != targets.shape:
-            raise ShapeError(f"logits {logits.shape} and targets {targets.shape} do not match: "
-                             f"expected targets of shape {logits.shape[:-1]} (classes are the "
-                             f"last axis of logits)")
+        if logits.ndim == 0:
+            raise ShapeError("input must hold logits (C,), (N, C) or (N, C, d1, …), got a "
+                             "scalar")
+        axis = 1 if logits.ndim >= 2 else 0
+        rows = np.moveaxis(logits, axis, -1)               # (N, d1, …, C), a view
+        if rows.shape[:-1] != targets.shape:
+            raise ShapeError(f"input {logits.shape} and target {targets.shape} do not match: "
+                             f"expected target of shape {rows.shape[:-1]} (classes are axis "
+                             f"{axis} of input, as in torch)")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-        c = logits.shape[-1]
-        x2, t = logits.reshape(targets.size, c), targets.reshape(-1)   # c may be 0
+        c = logits.shape[axis]
+        x2, t = rows.reshape(targets.size, c), targets.reshape(-1)   # c may be 0
         valid = t != ignore_index
         if valid.any() and (t[valid].min() < 0 or t[valid].max() >= c):
             bad = t[valid].max() if t[valid].max() >= c else t[valid].min()
@@ -204,13 +213,13 @@ class CrossEntropy(Function):
                              f"(targets shape {targets.shape})")
         # log_total = log Σ exp(x − max x) per row: the log-sum-exp in the max-subtracted
         # frame, where the kernels keep every digit the softmax needs
-        rows, log_total = K.cross_entropy_forward(x2, t, ignore_index, label_smoothing)
+        loss_rows, log_total = K.cross_entropy_forward(x2, t, ignore_index, label_smoothing)
         ctx.save_for_backward(x2, t, log_total)
-        ctx.params = (ignore_index, label_smoothing, reduction, logits.shape, targets.shape)
+        ctx.params = (ignore_index, label_smoothing, reduction, axis, rows.shape)
         ctx.count = int(valid.sum())
         if reduction == "none":
-            return rows.reshape(targets.shape)
-        total = rows.sum(dtype=logits.dtype)
+            return loss_rows.reshape(targets.shape)
+        total = loss_rows.sum(dtype=logits.dtype)
         if reduction == "sum":
             return total
         return total / max(ctx.count, 1)
@@ -218,11 +227,11 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad):
         x2, t, log_total = ctx.saved_tensors
-        ignore_index, smoothing, reduction, logits_shape, targets_shape = ctx.params
+        ignore_index, smoothing, reduction, axis, rows_shape = ctx.params
         if reduction == "none":
             g_rows = grad.reshape(-1)
         else:
             scale = grad if reduction == "sum" else grad / max(ctx.count, 1)
             g_rows = np.full(t.shape, scale, dtype=x2.dtype)
         g = K.cross_entropy_backward(x2, t, log_total, g_rows, ignore_index, smoothing)
-        return g.reshape(logits_shape), None
+        return np.moveaxis(g.reshape(rows_shape), -1, axis), None
