@@ -6,11 +6,20 @@ for leaves); ``.name`` an optional label that the graph viewer shows.
 
 Every operator here is a thin call into `minitensor.functional`, where each op is a `Function`.
 """
+from __future__ import annotations
+
+import builtins  # Tensor has methods named bool and float: its annotations say builtins.bool
 import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import autograd
+from .typing import ArrayLike, DType, Scalar, Shape
+
+if TYPE_CHECKING:                   # for annotations only: function.py imports this module
+    from .function import Context
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -64,7 +73,8 @@ class Tensor:
     # It also makes `ndarray + Tensor` call Tensor.__radd__, so the result stays in the graph.
     __array_ufunc__ = None
 
-    def __init__(self, data, requires_grad=False, dtype=None, name=None):
+    def __init__(self, data: Tensor | ArrayLike, requires_grad: builtins.bool = False,
+                 dtype: DType | None = None, name: str | None = None) -> None:
         self._data = _as_array(data, dtype)
         self._init(requires_grad, name)
 
@@ -93,40 +103,40 @@ class Tensor:
 
     # ------------------------------------------------------------------ basic attributes
     @property
-    def data(self):
+    def data(self) -> np.ndarray:
         return self._data
 
     @data.setter
-    def data(self, value):
+    def data(self, value: Tensor | ArrayLike) -> None:
         # Replacing .data counts as an in-place change: saved copies become stale.
         self._data = value.data if isinstance(value, Tensor) else np.asarray(value)
         self.bump_version()
 
     @property
-    def grad_fn(self):
+    def grad_fn(self) -> Context | None:
         return self._grad_fn
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> builtins.bool:
         return self._grad_fn is None
 
     @property
-    def shape(self):
+    def shape(self) -> Shape:
         return self._data.shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         return self._data.dtype
 
     @property
-    def device(self):
+    def device(self) -> Device:
         return Device("cpu")
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self._data.ndim
 
-    def size(self, dim=None):
+    def size(self, dim: int | None = None) -> Shape | int:
         """``x.size()`` → the shape; ``x.size(d)`` → the length of axis d (as torch). The count
         of elements is ``x.numel()``."""
         if dim is None:
@@ -135,15 +145,15 @@ class Tensor:
             raise IndexError(f"size: dim {dim} is out of range for shape {self.shape}")
         return self.shape[dim]
 
-    def numel(self):
+    def numel(self) -> int:
         """Number of elements."""
         return self._data.size
 
-    def dim(self):
+    def dim(self) -> int:
         """Number of axes (torch's name for ndim)."""
         return self._data.ndim
 
-    def contiguous(self):
+    def contiguous(self) -> Tensor:
         """self when its data is C-contiguous, else a contiguous copy that stays in the graph."""
         return self if self._data.flags.c_contiguous else self.clone()
 
@@ -151,7 +161,7 @@ class Tensor:
     def _version(self):
         return self._vc[0]
 
-    def bump_version(self):
+    def bump_version(self) -> Tensor:
         """Record that this tensor's data was changed in place by code other than minitensor's
         in-place ops (an optimizer's update of ``p.data``, loading weights into it): backward
         then refuses graphs that saved the old values instead of using them silently.
@@ -159,56 +169,57 @@ class Tensor:
         self._vc[0] += 1
         return self
 
-    def __len__(self):
+    def __len__(self) -> int:
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         """The underlying numpy array (shares memory; use .copy() to keep a snapshot)."""
         return self._data
 
-    def item(self):
+    def item(self) -> Scalar:
         if self._data.size != 1:
             raise ValueError(f"item: only a one-element tensor converts to a Python number, "
                              f"this one has shape {self.shape}")
         return self._data.item()
 
-    def tolist(self):
+    def tolist(self) -> list[Any] | Scalar:
         return self._data.tolist()
 
-    def __float__(self):
+    def __float__(self) -> builtins.float:
         return float(self.item())
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self.item())
 
-    def detach(self):
+    def detach(self) -> Tensor:
         """A new leaf sharing this tensor's data (and version counter), outside the graph."""
         t = Tensor._make(self._data)
         t._vc = self._vc
         return t
 
-    def clone(self):
+    def clone(self) -> Tensor:
         return F.clone(self)
 
-    def expand_as(self, other):
+    def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
-    def t(self):
+    def t(self) -> Tensor:
         """Transpose of a tensor of at most 2 axes (torch's t)."""
         if self.ndim > 2:
             raise ValueError(f"t: expects at most 2 axes, got shape {self.shape}; "
                              f"use transpose(dim0, dim1)")
         return self.transpose() if self.ndim == 2 else self
 
-    def new_zeros(self, *shape, dtype=None, requires_grad=False):
+    def new_zeros(self, *shape: int | Sequence[int], dtype: DType | None = None,
+                  requires_grad: builtins.bool = False) -> Tensor:
         """Zeros of the given shape, with this tensor's dtype unless `dtype` says otherwise."""
         from .ops._axes import shape_arg
         return Tensor(np.zeros(shape_arg(shape)), requires_grad=requires_grad,
                       dtype=dtype or self.dtype)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         if requires_grad:
             _check_grad_dtype(self.dtype, self.shape)
         if not self.is_leaf and not requires_grad:
@@ -216,11 +227,12 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
-    def astype(self, dtype):
+    def astype(self, dtype: DType) -> Tensor:
         """Convert to `dtype` (differentiable between float types)."""
         return F.cast(self, dtype)
 
-    def to(self, *args, dtype=None, device=None, copy=False):
+    def to(self, *args: DType | str | Device | Tensor, dtype: DType | None = None,
+           device: str | Device | None = None, copy: builtins.bool = False) -> Tensor:
         """torch's to: to(dtype), to('cpu'), to('cpu', dtype), to(other_tensor) (its dtype),
         to(device=, dtype=). minitensor runs on the CPU only; other devices are an error."""
         for a in args:
@@ -235,30 +247,31 @@ class Tensor:
         out = self if dtype is None else self.astype(dtype)
         return out.clone() if copy and out is self else out
 
-    def type(self, dtype=None):
+    def type(self, dtype: DType | None = None) -> str | Tensor:
         """type() → the dtype's name; type(dtype) → this tensor converted, as astype."""
         if dtype is None:
             return str(self.dtype)
         return self.astype(dtype)
 
-    def type_as(self, other):
+    def type_as(self, other: Tensor | np.ndarray) -> Tensor:
         """This tensor converted to `other`'s dtype (other: a tensor or a numpy array)."""
         return self.astype(other.dtype)
 
-    def bool(self):
+    def bool(self) -> Tensor:
         return self.astype(bool_)
 
-    def float(self):
+    def float(self) -> Tensor:
         return self.astype(float32)
 
-    def double(self):
+    def double(self) -> Tensor:
         return self.astype(float64)
 
-    def long(self):
+    def long(self) -> Tensor:
         return self.astype(int64)
 
     # ------------------------------------------------------------------ autograd
-    def backward(self, grad=None, retain_graph=False):
+    def backward(self, grad: Tensor | ArrayLike | None = None,
+                 retain_graph: builtins.bool = False) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 
         `grad` may be omitted only for a single-element tensor (the usual loss).
@@ -266,11 +279,12 @@ class Tensor:
         """
         autograd.backward(self, grad, retain_graph)
 
-    def backward_steps(self, grad=None, retain_graph=False):
+    def backward_steps(self, grad: Tensor | ArrayLike | None = None,
+                       retain_graph: builtins.bool = False) -> Iterator[autograd.BackwardStep]:
         """Walk backward one node at a time: see `mt.autograd.backward_steps`."""
         return autograd.backward_steps(self, grad, retain_graph)
 
-    def retain_grad(self):
+    def retain_grad(self) -> Tensor:
         """Keep this non-leaf tensor's gradient in ``.grad`` during backward (leaves always
         get theirs). Useful to look at an activation's gradient."""
         if self._grad_fn is None:
@@ -287,7 +301,7 @@ class Tensor:
         else:
             self.grad = Tensor._make(self.grad.data + g)
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         self.grad = None
 
     # ------------------------------------------------------------------ in-place ops
@@ -298,7 +312,7 @@ class Tensor:
                 f"autograd cannot track it. Use the out-of-place op, or wrap the update in "
                 f"mt.no_grad() (as optimizers do).")
 
-    def _inplace(self, op, compute):
+    def _inplace(self, op: str, compute: Callable[[np.ndarray], ArrayLike]) -> Tensor:
         """Overwrite self's elements with compute(self.data), checking first, so that a
         failing call leaves the tensor (and its version) unchanged."""
         self._check_inplace(op)
@@ -310,37 +324,37 @@ class Tensor:
                           f"{self.dtype} in place: {e}") from None
         return self.bump_version()
 
-    def add_(self, other, alpha=1.0):
+    def add_(self, other: Tensor | ArrayLike, alpha: Scalar = 1.0) -> Tensor:
         o = _raw(other)
         return self._inplace("add_", lambda d: d + alpha * o if alpha != 1.0 else d + o)
 
-    def sub_(self, other):
+    def sub_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
         return self._inplace("sub_", lambda d: d - o)
 
-    def mul_(self, other):
+    def mul_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
         return self._inplace("mul_", lambda d: d * o)
 
-    def div_(self, other):
+    def div_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
         return self._inplace("div_", lambda d: d / o)
 
-    def copy_(self, other):
+    def copy_(self, other: Tensor | ArrayLike) -> Tensor:
         return self._inplace("copy_", lambda d: np.asarray(_raw(other)))
 
-    def fill_(self, value):
+    def fill_(self, value: Tensor | ArrayLike) -> Tensor:
         return self._inplace("fill_", lambda d: value)
 
-    def zero_(self):
+    def zero_(self) -> Tensor:
         return self._inplace("zero_", lambda d: 0)
 
-    def masked_fill_(self, mask, value):
+    def masked_fill_(self, mask: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
         """Set the elements where the bool `mask` (broadcast to self's shape) is True."""
         m = np.broadcast_to(_raw(mask), self.shape)
         return self._inplace("masked_fill_", lambda d: np.where(m, _raw(value), d))
 
-    def index_fill_(self, dim, index, value):
+    def index_fill_(self, dim: int, index: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
         """Set every element whose position along `dim` is in the int tensor `index`."""
         index = np.asarray(_raw(index))
         where = (slice(None),) * _axis(dim, self, "index_fill_") + (index,)
@@ -351,7 +365,8 @@ class Tensor:
             return out
         return self._inplace("index_fill_", fill)
 
-    def scatter_(self, dim, index, src=None, value=None):
+    def scatter_(self, dim: int, index: Tensor | ArrayLike, src: Tensor | ArrayLike | None = None,
+                 value: Scalar | None = None) -> Tensor:
         """self[..., index[i][j], ...] = src[i][j] along `dim` (torch's scatter_): `src` a tensor
         shaped like `index`, or a number (also as value=). index: int64, same ndim as self."""
         src = value if src is None else src
@@ -365,7 +380,7 @@ class Tensor:
             return out
         return self._inplace("scatter_", scatter)
 
-    def __setitem__(self, index, value):
+    def __setitem__(self, index: Any, value: Tensor | ArrayLike) -> None:
         self._check_inplace("__setitem__")
         if isinstance(index, Tensor):
             index = index.data
@@ -380,99 +395,114 @@ class Tensor:
     # ------------------------------------------------------------------ operators
     # Each operator and op method is one call into minitensor.functional (F), where the op is
     # a Function; a method takes the same arguments as the F function after the tensor.
-    def __add__(self, other): return F.add(self, other)
-    def __radd__(self, other): return F.add(other, self)
-    def __sub__(self, other): return F.sub(self, other)
-    def __rsub__(self, other): return F.sub(other, self)
-    def __mul__(self, other): return F.mul(self, other)
-    def __rmul__(self, other): return F.mul(other, self)
-    def __truediv__(self, other): return F.div(self, other)
-    def __rtruediv__(self, other): return F.div(other, self)
-    def __pow__(self, other): return F.pow(self, other)
-    def __rpow__(self, other): return F.pow(other, self)
-    def __matmul__(self, other): return F.matmul(self, other)
-    def __rmatmul__(self, other): return F.matmul(other, self)
-    def __lt__(self, other): return F.lt(self, other)
-    def __le__(self, other): return F.le(self, other)
-    def __gt__(self, other): return F.gt(self, other)
-    def __ge__(self, other): return F.ge(self, other)
-    def __eq__(self, other): return F.eq(self, other)
-    def __ne__(self, other): return F.ne(self, other)
-    def __and__(self, other): return F.logical_and(self, other)
-    def __or__(self, other): return F.logical_or(self, other)
-    def __xor__(self, other): return F.logical_xor(self, other)
-    def __neg__(self): return F.neg(self)
-    def __abs__(self): return F.abs(self)
-    def __invert__(self): return F.logical_not(self)
-    def __getitem__(self, index): return F.getitem(self, index)
+    def __add__(self, other: Tensor | ArrayLike) -> Tensor: return F.add(self, other)
+    def __radd__(self, other: Tensor | ArrayLike) -> Tensor: return F.add(other, self)
+    def __sub__(self, other: Tensor | ArrayLike) -> Tensor: return F.sub(self, other)
+    def __rsub__(self, other: Tensor | ArrayLike) -> Tensor: return F.sub(other, self)
+    def __mul__(self, other: Tensor | ArrayLike) -> Tensor: return F.mul(self, other)
+    def __rmul__(self, other: Tensor | ArrayLike) -> Tensor: return F.mul(other, self)
+    def __truediv__(self, other: Tensor | ArrayLike) -> Tensor: return F.div(self, other)
+    def __rtruediv__(self, other: Tensor | ArrayLike) -> Tensor: return F.div(other, self)
+    def __pow__(self, other: Tensor | ArrayLike) -> Tensor: return F.pow(self, other)
+    def __rpow__(self, other: Tensor | ArrayLike) -> Tensor: return F.pow(other, self)
+    def __matmul__(self, other: Tensor | ArrayLike) -> Tensor: return F.matmul(self, other)
+    def __rmatmul__(self, other: Tensor | ArrayLike) -> Tensor: return F.matmul(other, self)
+    def __lt__(self, other: Tensor | ArrayLike) -> Tensor: return F.lt(self, other)
+    def __le__(self, other: Tensor | ArrayLike) -> Tensor: return F.le(self, other)
+    def __gt__(self, other: Tensor | ArrayLike) -> Tensor: return F.gt(self, other)
+    def __ge__(self, other: Tensor | ArrayLike) -> Tensor: return F.ge(self, other)
+    def __eq__(self, other: object) -> Tensor: return F.eq(self, other)  # type: ignore[override]
+    def __ne__(self, other: object) -> Tensor: return F.ne(self, other)  # type: ignore[override]
+    def __and__(self, other: Tensor | ArrayLike) -> Tensor: return F.logical_and(self, other)
+    def __or__(self, other: Tensor | ArrayLike) -> Tensor: return F.logical_or(self, other)
+    def __xor__(self, other: Tensor | ArrayLike) -> Tensor: return F.logical_xor(self, other)
+    def __neg__(self) -> Tensor: return F.neg(self)
+    def __abs__(self) -> Tensor: return F.abs(self)
+    def __invert__(self) -> Tensor: return F.logical_not(self)
+    def __getitem__(self, index: Any) -> Tensor: return F.getitem(self, index)
 
     # ------------------------------------------------------------------ op methods
-    def exp(self): return F.exp(self)
-    def log(self): return F.log(self)
-    def sin(self): return F.sin(self)
-    def cos(self): return F.cos(self)
-    def sqrt(self): return F.sqrt(self)
-    def abs(self): return F.abs(self)
-    def tanh(self): return F.tanh(self)
-    def sigmoid(self): return F.sigmoid(self)
-    def relu(self): return F.relu(self)
-    def silu(self): return F.silu(self)
-    def neg(self): return F.neg(self)
-    def isnan(self): return F.isnan(self)
-    def isfinite(self): return F.isfinite(self)
-    def gelu(self, *args, **kwargs): return F.gelu(self, *args, **kwargs)
-    def clip(self, *args, **kwargs): return F.clip(self, *args, **kwargs)
-    def maximum(self, *args, **kwargs): return F.maximum(self, *args, **kwargs)
-    def minimum(self, *args, **kwargs): return F.minimum(self, *args, **kwargs)
-    def pow(self, *args, **kwargs): return F.pow(self, *args, **kwargs)
-    def sum(self, *args, **kwargs): return F.sum(self, *args, **kwargs)
-    def mean(self, *args, **kwargs): return F.mean(self, *args, **kwargs)
-    def max(self, *args, **kwargs): return F.max(self, *args, **kwargs)
-    def min(self, *args, **kwargs): return F.min(self, *args, **kwargs)
-    def var(self, *args, **kwargs): return F.var(self, *args, **kwargs)
-    def std(self, *args, **kwargs): return F.std(self, *args, **kwargs)
-    def logsumexp(self, *args, **kwargs): return F.logsumexp(self, *args, **kwargs)
-    def argmax(self, *args, **kwargs): return F.argmax(self, *args, **kwargs)
-    def argmin(self, *args, **kwargs): return F.argmin(self, *args, **kwargs)
-    def any(self, *args, **kwargs): return F.any(self, *args, **kwargs)
-    def all(self, *args, **kwargs): return F.all(self, *args, **kwargs)
-    def reshape(self, *args, **kwargs): return F.reshape(self, *args, **kwargs)
-    def view(self, *args, **kwargs): return F.view(self, *args, **kwargs)
-    def transpose(self, *args, **kwargs): return F.transpose(self, *args, **kwargs)
-    def permute(self, *args, **kwargs): return F.permute(self, *args, **kwargs)
-    def swapaxes(self, *args, **kwargs): return F.swapaxes(self, *args, **kwargs)
-    def expand(self, *args, **kwargs): return F.expand(self, *args, **kwargs)
-    def broadcast_to(self, *args, **kwargs): return F.broadcast_to(self, *args, **kwargs)
-    def squeeze(self, *args, **kwargs): return F.squeeze(self, *args, **kwargs)
-    def unsqueeze(self, *args, **kwargs): return F.unsqueeze(self, *args, **kwargs)
-    def flatten(self, *args, **kwargs): return F.flatten(self, *args, **kwargs)
-    def split(self, *args, **kwargs): return F.split(self, *args, **kwargs)
-    def chunk(self, *args, **kwargs): return F.chunk(self, *args, **kwargs)
-    def masked_fill(self, *args, **kwargs): return F.masked_fill(self, *args, **kwargs)
-    def tril(self, *args, **kwargs): return F.tril(self, *args, **kwargs)
-    def triu(self, *args, **kwargs): return F.triu(self, *args, **kwargs)
-    def matmul(self, *args, **kwargs): return F.matmul(self, *args, **kwargs)
-    def softmax(self, *args, **kwargs): return F.softmax(self, *args, **kwargs)
-    def log_softmax(self, *args, **kwargs): return F.log_softmax(self, *args, **kwargs)
-    def gather(self, *args, **kwargs): return F.gather(self, *args, **kwargs)
-    def index_select(self, *args, **kwargs): return F.index_select(self, *args, **kwargs)
-    def repeat(self, *args, **kwargs): return F.repeat(self, *args, **kwargs)
-    def nonzero(self, *args, **kwargs): return F.nonzero(self, *args, **kwargs)
-    def cumsum(self, *args, **kwargs): return F.cumsum(self, *args, **kwargs)
-    def sort(self, *args, **kwargs): return F.sort(self, *args, **kwargs)
-    def argsort(self, *args, **kwargs): return F.argsort(self, *args, **kwargs)
-    def topk(self, *args, **kwargs): return F.topk(self, *args, **kwargs)
-    def scatter(self, *args, **kwargs): return F.scatter(self, *args, **kwargs)
-    def clamp(self, *args, **kwargs): return F.clip(self, *args, **kwargs)
+    def exp(self) -> Tensor: return F.exp(self)
+    def log(self) -> Tensor: return F.log(self)
+    def sin(self) -> Tensor: return F.sin(self)
+    def cos(self) -> Tensor: return F.cos(self)
+    def sqrt(self) -> Tensor: return F.sqrt(self)
+    def abs(self) -> Tensor: return F.abs(self)
+    def tanh(self) -> Tensor: return F.tanh(self)
+    def sigmoid(self) -> Tensor: return F.sigmoid(self)
+    def relu(self) -> Tensor: return F.relu(self)
+    def silu(self) -> Tensor: return F.silu(self)
+    def neg(self) -> Tensor: return F.neg(self)
+    def isnan(self) -> Tensor: return F.isnan(self)
+    def isfinite(self) -> Tensor: return F.isfinite(self)
+    def gelu(self, *args: Any, **kwargs: Any) -> Tensor: return F.gelu(self, *args, **kwargs)
+    def clip(self, *args: Any, **kwargs: Any) -> Tensor: return F.clip(self, *args, **kwargs)
+    def maximum(self, *args: Any, **kwargs: Any) -> Tensor: return F.maximum(self, *args, **kwargs)
+    def minimum(self, *args: Any, **kwargs: Any) -> Tensor: return F.minimum(self, *args, **kwargs)
+    def pow(self, *args: Any, **kwargs: Any) -> Tensor: return F.pow(self, *args, **kwargs)
+    def sum(self, *args: Any, **kwargs: Any) -> Tensor: return F.sum(self, *args, **kwargs)
+    def mean(self, *args: Any, **kwargs: Any) -> Tensor: return F.mean(self, *args, **kwargs)
+    def max(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
+        return F.max(self, *args, **kwargs)
+    def min(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
+        return F.min(self, *args, **kwargs)
+    def var(self, *args: Any, **kwargs: Any) -> Tensor: return F.var(self, *args, **kwargs)
+    def std(self, *args: Any, **kwargs: Any) -> Tensor: return F.std(self, *args, **kwargs)
+    def logsumexp(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.logsumexp(self, *args, **kwargs)
+    def argmax(self, *args: Any, **kwargs: Any) -> Tensor: return F.argmax(self, *args, **kwargs)
+    def argmin(self, *args: Any, **kwargs: Any) -> Tensor: return F.argmin(self, *args, **kwargs)
+    def any(self, *args: Any, **kwargs: Any) -> Tensor: return F.any(self, *args, **kwargs)
+    def all(self, *args: Any, **kwargs: Any) -> Tensor: return F.all(self, *args, **kwargs)
+    def reshape(self, *args: Any, **kwargs: Any) -> Tensor: return F.reshape(self, *args, **kwargs)
+    def view(self, *args: Any, **kwargs: Any) -> Tensor: return F.view(self, *args, **kwargs)
+    def transpose(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.transpose(self, *args, **kwargs)
+    def permute(self, *args: Any, **kwargs: Any) -> Tensor: return F.permute(self, *args, **kwargs)
+    def swapaxes(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.swapaxes(self, *args, **kwargs)
+    def expand(self, *args: Any, **kwargs: Any) -> Tensor: return F.expand(self, *args, **kwargs)
+    def broadcast_to(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.broadcast_to(self, *args, **kwargs)
+    def squeeze(self, *args: Any, **kwargs: Any) -> Tensor: return F.squeeze(self, *args, **kwargs)
+    def unsqueeze(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.unsqueeze(self, *args, **kwargs)
+    def flatten(self, *args: Any, **kwargs: Any) -> Tensor: return F.flatten(self, *args, **kwargs)
+    def split(self, *args: Any, **kwargs: Any) -> list[Tensor]:
+        return F.split(self, *args, **kwargs)
+    def chunk(self, *args: Any, **kwargs: Any) -> list[Tensor]:
+        return F.chunk(self, *args, **kwargs)
+    def masked_fill(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.masked_fill(self, *args, **kwargs)
+    def tril(self, *args: Any, **kwargs: Any) -> Tensor: return F.tril(self, *args, **kwargs)
+    def triu(self, *args: Any, **kwargs: Any) -> Tensor: return F.triu(self, *args, **kwargs)
+    def matmul(self, *args: Any, **kwargs: Any) -> Tensor: return F.matmul(self, *args, **kwargs)
+    def softmax(self, *args: Any, **kwargs: Any) -> Tensor: return F.softmax(self, *args, **kwargs)
+    def log_softmax(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.log_softmax(self, *args, **kwargs)
+    def gather(self, *args: Any, **kwargs: Any) -> Tensor: return F.gather(self, *args, **kwargs)
+    def index_select(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.index_select(self, *args, **kwargs)
+    def repeat(self, *args: Any, **kwargs: Any) -> Tensor: return F.repeat(self, *args, **kwargs)
+    def nonzero(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, ...]:
+        return F.nonzero(self, *args, **kwargs)
+    def cumsum(self, *args: Any, **kwargs: Any) -> Tensor: return F.cumsum(self, *args, **kwargs)
+    def sort(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        return F.sort(self, *args, **kwargs)
+    def argsort(self, *args: Any, **kwargs: Any) -> Tensor: return F.argsort(self, *args, **kwargs)
+    def topk(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        return F.topk(self, *args, **kwargs)
+    def scatter(self, *args: Any, **kwargs: Any) -> Tensor: return F.scatter(self, *args, **kwargs)
+    def clamp(self, *args: Any, **kwargs: Any) -> Tensor: return F.clip(self, *args, **kwargs)
 
     @property
-    def T(self): return F.transpose(self)
+    def T(self) -> Tensor: return F.transpose(self)
 
     @property
-    def mT(self): return F.swapaxes(self, -1, -2)
+    def mT(self) -> Tensor: return F.swapaxes(self, -1, -2)
 
     # ------------------------------------------------------------------ repr
-    def __repr__(self):
+    def __repr__(self) -> str:
         body = np.array2string(self._data, separator=", ", precision=4, threshold=200,
                                edgeitems=3, prefix="tensor(")
         extras = []
@@ -487,43 +517,44 @@ class Tensor:
         tail = "".join(", " + e for e in extras)
         return f"tensor({body}{tail})"
 
-    def __bool__(self):
+    def __bool__(self) -> builtins.bool:
         if self._data.size != 1:
             raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; "
                              "use .any() or .all()")
         return bool(self._data)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return id(self)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tensor]:
         for i in range(len(self)):
             yield self[i]
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DType | None = None,
+                  copy: builtins.bool | None = None) -> np.ndarray:
         return self._data if dtype is None else self._data.astype(dtype)
 
 
 class Device:
     """torch.device stand-in: minitensor runs on the CPU, so only 'cpu' exists."""
 
-    def __init__(self, type="cpu", index=None):
+    def __init__(self, type: str = "cpu", index: int | None = None) -> None:
         type = str(type)
         if type.split(":")[0] != "cpu":
             raise RuntimeError(f"device: minitensor runs on the CPU only, got {type!r}")
         self.type = "cpu"
         self.index = index
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "device(type='cpu')"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "cpu"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return str(other) == "cpu"
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash("cpu")
 
 
