@@ -20,8 +20,12 @@ node: the `Context` object itself. The node remembers what the graph viewer, the
 and error messages need: the op's name, its inputs, the module scope, the user's source line,
 the output's shape and what was saved for backward.
 """
+from __future__ import annotations
+
 import linecache
+from collections.abc import Sequence
 from contextlib import contextmanager
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -49,7 +53,7 @@ class Context:
     output during the last ``backward(retain_graph=True)``), ``needs_input_grad``.
     """
 
-    def __init__(self, fn, needs_input_grad):
+    def __init__(self, fn: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
         self.fn = fn
         self.name = fn.op_name()
         self.needs_input_grad = needs_input_grad
@@ -65,16 +69,16 @@ class Context:
         self._retained = None       # weakref to the output, set by Tensor.retain_grad()
         self._grad_dtype = None     # float32 when forward computed float16 inputs in float32
 
-    def save_for_backward(self, *arrays):
+    def save_for_backward(self, *arrays: Any) -> None:
         """Keep arrays (inputs, outputs or intermediates) for backward."""
         self._saved = arrays
 
     @property
-    def saved_tensors(self):
+    def saved_tensors(self) -> tuple[Any, ...]:
         self.check_not_released()
         return self._saved
 
-    def check_not_released(self):
+    def check_not_released(self) -> None:
         """Raise a clear error when backward already freed what this node saved."""
         if self._released:
             raise RuntimeError(
@@ -82,17 +86,17 @@ class Context:
                 "after the first backward. Call backward(retain_graph=True) the first time if you "
                 "need to backward twice.")
 
-    def release(self):
+    def release(self) -> None:
         """Free what was saved for backward (done after backward unless retain_graph=True)."""
         self._saved = ()
         self._released = True
 
     @property
-    def parents(self):
+    def parents(self) -> list[Context | None]:
         """The nodes that produced this node's inputs (None for leaves and constants)."""
         return [t.grad_fn if t is not None else None for t in self.inputs]
 
-    def where(self):
+    def where(self) -> str:
         """'matmul in encoder.layers.0.self_attn (created at model.py:42)' for messages."""
         text = f"`{self.name}`"
         if self.scope:
@@ -101,13 +105,13 @@ class Context:
             text += f" (created at {describe_source(*self.source[:2])})"
         return text
 
-    def source_line(self):
+    def source_line(self) -> str:
         """The text of the user's line that created this node, or ''."""
         if not self.source:
             return ""
         return linecache.getline(self.source[0], self.source[1]).strip()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{self.name} node {self.out_shape} scope={self.scope!r}>"
 
 
@@ -134,25 +138,26 @@ class Function:
     name = None
     float_inputs = ()   # positions of inputs that must be floating (see _as_float)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> NoReturn:
         name = type(self).__name__
         raise TypeError(f"{name}(...) is an op class, not a function: call {name}.apply(x) "
                         "(apply runs forward and records the graph node)")
 
     @classmethod
-    def op_name(cls):
+    def op_name(cls) -> str:
         return cls.name or cls.__name__.lower()
 
     @staticmethod
-    def forward(ctx, *args, **params):
+    def forward(ctx: Context, *args: Any, **params: Any) -> np.ndarray:
         raise NotImplementedError
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Context,
+                 grad: np.ndarray) -> np.ndarray | tuple[np.ndarray | None, ...] | None:
         raise NotImplementedError
 
     @classmethod
-    def apply(cls, *args, **params):
+    def apply(cls, *args: Any, **params: Any) -> Tensor:
         """Run the op on Tensors (or arrays and numbers): unwrap → forward → wrap → record."""
         arrays, params, tensors = _unwrap(args, params)
         arrays, out_dtype = _as_float(cls, arrays)
@@ -302,7 +307,7 @@ def _named_error(kind, message):
     return err
 
 
-def op_error(op, message, kind=None):
+def op_error(op: str, message: str, kind: type[Exception] | None = None) -> Exception:
     """An exception whose message starts with the op's name and the current module scope:
     ``op_error("squeeze", "axis 0 of shape (2, 3) has size 2")`` raised inside
     ``mt.scope("block")`` reads ``squeeze in block: axis 0 of shape (2, 3) has size 2``.
@@ -316,7 +321,7 @@ class ShapeError(ValueError):
     names_shapes = True
 
 
-def unbroadcast(grad, shape):
+def unbroadcast(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """Sum `grad` down to `shape`: the gradient of numpy broadcasting.
 
     When forward broadcast an input of `shape` up to grad.shape, every copy received a
