@@ -16,6 +16,8 @@ Names follow torch.nn.TransformerEncoderLayer / DecoderLayer, so weights map one
 from minitensor import Function, nn
 import minitensor.functional as F
 from minitensor.nn import init
+from minitensor.ops.nn import bias_activation
+from minitensor.scope import module_scope
 
 from .attention import MultiHeadAttention
 from .config import activation_name, check_activation
@@ -23,6 +25,8 @@ from .embeddings import RotaryEmbedding
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
                 "swiglu": F.silu, "geglu": F.gelu}
+# activations whose bias add runs fused with them after linear1 (one node, "bias + relu")
+_FUSED_WITH_BIAS = ("relu", "gelu")
 
 
 class FeedForward(nn.Module):
@@ -35,6 +39,10 @@ class FeedForward(nn.Module):
     "swiglu" | "geglu", or your own (see `make_activation`). Children: linear1 (W_1),
     linear_gate (gated only), act (when the activation is an nn.Module class), dropout (after
     the activation, as torch does), linear2 (W_2).
+
+    With "relu" or "gelu", linear1's bias add and the activation run as one op, "bias + relu"
+    (`minitensor.ops.nn.bias_activation`): the same numbers, one pass over the (B·L, d_ff)
+    hidden activations instead of two (docs/kernels.md, "Bias + activation").
     """
 
     def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
@@ -56,10 +64,24 @@ class FeedForward(nn.Module):
     def forward(self, x):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])                # tokens are independent: one 2-D matmul
-        act = self._act_fn or self.act
-        h = self.linear1(x2)
-        h = act(self.linear_gate(x2)) * h if self.gated else act(h)
+        if self.activation in _FUSED_WITH_BIAS and type(self.linear1) is nn.Linear:
+            h = self._linear1_activated(x2)
+        else:
+            act = self._act_fn or self.act
+            h = self.linear1(x2)
+            h = act(self.linear_gate(x2)) * h if self.gated else act(h)
         return self.linear2(self.dropout(h)).reshape(shape)
+
+    def _linear1_activated(self, x2):
+        """act(x2 W_1ᵀ + b_1): linear1's product in linear1's scope (where the graph shows
+        it), then its bias and the activation as one op. (A linear1 replaced by another
+        module keeps its own forward: the caller checks that it is a plain nn.Linear.)"""
+        lin = self.linear1
+        if x2.shape[-1] != lin.in_features:
+            return lin(x2)                           # linear1 raises its own clear error
+        with module_scope(lin.path):
+            h = x2 @ lin.weight.T
+        return bias_activation(h, lin.bias, self.activation)
 
     def extra_repr(self):
         return f"activation={activation_name(self.activation)!r}"

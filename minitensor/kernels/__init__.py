@@ -18,6 +18,7 @@ One module per family, kernel and twin side by side — read the twin first:
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward
+    bias_activation.py  bias_activation_forward/backward (a Linear's bias + ReLU or GELU)
     dropout.py        dropout (a counter-based random mask: forward and backward recompute it)
     adam.py           adam_update (Adam's step for one parameter, in place, in one pass)
     attention.py      fused_attention_forward/backward (softmax(Q·Kᵀ·scale + mask)·V by tiles,
@@ -36,6 +37,7 @@ Inputs may be float32 or float64 and non-contiguous views; outputs keep the inpu
 """
 from . import adam as _adam
 from . import attention as _attn
+from . import bias_activation as _ba
 from . import cross_entropy as _ce
 from . import dropout as _do
 from . import erf as _erf
@@ -72,13 +74,19 @@ adam_update = dispatch(_adam.adam_update_numba, _adam.adam_update_numpy)
 layer_norm_forward = dispatch(_ln.layer_norm_forward_numba, _ln.layer_norm_forward_numpy)
 layer_norm_backward = dispatch(_ln.layer_norm_backward_numba, _ln.layer_norm_backward_numpy)
 
+bias_activation_forward = dispatch(_ba.bias_activation_forward_numba,
+                                   _ba.bias_activation_forward_numpy)
+bias_activation_backward = dispatch(_ba.bias_activation_backward_numba,
+                                    _ba.bias_activation_backward_numpy)
+
 fused_attention_forward = _attn.fused_attention_forward
 fused_attention_backward = _attn.fused_attention_backward
 
 KERNELS = (matmul, matmul_grad_a, matmul_grad_b, erf, softmax_forward, softmax_backward,
            log_softmax_forward, log_softmax_backward, cross_entropy_forward,
            cross_entropy_backward, layer_norm_forward, layer_norm_backward, dropout,
-           adam_update, fused_attention_forward, fused_attention_backward)
+           adam_update, bias_activation_forward, bias_activation_backward,
+           fused_attention_forward, fused_attention_backward)
 
 __all__ = [k.__name__ for k in KERNELS] + ["BACKENDS", "KERNELS", "get_backend", "set_backend",
                                             "use_backend", "matmul_route", "tiled_matmul",

@@ -1,4 +1,5 @@
-"""Neural-net ops: softmax, log_softmax, layer_norm, dropout, embedding, cross_entropy.
+"""Neural-net ops: softmax, log_softmax, layer_norm, dropout, embedding, cross_entropy, bias +
+activation.
 
 Each is one fused op (one node in the graph) whose loops run in `minitensor.kernels`.
 """
@@ -235,3 +236,55 @@ class CrossEntropy(Function):
             g_rows = np.full(t.shape, scale, dtype=x2.dtype)
         g = K.cross_entropy_backward(x2, t, log_total, g_rows, ignore_index, smoothing)
         return np.moveaxis(g.reshape(rows_shape), -1, axis), None
+
+
+class BiasActivation(Function):
+    """act(x + bias) over the last axis of x, with bias (x.shape[-1],) or None: a Linear's bias
+    and the activation after it as one node (kernels/bias_activation.py). The subclasses
+    below fix the activation, so that the graph names the node by what it computes."""
+    activation = None
+    float_inputs = (0, 1)
+
+    @staticmethod
+    def forward(ctx, x, bias):
+        act = ctx.fn.activation
+        if x.ndim == 0 or (bias is not None and bias.shape != x.shape[-1:]):
+            raise ShapeError(f"bias of shape {None if bias is None else bias.shape} does not "
+                             f"match the last axis of x {x.shape}")
+        x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])   # sizes, not -1: axes may be 0
+        y, saved = K.bias_activation_forward(x2, bias, act)
+        ctx.save_for_backward(*saved)
+        ctx.shapes = (x.shape, bias is not None)
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape, has_bias = ctx.shapes
+        saved = ctx.saved_tensors
+        dx, db = K.bias_activation_backward(grad.reshape(saved[0].shape), saved,
+                                            ctx.fn.activation, has_bias)
+        return dx.reshape(shape), (db if ctx.needs_input_grad[1] else None)
+
+
+class BiasRelu(BiasActivation):
+    """relu(x + bias) in one node."""
+    name = "bias + relu"
+    activation = "relu"
+
+
+class BiasGelu(BiasActivation):
+    """gelu(x + bias) (exact, x·Φ(x)) in one node."""
+    name = "bias + gelu"
+    activation = "gelu"
+
+
+_BIAS_ACTIVATIONS = {"relu": BiasRelu, "gelu": BiasGelu}
+
+
+def bias_activation(x, bias, activation):
+    """act(x + bias) as one op, for activation "relu" or "gelu" (exact): what a Linear followed
+    by F.relu or F.gelu computes, with one pass over memory instead of two and one node."""
+    if activation not in _BIAS_ACTIVATIONS:
+        raise ValueError(f"bias_activation: activation must be one of "
+                         f"{', '.join(_BIAS_ACTIVATIONS)}, got {activation!r}")
+    return _BIAS_ACTIVATIONS[activation].apply(x, bias)

@@ -1,0 +1,156 @@
+"""Bias + activation, the step after the feed-forward network's first matrix product:
+y = act(x + b) over x (N, D) and b (D,), for act ReLU or GELU, in one pass: numba kernels and
+numpy twins.
+
+Unfused, a Linear's bias add and the activation are two ops: the sum x + b is written to
+memory and read back, and backward passes the gradient through two nodes. Fused, each entry is
+read once and written once. What backward needs is the activation's own:
+
+    ReLU:  y = max(h, 0) with h = x + b;  dh = dy where y > 0, else 0 (selected, as torch does:
+           a NaN input passes its gradient on);  keeps y
+    GELU:  y = h·Φ(h), Φ(h) = (1 + erf(h/√2))/2 (exact, as F.gelu's default);
+           dh = dy·(Φ(h) + h·φ(h)), φ the standard normal density;  keeps h and Φ(h)
+
+and in both dx = dh, db = Σ_rows dh.
+"""
+import math
+
+import numpy as np
+
+from . import jit
+from .erf import erf_numpy
+from .jit import kernel, prange, threads
+
+ACTIVATIONS = ("relu", "gelu")
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _check(x, bias, activation, where):
+    """A clear error unless x is (N, D) of floats, bias None or (D,), activation known."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{where}: activation must be one of {', '.join(ACTIVATIONS)}, got "
+                         f"{activation!r}")
+    if x.ndim != 2 or x.dtype.kind != "f":
+        raise ValueError(f"{where}: x must be a float (N, D) matrix, got {x.dtype} of shape "
+                         f"{x.shape}")
+    if bias is not None and bias.shape != (x.shape[1],):
+        raise ValueError(f"{where}: bias of shape {bias.shape} does not match x {x.shape} "
+                         f"(it is added to every row)")
+
+
+# ---- numpy twins -----------------------------------------------------------------------------
+
+def bias_activation_forward_numpy(x, bias, activation):
+    """(y, saved): y = act(x + bias) for x (N, D), bias (D,) or None, activation "relu" or
+    "gelu"; saved is the tuple backward reads — (y,) for ReLU, (h, Φ(h)) for GELU."""
+    _check(x, bias, activation, "bias_activation_forward")
+    f = x.dtype.type
+    h = x + bias.astype(x.dtype, copy=False) if bias is not None else x
+    if activation == "relu":
+        y = np.maximum(h, f(0))
+        return y, (y,)
+    cdf = (f(0.5) * (f(1) + erf_numpy(h * f(_INV_SQRT2)))).astype(x.dtype, copy=False)
+    return h * cdf, (h, cdf)
+
+
+def bias_activation_backward_numpy(dy, saved, activation, has_bias=True):
+    """(dx (N, D), dbias (D,) or None without a bias) from dy = dLoss/dy and forward's saved."""
+    if activation == "relu":
+        (y,) = saved
+        dx = np.where(y <= 0, y.dtype.type(0), dy.astype(y.dtype, copy=False))
+    else:
+        h, cdf = saved
+        f = h.dtype.type
+        pdf = np.exp(f(-0.5) * h * h) * f(_INV_SQRT_2PI)
+        dx = (dy * (cdf + h * pdf)).astype(h.dtype, copy=False)
+    return dx, (dx.sum(axis=0) if has_bias else None)
+
+
+# ---- numba kernels ---------------------------------------------------------------------------
+
+@kernel(parallel=True)
+def _bias_relu_rows(x, bias, y):
+    """y[i] = max(x[i] + bias, 0) row by row (a NaN stays NaN, as np.maximum keeps it)."""
+    N, D = x.shape
+    f = x.dtype.type
+    for i in prange(N):
+        for j in range(D):
+            h = x[i, j] + bias[j]
+            y[i, j] = f(0) if h <= f(0) else h
+
+
+@kernel(parallel=True)
+def _bias_gelu_rows(x, bias, y, h_out, cdf_out):
+    """y[i] = h·Φ(h), h = x[i] + bias; keeps h and Φ(h). erf runs in float64 and is rounded
+    once to x's dtype, as kernels/erf.py does (numba has no vectorised erf)."""
+    N, D = x.shape
+    f = x.dtype.type
+    for i in prange(N):
+        for j in range(D):
+            h = x[i, j] + bias[j]
+            cdf = f(0.5) * (f(1) + f(math.erf(np.float64(h * f(_INV_SQRT2)))))
+            h_out[i, j], cdf_out[i, j] = h, cdf
+            y[i, j] = h * cdf
+
+
+@kernel(parallel=True)
+def _relu_grad_rows(dy, y, n_chunks, dx, dbias_parts):
+    """dx = dy where y > 0 (else 0), and Σ_rows dx in `n_chunks` partial sums (one per parallel
+    task, added up by the caller), so that no two threads write the same memory."""
+    N, D = dy.shape
+    f = dy.dtype.type
+    for chunk in prange(n_chunks):
+        for i in range(chunk * N // n_chunks, (chunk + 1) * N // n_chunks):
+            for j in range(D):
+                g = f(0) if y[i, j] <= f(0) else dy[i, j]
+                dx[i, j] = g
+                dbias_parts[chunk, j] += g
+
+
+@kernel(parallel=True)
+def _gelu_grad_rows(dy, h, cdf, n_chunks, dx, dbias_parts):
+    """dx = dy·(Φ(h) + h·φ(h)) and Σ_rows dx in partial sums, as _relu_grad_rows."""
+    N, D = dy.shape
+    f = dy.dtype.type
+    for chunk in prange(n_chunks):
+        for i in range(chunk * N // n_chunks, (chunk + 1) * N // n_chunks):
+            for j in range(D):
+                pdf = jit.exp(f(-0.5) * h[i, j] * h[i, j]) * f(_INV_SQRT_2PI)
+                g = dy[i, j] * (cdf[i, j] + h[i, j] * pdf)
+                dx[i, j] = g
+                dbias_parts[chunk, j] += g
+
+
+def bias_activation_forward_numba(x, bias, activation):
+    """Numba twin of bias_activation_forward_numpy."""
+    _check(x, bias, activation, "bias_activation_forward")
+    x = np.ascontiguousarray(x)
+    b = (np.zeros(x.shape[1], x.dtype) if bias is None
+         else np.ascontiguousarray(bias, dtype=x.dtype))
+    y = np.empty_like(x)
+    if activation == "relu":
+        _bias_relu_rows(x, b, y)
+        return y, (y,)
+    h, cdf = np.empty_like(x), np.empty_like(x)
+    _bias_gelu_rows(x, b, y, h, cdf)
+    return y, (h, cdf)
+
+
+def bias_activation_backward_numba(dy, saved, activation, has_bias=True):
+    """Numba twin of bias_activation_backward_numpy."""
+    first = saved[0]
+    dy = np.ascontiguousarray(dy, dtype=first.dtype)
+    if dy.shape != first.shape:
+        raise ValueError(f"bias_activation_backward: dy {dy.shape} does not match the forward's "
+                         f"output {first.shape}")
+    n, d = dy.shape
+    n_chunks = max(1, min(threads(), n))
+    dx = np.empty_like(dy)
+    parts = np.zeros((n_chunks, d), dy.dtype)
+    if activation == "relu":
+        _relu_grad_rows(dy, np.ascontiguousarray(first), n_chunks, dx, parts)
+    else:
+        h, cdf = (np.ascontiguousarray(a) for a in saved)
+        _gelu_grad_rows(dy, h, cdf, n_chunks, dx, parts)
+    return dx, (parts.sum(axis=0) if has_bias else None)

@@ -1,0 +1,128 @@
+"""The Transformer layers' fusions: bias + activation after the FFN's first Linear (one node),
+and MultiHeadAttention's Q/K/V projections as one product. Each kernel against its numpy
+twin on random and edge shapes (size 0, size 1), each op gradchecked in float64 on both
+backends, and each layer against its unfused formula."""
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.functional as F
+from minitensor import kernels as K
+from minitensor.autograd import topological_order
+from minitensor.ops.nn import bias_activation
+
+DTYPES = [np.float32, np.float64]
+TOL = {np.float32: 1e-5, np.float64: 1e-12}
+SHAPES = [(5, 7), (37, 130), (0, 4), (3, 0), (1, 1)]
+
+
+def assert_agree(got, ref, dtype):
+    """Same shape and dtype, max |got − ref| ≤ tol · max |ref|, the same NaN pattern."""
+    got, ref = np.asarray(got), np.asarray(ref)
+    assert got.shape == ref.shape and got.dtype == ref.dtype == np.dtype(dtype)
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    scale = max(float(np.max(np.abs(ref), initial=0.0)), np.finfo(dtype).tiny)
+    err = float(np.nanmax(np.abs(got.astype(np.float64) - ref), initial=0.0))
+    assert err <= TOL[dtype] * scale, f"max error {err:.3g} vs scale {scale:.3g}"
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def backend(request):
+    with K.use_backend(request.param):
+        yield request.param
+
+
+# ---- bias + activation -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_bias_activation_kernel_matches_twin(activation, shape, dtype, with_bias, rng):
+    x = rng.standard_normal(shape).astype(dtype)
+    x.flat[::5] = 0.0                                         # ReLU's kink: gradient 0 there
+    bias = rng.standard_normal(shape[1]).astype(dtype) if with_bias else None
+    (y, saved), (y_ref, saved_ref) = (k(x, bias, activation) for k in
+                                      (K.bias_activation_forward.numba,
+                                       K.bias_activation_forward.numpy))
+    assert_agree(y, y_ref, dtype)
+    assert len(saved) == len(saved_ref)
+    dy = rng.standard_normal(shape).astype(dtype)
+    (dx, db), (dx_ref, db_ref) = (k(dy, s, activation, with_bias) for k, s in
+                                  ((K.bias_activation_backward.numba, saved),
+                                   (K.bias_activation_backward.numpy, saved_ref)))
+    assert_agree(dx, dx_ref, dtype)
+    if with_bias:
+        assert_agree(db, db_ref, dtype)
+    else:
+        assert db is None and db_ref is None
+
+
+def test_bias_relu_kernel_runs_its_parallel_build(monkeypatch, rng):
+    from minitensor.kernels import jit
+    monkeypatch.setattr(jit, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(jit, "threads", lambda: 2)
+    x, b = rng.standard_normal((9, 6)).astype(np.float32), np.ones(6, np.float32)
+    dy = rng.standard_normal((9, 6)).astype(np.float32)
+    for act in ("relu", "gelu"):
+        y, saved = K.bias_activation_forward.numba(x, b, act)
+        y_ref, saved_ref = K.bias_activation_forward.numpy(x, b, act)
+        assert_agree(y, y_ref, np.float32)
+        for got, want in zip(K.bias_activation_backward.numba(dy, saved, act),
+                             K.bias_activation_backward.numpy(dy, saved_ref, act)):
+            assert_agree(got, want, np.float32)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_bias_activation_op_gradcheck(backend, activation, leaf):
+    x, b = leaf(2, 3, 5), leaf(5)
+    assert mt.gradcheck(lambda x, b: bias_activation(x, b, activation), x, b)
+    assert mt.gradcheck(lambda x: bias_activation(x, None, activation), x)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_bias_activation_is_the_unfused_formula(backend, activation, rng):
+    """Values and gradients equal act(x + b) by two ops, including NaN passing through ReLU
+    (selected, as F.relu: a NaN input keeps its gradient) and an empty batch."""
+    unfused = {"relu": F.relu, "gelu": F.gelu}[activation]
+    for shape in [(4, 3, 6), (0, 6), (1, 1)]:
+        data = rng.standard_normal(shape)
+        if data.size > 2:
+            data.flat[1] = np.nan
+        results = []
+        for fn in (lambda x, b: bias_activation(x, b, activation), lambda x, b: unfused(x + b)):
+            x = mt.tensor(data, requires_grad=True)
+            b = mt.tensor(np.linspace(-1, 1, shape[-1]), requires_grad=True)
+            y = fn(x, b)
+            (y * mt.tensor(np.arange(data.size, dtype=np.float32).reshape(shape))).sum().backward()
+            results.append((y.data, x.grad.data, b.grad.data))
+        for got, want in zip(*results):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bias_activation_errors_name_the_op_and_shapes():
+    x = mt.randn(3, 4)
+    with pytest.raises(ValueError, match=r"bias \+ relu.*\(5,\).*\(3, 4\)"):
+        bias_activation(x, mt.zeros(5), "relu")
+    with pytest.raises(ValueError, match="bias_activation.*relu, gelu.*'tanh'"):
+        bias_activation(x, None, "tanh")
+
+
+def test_feed_forward_fuses_bias_and_activation_into_one_named_node():
+    """FeedForward with relu/gelu: one "bias + relu" node after linear1's matmul (which stays
+    in linear1's scope), the same output and gradients as the unfused Linear → activation."""
+    from transformer.layers import FeedForward
+    for activation in ("relu", "gelu"):
+        mt.manual_seed(0)
+        ffn = FeedForward(8, 16, activation=activation)
+        x = mt.randn(2, 3, 8, requires_grad=True)
+        y = ffn(x)
+        names = {(n.name, n.scope) for n in topological_order(y.grad_fn)}
+        assert (f"bias + {activation}", "") in names
+        assert ("matmul", "linear1") in names
+        y.sum().backward()
+        x2 = x.detach().reshape(6, 8)
+        act = {"relu": F.relu, "gelu": F.gelu}[activation]
+        ref = ffn.linear2(act(ffn.linear1(x2))).reshape(2, 3, 8)
+        np.testing.assert_allclose(y.data, ref.data, rtol=1e-5, atol=1e-6)
+        assert ffn.linear1.bias.grad is not None and ffn.linear1.weight.grad is not None
