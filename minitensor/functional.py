@@ -38,16 +38,16 @@ def _operand(x, like=None):
     return Tensor(x).data
 
 
-def _keep_float_dtype(a, b):
-    """float ⊕ integer/bool keeps the float's dtype, as in PyTorch (numpy would turn
-    float32 + int64 into float64). The integer operand carries no gradient, so it becomes a
-    plain array of the float dtype."""
-    ka, kb = a.dtype.kind, b.dtype.kind
-    if ka == "f" and kb in "iub":
-        b = _data(b).astype(a.dtype)
-    elif kb == "f" and ka in "iub":
-        a = _data(a).astype(b.dtype)
-    return a, b
+def _keep_float_dtype(*xs):
+    """torch's type promotion of operands (tensors or arrays): beside a float, integer and bool
+    operands take the widest float dtype among them, as in PyTorch (numpy would turn
+    float32 + int64 into float64); they carry no gradient, so they become plain arrays.
+    float32 beside float64 stays for numpy to promote (float64)."""
+    floats = [x.dtype for x in xs if x.dtype.kind == "f"]
+    if not floats:
+        return xs
+    dtype = np.result_type(*floats)
+    return tuple(x if x.dtype.kind == "f" else _data(x).astype(dtype) for x in xs)
 
 
 def _binary(fn, a, b):
@@ -104,6 +104,11 @@ def _dtype_kind(x):
 
 
 def pow(a, b):
+    """a ** b. As in torch, the Python number 0.5 as exponent computes a square root: its value
+    keeps the sign of a zero base and its gradient there is sqrt's, −∞ at −0.0 (a ** 0.5 by
+    the power rule would give +∞ at both zeros)."""
+    if isinstance(a, Tensor) and isinstance(b, float) and b == 0.5:
+        return sqrt(a)
     return _binary(E.Pow, a, b)
 
 
@@ -167,8 +172,10 @@ def silu(x):
 
 
 def clip(x, low=None, high=None):
-    """Clamp into [low, high]; either bound may be None."""
-    return E.Clip.apply(x, low=low, high=high)
+    """Clamp into [low, high]; either bound may be None. Integers with a float bound are
+    clamped in the default float dtype (float32), as torch promotes them."""
+    bounds = (_operand(v, x) for v in (low, high) if v is not None)
+    return E.Clip.apply(_keep_float_dtype(x, *bounds)[0], low=low, high=high)
 
 
 def cast(x, dtype):
@@ -286,8 +293,8 @@ def logsumexp(x, axis=None, keepdims=False):
 def argmax(x, axis=None, keepdims=False):
     """Index of the maximum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
-    if axis is not None:
-        normalize_axis(axis, d.ndim, "argmax", d.shape)
+    axes = range(d.ndim) if axis is None else (normalize_axis(axis, d.ndim, "argmax", d.shape),)
+    R.check_nonempty_axes("argmax", d.shape, axes)
     return Tensor._make(np.asarray(np.argmax(d, axis=axis, keepdims=keepdims)))
 
 
@@ -295,8 +302,8 @@ def argmax(x, axis=None, keepdims=False):
 def argmin(x, axis=None, keepdims=False):
     """Index of the minimum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
-    if axis is not None:
-        normalize_axis(axis, d.ndim, "argmin", d.shape)
+    axes = range(d.ndim) if axis is None else (normalize_axis(axis, d.ndim, "argmin", d.shape),)
+    R.check_nonempty_axes("argmin", d.shape, axes)
     return Tensor._make(np.asarray(np.argmin(d, axis=axis, keepdims=keepdims)))
 
 
@@ -385,8 +392,9 @@ def flatten(x, start_axis=0, end_axis=-1):
 
 @torch_names
 def concat(tensors, axis=0):
-    """Join tensors along an existing axis; their other sizes must match."""
-    return S.Concat.apply(*tensors, axis=axis)
+    """Join tensors along an existing axis; their other sizes must match. Dtypes promote as
+    torch's do (integers beside float32 give float32)."""
+    return S.Concat.apply(*_keep_float_dtype(*map(_constant, tensors)), axis=axis)
 
 
 cat = concat
@@ -394,8 +402,9 @@ cat = concat
 
 @torch_names
 def stack(tensors, axis=0):
-    """Join tensors of one shape along a new axis: n tensors (a, b) → (n, a, b) with axis=0."""
-    return S.Stack.apply(*tensors, axis=axis)
+    """Join tensors of one shape along a new axis: n tensors (a, b) → (n, a, b) with axis=0.
+    Dtypes promote as in `concat`."""
+    return S.Stack.apply(*_keep_float_dtype(*map(_constant, tensors)), axis=axis)
 
 
 @torch_names
@@ -452,7 +461,8 @@ def getitem(x, index):
 def where(cond, a, b):
     """Elementwise `cond ? a : b`; cond is a bool tensor or array."""
     like = a if isinstance(a, Tensor) else b
-    return S.Where.apply(_constant(cond), _operand(a, like), _operand(b, like))
+    a, b = _keep_float_dtype(_operand(a, like), _operand(b, like))
+    return S.Where.apply(_constant(cond), a, b)
 
 
 def masked_fill(x, mask, value):

@@ -29,32 +29,9 @@ import minitensor as mt  # noqa: E402
 import minitensor.functional as F  # noqa: E402
 import fuzz_programs as fp  # noqa: E402
 
-# (name, the bug, a regular expression that the text of its mismatches matches)
-KNOWN_BUGS = [
-    ("grad-at-nan", "issue 12 (minor): a NaN gradient or a NaN input meets a 0/1 mask in a "
-                    "backward that multiplies where torch selects (minimum/maximum, clip): "
-                    "NaN·0 = NaN where torch gives 0 or passes the gradient (abs and relu "
-                    "are fixed: see their regression test)",
-     r"grad: .*(minitensor np\.float\d+\(nan\), torch|torch np\.float\d+\(nan\)|"
-     r"value there np\.float\d+\(nan\))"),
-    ("size-0", "issue 12 (size-0 axes): reductions such as min/max over a size-0 axis raise "
-               "where torch returns an empty tensor (log_softmax, softmax, logsumexp and "
-               "layer_norm over empty axes are fixed: see their regression tests)",
-     r"error: minitensor raises (ValueError: .*(zero-size array|cannot reshape array of size 0|"
-     r"of an empty tensor)|ZeroDivisionError)"
-     r"|(backward: error|inplace): .*cannot reshape array of size 0 into shape \(0\)"),
-    ("pow-mixed-dtype", "not in issue 12: F.pow of a float32 base and a float64 exponent: the "
-                        "exponent's gradient is computed (and returned) in float32",
-     r"grad: .*float64.*consumers: [^)]*F\.pow"),
-    ("pow-at-negative-zero", "not in issue 12 (minor): the gradient of F.pow(x, 0.5) at x = −0.0 "
-                             "is +inf, F.sqrt's is −inf (torch: −inf for both)",
-     r"grad: .*minitensor np\.float\d+\(-?inf\), torch np\.float\d+\(-?inf\) \(value there "
-     r"np\.float\d+\(-0\.0\).*consumers: [^)]*F\.pow"),
-    ("int-float-promotion", "issue 12 #7 (promotion): F.clip of an integer tensor with float "
-                            "bounds, and F.cat/F.stack of int64 with float32, give float64 "
-                            "(torch float32: a float beside integers keeps its dtype)",
-     r"F\.(clip|cat|stack): dtype: minitensor float64, torch float32"),
-]
+# (name, the bug, a regular expression that the text of its mismatches matches); empty while
+# the fuzzer finds no bug that is not fixed
+KNOWN_BUGS = []
 
 
 def known(name):
@@ -136,18 +113,22 @@ def test_log_softmax_over_a_size_0_axis(backend):
         assert F.log_softmax(mt.tensor(np.zeros((4, 0), np.float32))).shape == (4, 0)
 
 
-@known("pow-mixed-dtype")
-def test_known_bug_pow_exponent_gradient_in_float64():
+def test_pow_exponent_gradient_in_float64():
     b = mt.tensor(np.array([-0.1]), dtype=mt.float64, requires_grad=True)
     F.pow(mt.tensor(np.array([3e4], np.float32)), b).sum().backward()
     assert b.grad.dtype == mt.float64
     np.testing.assert_allclose(b.grad.numpy(), 3e4 ** -0.1 * np.log(3e4), rtol=1e-12)
 
 
-@known("int-float-promotion")
-def test_known_bug_clip_and_cat_of_integers_keep_float32():
-    assert F.clip(mt.tensor([1, 2, 3]), -1.0, 1.0).dtype == mt.float32
-    assert F.cat([mt.tensor([1, 2]), mt.tensor([0.5])]).dtype == mt.float32
+def test_clip_cat_stack_where_of_integers_promote_as_torch():
+    ints, f32 = mt.tensor([1, 2]), mt.tensor([0.5, 1.5])
+    assert F.clip(mt.tensor([1, 2, 3]), -1.0, 1.0).dtype == mt.float32     # the default float
+    assert F.clip(mt.tensor([1, 2, 3]), -1, 1).dtype == mt.int64
+    assert F.cat([ints, mt.tensor([0.5])]).dtype == mt.float32           # the float's dtype
+    assert F.stack([ints, f32]).dtype == mt.float32
+    assert F.where(mt.tensor([True, False]), ints, f32).dtype == mt.float32
+    assert F.cat([f32, mt.tensor([0.5], dtype=mt.float64)]).dtype == mt.float64
+    assert F.cat([mt.tensor([True]), ints]).dtype == mt.int64
 
 
 def test_softmax_backward_over_a_size_0_axis():
@@ -157,8 +138,7 @@ def test_softmax_backward_over_a_size_0_axis():
     assert x.grad.shape == (3, 0)
 
 
-@known("pow-at-negative-zero")
-def test_known_bug_pow_half_at_negative_zero_matches_sqrt():
+def test_pow_half_at_negative_zero_matches_sqrt():
     x = mt.tensor([-0.0], requires_grad=True)
     F.pow(x, 0.5).sum().backward()
     y = mt.tensor([-0.0], requires_grad=True)
@@ -168,3 +148,43 @@ def test_known_bug_pow_half_at_negative_zero_matches_sqrt():
 
 def test_var_of_no_elements_is_nan():
     assert np.isnan(F.var(mt.tensor(np.zeros(0, np.float32))).item())
+
+
+@pytest.mark.parametrize("reduce", [F.max, F.min, F.argmax, F.argmin])
+def test_extrema_over_size_0_axes_as_torch(reduce):
+    x = mt.tensor(np.zeros((0, 3), np.float32), requires_grad=reduce in (F.max, F.min))
+    out = reduce(x, 1)
+    assert (out[0] if isinstance(out, tuple) else out).shape == (0,)   # other axes: empty
+    if x.requires_grad:
+        reduce(x, axis=1, keepdims=True).sum().backward()
+        assert x.grad.shape == (0, 3)
+    for axis in (0, None):                      # a size-0 axis: no identity, refused
+        with pytest.raises(ValueError, match=rf"{reduce.__name__}: axis 0 .*\(0, 3\) has size 0"):
+            reduce(x, axis)
+
+
+def test_backward_selects_where_torch_selects_at_nan():
+    """NaN gradients reaching the losing side of maximum/minimum/clip, or the base-0 slope of
+    pow, stay there (torch selects; a product with a 0/1 mask would give NaN·0 = NaN)."""
+    x = mt.tensor([1.0, 3.0, 0.0], dtype=mt.float64, requires_grad=True)
+    nan_grad = mt.tensor([np.nan, np.nan, np.nan], dtype=mt.float64)
+    other = mt.tensor([2.0, 2.0, 2.0], dtype=mt.float64, requires_grad=True)
+    F.maximum(x, other).backward(nan_grad)
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, np.nan, 0.0])
+    np.testing.assert_array_equal(other.grad.numpy(), [np.nan, 0.0, np.nan])
+    x.grad = None
+    F.clip(x, 0.5, 2.0).backward(nan_grad)
+    np.testing.assert_array_equal(x.grad.numpy(), [np.nan, 0.0, 0.0])
+    x.grad = None
+    e = mt.tensor([0.0, 1.0, 0.0], dtype=mt.float64)
+    F.pow(x, e).backward(nan_grad)                  # d/dx x**0 = 0 everywhere, as torch
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, np.nan, 0.0])
+
+
+def test_pow_exponent_gradient_as_torch_at_zero_and_negative_bases():
+    a = mt.tensor([0.0, 0.0, -2.0, 2.0], dtype=mt.float64)
+    b = mt.tensor([2.0, -1.0, 2.0, 3.0], dtype=mt.float64, requires_grad=True)
+    F.pow(a, b).sum().backward()
+    # 0 where a = 0 and b ≥ 0 (the limit), −∞ = ∞·ln 0 for b < 0, NaN for a < 0 (no real
+    # derivative): torch's values
+    np.testing.assert_array_equal(b.grad.numpy(), [0.0, -np.inf, np.nan, 8 * np.log(2.0)])

@@ -63,12 +63,16 @@ class Div(Function):
 
 
 class Pow(Function):
-    """a ** b. d/da = b·a^(b−1) (0 where b = 0, even at a = 0, where it would be 0·∞);
-    d/db = a^b·ln a (taken as 0 where a ≤ 0)."""
+    """a ** b, with torch's gradients. d/da = b·a^(b−1), selected to 0 where b = 0 (even at
+    a = 0, where it would be 0·∞, and even for a NaN gradient). d/db = a^b·ln a, computed in
+    the result's dtype (a float64 exponent of a float32 base gets a float64 gradient): 0 where
+    a = 0 and b ≥ 0 (the limit of a^b·ln a there), NaN where a < 0 (a^b has no real derivative
+    in b there: (−2)^b is real only at integers)."""
 
     @staticmethod
     def forward(ctx, a, b):
-        out = a ** b
+        with np.errstate(divide="ignore", invalid="ignore"):   # 0 ** −1 = ∞, (−1) ** 0.5 = NaN
+            out = a ** b
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -76,13 +80,14 @@ class Pow(Function):
     def backward(ctx, grad):
         a, b, out = ctx.saved_tensors
         ga = gb = None
-        if ctx.needs_input_grad[0]:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                slope = np.where(b == 0, 0, b * a ** (b - 1))
-            ga = unbroadcast(grad * slope, a.shape)
-        if ctx.needs_input_grad[1]:
-            log_a = np.log(np.where(a > 0, a, 1))
-            gb = unbroadcast(grad * out * log_a, b.shape)
+        zero = np.zeros((), grad.dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if ctx.needs_input_grad[0]:
+                ga = unbroadcast(np.where(b == 0, zero, grad * (b * a ** (b - 1))), a.shape)
+            if ctx.needs_input_grad[1]:
+                log_a = np.log(a.astype(out.dtype, copy=False))
+                gb = unbroadcast(grad * np.where((a == 0) & (b >= 0), zero, out * log_a),
+                                 b.shape)
         return ga, gb
 
 
@@ -169,7 +174,8 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return grad / (2 * out)
+        with np.errstate(divide="ignore"):      # ±∞ at ±0, as torch
+            return grad / (2 * out)
 
 
 class Abs(Function):
@@ -204,11 +210,12 @@ class _Pick(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        half = np.where(a == b, 0.5, 1.0).astype(grad.dtype)
-        share_a = np.where(ctx.fn.loses(a, b), 0, half)
-        share_b = np.where(ctx.fn.loses(b, a), 0, half)
-        return (unbroadcast(grad * share_a, np.shape(a)),
-                unbroadcast(grad * share_b, np.shape(b)))
+        # selected, not multiplied by a 0/1 share (as torch): a NaN gradient reaching the side
+        # that lost stays there instead of becoming NaN·0
+        g = np.where(a == b, grad / 2, grad)
+        zero = np.zeros((), grad.dtype)
+        return (unbroadcast(np.where(ctx.fn.loses(a, b), zero, g), np.shape(a)),
+                unbroadcast(np.where(ctx.fn.loses(b, a), zero, g), np.shape(b)))
 
 
 class Maximum(_Pick):
@@ -222,7 +229,8 @@ class Minimum(_Pick):
 
 
 class Clip(Function):
-    """Clamp to [low, high] (either may be None); gradient 1 inside the range (ends included)."""
+    """Clamp to [low, high] (either may be None); gradient 1 inside the range (ends included),
+    0 outside it and at a NaN input, as torch."""
 
     @staticmethod
     def forward(ctx, x, low=None, high=None):
@@ -238,7 +246,7 @@ class Clip(Function):
             inside &= x >= ctx.low
         if ctx.high is not None:
             inside &= x <= ctx.high
-        return grad * inside
+        return np.where(inside, grad, np.zeros((), grad.dtype))    # selected: NaN·0 is NaN
 
 
 class Tanh(Function):

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from ..function import Function
+from ..function import Function, op_error
 from ._axes import expand_reduced, normalize_axes, normalize_axis
 
 
@@ -34,6 +34,17 @@ class Mean(Function):
         return expand_reduced(grad / ctx.count, ctx.shape, ctx.axes, ctx.keepdims)
 
 
+def check_nonempty_axes(op, shape, axes):
+    """max, min, argmax and argmin have no identity (a sum's is 0): over a size-0 axis they have
+    no value, and are refused, as torch refuses them. The other axes of an empty tensor reduce
+    to an empty result (max over axis 1 of a (0, 3) tensor has shape (0,))."""
+    empty = [a for a in axes if a < len(shape) and shape[a] == 0]
+    if empty:
+        raise op_error(op, f"axis {empty[0]} of a tensor of shape {tuple(shape)} has size 0, "
+                           f"and the {op} of no elements is undefined; reduce over a non-empty "
+                           f"axis (dim=...), or skip empty tensors")
+
+
 class _Extremum(Function):
     """max/min. When several elements tie for the extremum, the gradient is split evenly
     between them (so the gradient still sums to the incoming one)."""
@@ -42,8 +53,7 @@ class _Extremum(Function):
     @classmethod
     def forward(cls, ctx, x, axis=None, keepdims=False):
         ctx.axes = normalize_axes(axis, x.ndim, cls.op_name(), x.shape)
-        if x.size == 0:
-            raise ValueError(f"{cls.op_name()} of an empty tensor of shape {x.shape}")
+        check_nonempty_axes(cls.op_name(), x.shape, ctx.axes)
         ctx.keepdims = keepdims
         out = cls.reduce(x, axis=ctx.axes, keepdims=True)
         ctx.save_for_backward(x, out)
