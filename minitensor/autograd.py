@@ -6,6 +6,8 @@ The rest of autograd has its own modules, re-exported here so that ``mt.autograd
 (`grad_mode.py`), anomaly mode (`anomaly.py`), forward hooks (`hooks.py`) and the per-thread
 state they keep (`state.py`).
 """
+from contextlib import contextmanager
+
 import numpy as np
 
 from .anomaly import AnomalyWarning, check_backward, detect_anomaly, is_anomaly_enabled
@@ -22,10 +24,33 @@ __all__ = [
     "enable_grad",
     "is_anomaly_enabled",
     "is_grad_enabled",
+    "keep_intermediates",
     "no_grad",
     "register_forward_hook",
     "topological_order",
 ]
+
+
+@contextmanager
+def keep_intermediates():
+    """Graphs recorded inside keep every intermediate tensor alive, for inspection.
+
+    By default a node holds the arrays its backward needs, not the tensors it was given (see
+    `minitensor.function.NodeInput`): an intermediate result nobody holds is freed during
+    forward, as in PyTorch (most of a Transformer's activations are such). Inside this block
+    each node holds its input tensors themselves, so ``draw_graph(..., show_values=True)`` and
+    its NaN colouring see every node's output. Per thread, like `no_grad`::
+
+        with mt.autograd.keep_intermediates():
+            loss = model(x).sum()
+        mt.viz.draw_graph(loss, show_values=True)
+    """
+    before = state.keep_intermediates
+    state.keep_intermediates = True
+    try:
+        yield
+    finally:
+        state.keep_intermediates = before
 
 
 # ----------------------------------------------------------------------------- the engine

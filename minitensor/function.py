@@ -23,6 +23,7 @@ the output's shape and what was saved for backward.
 from __future__ import annotations
 
 import linecache
+import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -33,9 +34,11 @@ from . import hooks
 from .grad_mode import is_grad_enabled
 from .scope import current_scope
 from .source import describe_inputs, describe_source, user_frame
+from .state import state
 from .tensor import Tensor
 
-__all__ = ["Context", "Function", "ShapeError", "describe_inputs", "op_error", "unbroadcast"]
+__all__ = ["Context", "Function", "NodeInput", "ShapeError", "describe_inputs", "op_error",
+           "unbroadcast"]
 
 
 class Context:
@@ -47,7 +50,8 @@ class Context:
     check_not_released parents where source_line``).
 
     Attributes a node carries (read by the viewer, the step-through and error messages):
-    ``name`` (op name), ``inputs`` (the input Tensors, None for non-tensor arguments),
+    ``name`` (op name), ``inputs`` (one entry per argument: a leaf Tensor itself, a
+    `NodeInput` for a tensor another op made, None for non-tensor arguments),
     ``scope`` (module path), ``source`` ((filename, lineno, function) of the user's line),
     ``out_shape``/``out_dtype`` (of the output), ``grad`` (the gradient that reached this node's
     output during the last ``backward(retain_graph=True)``), ``needs_input_grad``.
@@ -113,6 +117,48 @@ class Context:
 
     def __repr__(self) -> str:
         return f"<{self.name} node {self.out_shape} scope={self.scope!r}>"
+
+
+class NodeInput:
+    """How a node refers to an input that another op made: that op's node (``grad_fn``), the
+    tensor's ``shape``, ``dtype``, ``requires_grad`` and ``name`` — but not its data.
+
+    A node holding the intermediate tensors it was given would keep every activation of the
+    forward pass alive until the whole graph is freed, whether backward needs it or not (the
+    input of a bias add, of a residual sum, the logits). As in PyTorch, the graph keeps only
+    what backward needs: each node's saved arrays (freed after its backward) and the nodes
+    themselves. ``data`` is the input's array while something else still holds it (the
+    program, or a node that saved it), else None. Leaves (parameters, your own tensors) stay
+    in ``inputs`` as themselves: they receive ``.grad``.
+    """
+
+    __slots__ = ("grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data", "_name")
+
+    def __init__(self, tensor):
+        self.grad_fn, self.requires_grad = tensor.grad_fn, tensor.requires_grad
+        self.shape, self.dtype = tensor.shape, tensor.dtype
+        self._tensor, self._data = weakref.ref(tensor), weakref.ref(tensor.data)
+        self._name = tensor.name
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def name(self):
+        """The tensor's name (read from the tensor while it lives, as it may be set later)."""
+        tensor = self._tensor()
+        return tensor.name if tensor is not None else self._name
+
+    @property
+    def data(self):
+        """The input's array if anything still holds it, else None."""
+        tensor = self._tensor()
+        return tensor.data if tensor is not None else self._data()
+
+    def __repr__(self):
+        held = "held" if self._data() is not None else "freed"
+        return f"<input {self.shape} {self.dtype} from {self.grad_fn.name} ({held})>"
 
 
 class Function:
@@ -249,13 +295,24 @@ def _wrap(cls, out, args, arrays, record, out_dtype=None):
 
 def _record(ctx, args, tensors, result):
     """Make ctx the graph node that produced `result`."""
-    ctx.inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+    ctx.inputs = tuple(_node_input(a) for a in args)
     ctx.scope = current_scope()
     ctx.source = user_frame()
     ctx.out_shape = result.shape
     ctx.out_dtype = result.dtype
     ctx._saved_versions = _saved_versions(ctx, tensors, result)
     result._grad_fn = ctx
+
+
+def _node_input(arg):
+    """What the node keeps of one argument: a leaf Tensor itself, a `NodeInput` for a tensor
+    made by another op (so the node does not keep its data alive), None for the rest. Under
+    `autograd.keep_intermediates()` every tensor argument is kept itself."""
+    if not isinstance(arg, Tensor):
+        return None
+    if arg.grad_fn is None or state.keep_intermediates:
+        return arg
+    return NodeInput(arg)
 
 
 def _saved_versions(ctx, tensors, result):

@@ -617,6 +617,22 @@ def bmm(a, b):
     return matmul(a, b)
 
 
+def linear(input, weight, bias=None):
+    """torch.nn.functional.linear: input Wᵀ + b, with weight (out, in) as torch lays it out (one
+    row of weights per output feature) and bias (out,). input (…, in) → (…, out); a 1-D
+    weight (in,) gives (…)."""
+    if weight.ndim not in (1, 2):
+        raise op_error("linear", f"weight must be (out_features, in_features) or (in_features,), "
+                                 f"got shape {weight.shape} (input {input.shape})")
+    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        raise op_error("linear", f"input of shape {input.shape} has "
+                                 f"{input.shape[-1] if input.ndim else 'no'} features on its "
+                                 f"last axis, expected {weight.shape[-1]} (weight {weight.shape}: "
+                                 f"(out_features, in_features))")
+    y = matmul(input, transpose(weight))
+    return y if bias is None else y + bias
+
+
 # --------------------------------------------------------------------------- neural nets
 @torch_names
 def softmax(x, axis=-1, scale=1.0, mask=None):

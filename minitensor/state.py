@@ -14,6 +14,7 @@ class _ThreadState(threading.local):
     def __init__(self):
         self.grad_enabled = True    # do ops record a graph? (no_grad / enable_grad)
         self.anomaly = False        # check every output and gradient? (detect_anomaly)
+        self.keep_intermediates = False   # do nodes hold their input tensors? (autograd)
         self.scopes = [""]          # the current module scope is scopes[-1]; "" = top level
         self.module_depth = 0       # how many Module calls are active
         self.module_base = [""]     # the scope current when the outermost Module call began

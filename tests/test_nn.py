@@ -239,8 +239,10 @@ def test_linear_shapes_init_and_error():
     assert np.abs(lin.weight.data).max() > 0.8 * bound      # U(±1/√in), not something smaller
     assert lin(mt.randn(2, 7, 16)).shape == (2, 7, 5)
     assert nn.Linear(3, 2, bias=False).bias is None
-    with pytest.raises(ValueError, match=r"Linear in .*\(2, 3\).*expected 16"):
+    with pytest.raises(ValueError, match=r"^linear: .*\(2, 3\).*expected 16.*\(5, 16\)"):
         lin(mt.randn(2, 3))
+    with pytest.raises(ValueError, match=r"^linear in 0: .*\(2, 3\).*expected 16"):
+        nn.Sequential(lin)(mt.randn(2, 3))        # inside a model: the module's path
     y = lin(mt.randn(3, 16))
     np.testing.assert_allclose(y.data, y.data)  # runs; values checked against torch below
 

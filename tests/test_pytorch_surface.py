@@ -126,7 +126,7 @@ def test_nll_loss(shape, tshape, reduction, weighted):
 @pytest.mark.parametrize("shape,tshape", NLL_CASES)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 1.0])
 def test_cross_entropy_torch_layout(shape, tshape, reduction, weighted, smoothing):
     c = shape[0] if len(shape) == 1 else shape[1]
     x, tx = pair(rand(*shape, seed=8))
@@ -137,13 +137,40 @@ def test_cross_entropy_torch_layout(shape, tshape, reduction, weighted, smoothin
         t = np.array(2)                       # unbatched: one target, not ignored (torch: NaN)
     w = np.linspace(0.5, 2.0, c) if weighted else None
     kw = dict(reduction=reduction, label_smoothing=smoothing, ignore_index=1)
-    out = FT.cross_entropy(x, mt.tensor(t), weight=None if w is None else mt.tensor(w), **kw)
+    out = MF.cross_entropy(x, mt.tensor(t), weight=None if w is None else mt.tensor(w), **kw)
     tout = TF.cross_entropy(tx, torch.tensor(t), weight=None if w is None else torch.tensor(w),
                             **kw)
     check(out, tout)
     check_backward(out, tout, [(x, tx)])
     mod = nn.CrossEntropyLoss(weight=None if w is None else mt.tensor(w), **kw)
     check(mod(x, mt.tensor(t)), tout)
+    assert FT.cross_entropy is MF.cross_entropy                 # one implementation
+
+
+def test_cross_entropy_of_class_ids_is_one_fused_node_in_every_layout():
+    """(N, C), (N, C, L) and a transposed (N, L, C) view: the fused op, with no permute node."""
+    t = np.array([[0, 3, 1], [2, 2, 4]])
+    for transposed in (False, True):
+        leaf, tleaf = pair(rand(2, 3, 5, seed=3) if transposed else rand(2, 5, 3, seed=3))
+        x, tx = (leaf.transpose(1, 2), tleaf.transpose(1, 2)) if transposed else (leaf, tleaf)
+        out = MF.cross_entropy(x, mt.tensor(t), ignore_index=4)
+        assert out.grad_fn.name == "cross_entropy"
+        assert [n.name for n in out.grad_fn.parents if n is not None] == (
+            ["permute"] if transposed else [])            # the user's transpose, nothing else
+        tout = TF.cross_entropy(tx, torch.tensor(t), ignore_index=4)
+        check(out, tout)
+        check_backward(out, tout, [(leaf, tleaf)])
+
+
+def test_cross_entropy_errors_name_the_class_axis():
+    with pytest.raises(ValueError, match=r"cross_entropy.*\(2, 5, 3\).*\(2, 5\).*expected "
+                                         r"target of shape \(2, 3\).*axis 1"):
+        MF.cross_entropy(mt.randn(2, 5, 3), mt.tensor(np.zeros((2, 5), np.int64)))
+    with pytest.raises(TypeError, match=r"cross_entropy.*\(2,\).*float32.*integers"):
+        MF.cross_entropy(mt.randn(2, 5), mt.tensor([1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"cross_entropy.*probability targets.*\(2, 4\).*"
+                                         r"\(2, 5\)"):
+        MF.cross_entropy(mt.randn(2, 5), mt.randn(2, 4))
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])
@@ -163,6 +190,31 @@ def test_cross_entropy_float32_result_is_float32():
     tout = torch.nn.CrossEntropyLoss()(tx, torch.tensor(t))
     check(out, tout, atol=1e-6, rtol=1e-5)
     assert out.dtype == np.float32 and out.shape == ()
+
+
+@pytest.mark.parametrize("shape,wshape,bias", [((4, 3), (2, 3), True), ((2, 5, 3), (4, 3), False),
+                                              ((3,), (2, 3), True), ((2, 3), (3,), False)])
+def test_linear_matches_torch(shape, wshape, bias):
+    x, tx = pair(rand(*shape, seed=12))
+    w, tw = pair(rand(*wshape, seed=13))
+    b, tb = pair(rand(*wshape[:-1], seed=14)) if bias else (None, None)
+    out, tout = MF.linear(x, w, b), TF.linear(tx, tw, tb)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx), (w, tw)] + ([(b, tb)] if bias else []))
+    x32, tx32 = pair(rand(*shape, seed=12, dtype=np.float32))
+    check(MF.linear(x32, w.float(), None), TF.linear(tx32, tw.float()), atol=1e-6, rtol=1e-5)
+
+
+def test_nn_linear_is_f_linear_and_draws_weight_transposed():
+    mt.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    x = mt.randn(4, 3)
+    np.testing.assert_array_equal(lin(x).data, MF.linear(x, lin.weight, lin.bias).data)
+    dot = mt.viz.draw_graph(lin(x).sum(), model=lin).source
+    assert "weightᵀ" in dot and "permute" not in dot
+    with pytest.raises(ValueError, match=r"linear: input of shape \(4, 2\) has 2 features.*"
+                                         r"expected 3 \(weight \(2, 3\)"):
+        MF.linear(mt.randn(4, 2), lin.weight)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

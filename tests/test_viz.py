@@ -333,9 +333,10 @@ def test_show_values_gives_min_max_mean():
 def test_nan_and_inf_nodes_are_coloured():
     a = mt.tensor([1.0, -1.0, 2.0], requires_grad=True)
     a.name = "a"
-    with np.errstate(invalid="ignore"):
+    # the graph must keep `y * 2.0` (held by no one) for its NaN to be seen
+    with np.errstate(invalid="ignore"), mt.autograd.keep_intermediates():
         y = F.log(a)
-    loss = (y * 2.0).sum()
+        loss = (y * 2.0).sum()
     g = draw_graph(loss)
     for name in ("log", "mul", "sum"):
         (nid,) = find(g, name + "\n")
@@ -345,7 +346,7 @@ def test_nan_and_inf_nodes_are_coloured():
     # a collapsed box with a NaN/Inf inside says so
     mt.manual_seed(0)
     seq = nn.Sequential(nn.Linear(3, 3))
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), mt.autograd.keep_intermediates():
         out = seq(mt.tensor([[np.inf, 1.0, 1.0]])).sum()
     g = draw_graph(out, depth=0)
     (box,) = find(g, "Linear\n0\n")

@@ -8,7 +8,6 @@ import numpy as np
 from .. import functional as F
 from ..autograd import no_grad
 from ..creation import empty_like_shape
-from ..function import ShapeError
 from . import init
 from .module import Module, Parameter, _indent, check_device
 
@@ -37,12 +36,7 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
-        if x.ndim == 0 or x.shape[-1] != self.in_features:
-            raise ShapeError(f"Linear in {self.path or 'the model'}: input of shape {x.shape} "
-                             f"has {x.shape[-1] if x.ndim else 'no'} features on its last axis, "
-                             f"expected {self.in_features} (weight {self.weight.shape})")
-        y = x @ self.weight.T
-        return y + self.bias if self.bias is not None else y
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

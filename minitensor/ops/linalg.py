@@ -65,7 +65,14 @@ class MatMul(Function):
                 # (B·L, k)ᵀ @ (B·L, m), cheaper than B small products summed afterwards
                 k, m = b2.shape
                 rows = math.prod(a2.shape[:-1])     # not -1: k or m may be 0
-                gb = K.matmul_grad_b(a2.reshape(rows, k), g.reshape(rows, m)).reshape(b_shape)
+                a_rows, g_rows = a2.reshape(rows, k), g.reshape(rows, m)
+                if b2.flags.f_contiguous and not b2.flags.c_contiguous:
+                    # b is weight.T (x @ weight.T): (gᵀ·a)ᵀ is the same product laid out as
+                    # weight itself, so its gradient arrives C-ordered and the optimizer
+                    # reads it without a copy
+                    gb = K.matmul_grad_b(g_rows, a_rows).T.reshape(b_shape)
+                else:
+                    gb = K.matmul_grad_b(a_rows, g_rows).reshape(b_shape)
             else:
                 gb = unbroadcast(K.matmul_grad_b(a2, g), b2.shape).reshape(b_shape)
         return ga, gb
