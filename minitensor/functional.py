@@ -3,10 +3,14 @@
 Each function checks and converts its arguments, then applies one `Function` from
 `minitensor.ops` (or composes a few). Tensor methods and operators call these.
 """
+from __future__ import annotations
+
 import builtins  # sum, max, min, abs, any, all and pow are ops in this module
 import collections
 import math
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +24,7 @@ from .ops import shape as S
 from .ops._axes import normalize_axis, shape_arg, torch_names
 from .ops.nn import as_attention_mask  # public: F.as_attention_mask
 from .tensor import Tensor
+from .typing import ArrayLike, Axis, DType, Scalar
 
 
 def _operand(x, like=None):
@@ -80,19 +85,19 @@ def _constant(x):
 
 
 # --------------------------------------------------------------------------- elementwise
-def add(a, b):
+def add(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     return _binary(E.Add, a, b)
 
 
-def sub(a, b):
+def sub(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     return _binary(E.Sub, a, b)
 
 
-def mul(a, b):
+def mul(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     return _binary(E.Mul, a, b)
 
 
-def div(a, b):
+def div(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     """a / b; true division, so integers divide into float32 (not numpy's float64)."""
     if _dtype_kind(a) in "iub" and _dtype_kind(b) in "iub":
         a = _data(a).astype(np.float32)
@@ -103,7 +108,7 @@ def _dtype_kind(x):
     return x.dtype.kind if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x).dtype.kind
 
 
-def pow(a, b):
+def pow(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     """a ** b. As in torch, the Python number 0.5 as exponent computes a square root: its value
     keeps the sign of a zero base and its gradient there is sqrt's, −∞ at −0.0 (a ** 0.5 by
     the power rule would give +∞ at both zeros)."""
@@ -112,73 +117,73 @@ def pow(a, b):
     return _binary(E.Pow, a, b)
 
 
-def maximum(a, b):
+def maximum(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     return _binary(E.Maximum, a, b)
 
 
-def minimum(a, b):
+def minimum(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     return _binary(E.Minimum, a, b)
 
 
-def neg(x):
+def neg(x: Tensor) -> Tensor:
     return E.Neg.apply(x)
 
 
-def exp(x):
+def exp(x: Tensor) -> Tensor:
     return E.Exp.apply(x)
 
 
-def sin(x):
+def sin(x: Tensor) -> Tensor:
     """sin x, elementwise (any shape)."""
     return E.Sin.apply(x)
 
 
-def cos(x):
+def cos(x: Tensor) -> Tensor:
     """cos x, elementwise (any shape)."""
     return E.Cos.apply(x)
 
 
-def log(x):
+def log(x: Tensor) -> Tensor:
     return E.Log.apply(x)
 
 
-def sqrt(x):
+def sqrt(x: Tensor) -> Tensor:
     return E.Sqrt.apply(x)
 
 
-def abs(x):
+def abs(x: Tensor) -> Tensor:
     return E.Abs.apply(x)
 
 
-def tanh(x):
+def tanh(x: Tensor) -> Tensor:
     return E.Tanh.apply(x)
 
 
-def sigmoid(x):
+def sigmoid(x: Tensor) -> Tensor:
     return E.Sigmoid.apply(x)
 
 
-def relu(x):
+def relu(x: Tensor) -> Tensor:
     return E.Relu.apply(x)
 
 
-def gelu(x, approximate="none"):
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """GELU; approximate="none" (exact, erf) or "tanh"."""
     return E.Gelu.apply(x, approximate=approximate)
 
 
-def silu(x):
+def silu(x: Tensor) -> Tensor:
     return E.Silu.apply(x)
 
 
-def clip(x, low=None, high=None):
+def clip(x: Tensor, low: Scalar | None = None, high: Scalar | None = None) -> Tensor:
     """Clamp into [low, high]; either bound may be None. Integers with a float bound are
     clamped in the default float dtype (float32), as torch promotes them."""
     bounds = (_operand(v, x) for v in (low, high) if v is not None)
     return E.Clip.apply(_keep_float_dtype(x, *bounds)[0], low=low, high=high)
 
 
-def cast(x, dtype):
+def cast(x: Tensor, dtype: DType) -> Tensor:
     """x as `dtype`: differentiable between float types; an integer result has no gradient."""
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
@@ -188,7 +193,7 @@ def cast(x, dtype):
     return E.Cast.apply(x, dtype=dtype)
 
 
-def clone(x):
+def clone(x: Tensor) -> Tensor:
     """A copy of x that stays in the graph (its gradient flows back to x)."""
     return E.Clone.apply(x)
 
@@ -198,39 +203,48 @@ def _compare(np_fn, a, b):
     return Tensor._make(np.asarray(np_fn(_data(a), _data(b))))
 
 
-def lt(a, b): return _compare(np.less, a, b)
-def le(a, b): return _compare(np.less_equal, a, b)
-def gt(a, b): return _compare(np.greater, a, b)
-def ge(a, b): return _compare(np.greater_equal, a, b)
-def eq(a, b): return _compare(np.equal, a, b)
-def ne(a, b): return _compare(np.not_equal, a, b)
-def logical_and(a, b): return _compare(np.logical_and, a, b)
-def logical_or(a, b): return _compare(np.logical_or, a, b)
-def logical_xor(a, b): return _compare(np.logical_xor, a, b)
-def logical_not(x): return Tensor._make(np.logical_not(_data(x)))
-def isnan(x): return Tensor._make(np.isnan(_data(x)))
-def isfinite(x): return Tensor._make(np.isfinite(_data(x)))
+def lt(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.less, a, b)
+def le(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.less_equal, a, b)
+def gt(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.greater, a, b)
+def ge(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.greater_equal, a, b)
+def eq(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.equal, a, b)
+def ne(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.not_equal, a, b)
+def logical_and(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.logical_and, a, b)
+def logical_or(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.logical_or, a, b)
+def logical_xor(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.logical_xor, a, b)
+def logical_not(x: Tensor | ArrayLike) -> Tensor: return Tensor._make(np.logical_not(_data(x)))
+def isnan(x: Tensor | ArrayLike) -> Tensor: return Tensor._make(np.isnan(_data(x)))
+def isfinite(x: Tensor | ArrayLike) -> Tensor: return Tensor._make(np.isfinite(_data(x)))
 
 
 @torch_names
-def any(x, axis=None, keepdims=False):
+def any(x: Tensor | ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return Tensor._make(np.asarray(np.any(_data(x), axis=axis, keepdims=keepdims)))
 
 
 @torch_names
-def all(x, axis=None, keepdims=False):
+def all(x: Tensor | ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return Tensor._make(np.asarray(np.all(_data(x), axis=axis, keepdims=keepdims)))
 
 
 # --------------------------------------------------------------------------- reductions
 @torch_names
-def sum(x, axis=None, keepdims=False):
+def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Sum over `axis` (an int, a tuple, or None for all axes); keepdims keeps them as size 1."""
     return R.Sum.apply(x, axis=axis, keepdims=keepdims)
 
 
 @torch_names
-def mean(x, axis=None, keepdims=False):
+def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Mean over `axis` (an int, a tuple, or None for all axes)."""
     return R.Mean.apply(x, axis=axis, keepdims=keepdims)
 
@@ -239,7 +253,8 @@ def mean(x, axis=None, keepdims=False):
 ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 
-def max(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+def max(x: Tensor, dim: Axis | Tensor | np.ndarray = None, keepdim: bool = False, *,
+        axis: Axis = None, keepdims: bool | None = None) -> Tensor | ValuesIndices:
     """Maximum, as torch.max; where several elements tie, the gradient is split evenly.
 
     max(x) → the largest element (0-d). max(x, dim) → a named tuple (values, indices), each of
@@ -250,7 +265,8 @@ def max(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
     return _extremum(R.Max, np.argmax, maximum, x, dim, keepdim, axis, keepdims)
 
 
-def min(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
+def min(x: Tensor, dim: Axis | Tensor | np.ndarray = None, keepdim: bool = False, *,
+        axis: Axis = None, keepdims: bool | None = None) -> Tensor | ValuesIndices:
     """Minimum, as torch.min: min(x, dim) → (values, indices); see `max`."""
     return _extremum(R.Min, np.argmin, minimum, x, dim, keepdim, axis, keepdims)
 
@@ -271,26 +287,28 @@ def _extremum(reduction, arg_fn, elementwise, x, dim, keepdim, axis, keepdims):
 
 
 @torch_names
-def var(x, axis=None, unbiased=True, keepdims=False):
+def var(x: Tensor, axis: Axis = None, unbiased: bool = True,
+        keepdims: bool = False) -> Tensor:
     """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
     return R.Var.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
 @torch_names
-def std(x, axis=None, unbiased=True, keepdims=False):
+def std(x: Tensor, axis: Axis = None, unbiased: bool = True,
+        keepdims: bool = False) -> Tensor:
     """Standard deviation: the square root of `var` (same arguments). Where it is 0 (all
     elements equal) the gradient is 0, as in PyTorch, not NaN."""
     return R.Std.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
 @torch_names
-def logsumexp(x, axis=None, keepdims=False):
+def logsumexp(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """log Σ exp(x) over `axis`, without overflow; its gradient is softmax(x)."""
     return R.LogSumExp.apply(x, axis=axis, keepdims=keepdims)
 
 
 @torch_names
-def argmax(x, axis=None, keepdims=False):
+def argmax(x: Tensor | ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the maximum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
     axes = range(d.ndim) if axis is None else (normalize_axis(axis, d.ndim, "argmax", d.shape),)
@@ -299,7 +317,7 @@ def argmax(x, axis=None, keepdims=False):
 
 
 @torch_names
-def argmin(x, axis=None, keepdims=False):
+def argmin(x: Tensor | ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the minimum (of the flattened tensor when axis is None); int64, no gradient."""
     d = _data(x)
     axes = range(d.ndim) if axis is None else (normalize_axis(axis, d.ndim, "argmin", d.shape),)
@@ -308,7 +326,7 @@ def argmin(x, axis=None, keepdims=False):
 
 
 # --------------------------------------------------------------------------- shape
-def reshape(x, *shape):
+def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     """The same elements in a new shape (one size may be -1): reshape(x, 2, 3) or
     reshape(x, (2, 3)). A view of x when numpy can make one."""
     return S.Reshape.apply(x, shape=shape_arg(shape))
@@ -317,20 +335,20 @@ def reshape(x, *shape):
 view = reshape
 
 
-def permute(x, *axes):
+def permute(x: Tensor, *axes: int | Sequence[int]) -> Tensor:
     """Reorder the axes: out.shape[i] == x.shape[axes[i]] (e.g. (B, L, h, d) → (B, h, L, d)
     with permute(x, 0, 2, 1, 3))."""
     return S.Permute.apply(x, axes=shape_arg(axes))
 
 
-def transpose(x, axis0=None, axis1=None):
+def transpose(x: Tensor, axis0: int | None = None, axis1: int | None = None) -> Tensor:
     """transpose(x) reverses all axes (like .T); transpose(x, a, b) swaps axes a and b."""
     if axis0 is None and axis1 is None:
         return S.Permute.apply(x, axes=tuple(reversed(range(x.ndim))))
     return _swap(x, axis0, axis1, "transpose")
 
 
-def swapaxes(x, axis0, axis1):
+def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
     """Swap two axes (a view): swapaxes(k, -1, -2) turns keys (…, L, d) into (…, d, L)."""
     return _swap(x, axis0, axis1, "swapaxes")
 
@@ -343,7 +361,7 @@ def _swap(x, axis0, axis1, op):
     return S.Permute.apply(x, axes=tuple(axes))
 
 
-def expand(x, *shape):
+def expand(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     """Broadcast to `shape` without copying (-1 keeps a size)."""
     shape = shape_arg(shape)
     lead = len(shape) - x.ndim
@@ -351,26 +369,25 @@ def expand(x, *shape):
     return S.Expand.apply(x, shape=full)
 
 
-def broadcast_to(x, shape):
+def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     """Broadcast to `shape` without copying (numpy's rules); the gradient sums the copies."""
     return S.Expand.apply(x, shape=tuple(shape))
 
 
 @torch_names
-def squeeze(x, axis=None):
-    """Remove axes of size 1: all of them (axis=None), or the given ones (each must be 1)."""
+def squeeze(x: Tensor, axis: Axis = None) -> Tensor:
+    """Remove axes of size 1: all of them (axis=None), or those of the given ones that have
+    size 1 — an axis of another size stays, as in torch (numpy's squeeze raises there)."""
     if axis is None:
         return reshape(x, tuple(n for n in x.shape if n != 1))
     axes = (axis,) if isinstance(axis, int) else axis
-    axes = [normalize_axis(a, x.ndim, "squeeze", x.shape) for a in axes]
-    for a in axes:
-        if x.shape[a] != 1:
-            raise op_error("squeeze", f"axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
-    return reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes))
+    # a 0-d tensor accepts axis 0 and -1, as torch's does
+    axes = {normalize_axis(a, builtins.max(x.ndim, 1), "squeeze", x.shape) for a in axes}
+    return reshape(x, tuple(n for i, n in enumerate(x.shape) if not (i in axes and n == 1)))
 
 
 @torch_names
-def unsqueeze(x, axis):
+def unsqueeze(x: Tensor, axis: int) -> Tensor:
     """Insert an axis of size 1 at position `axis` (negative counts from the end of the result)."""
     axis = normalize_axis(axis, x.ndim + 1, "unsqueeze", x.shape)
     shape = list(x.shape)
@@ -379,7 +396,7 @@ def unsqueeze(x, axis):
 
 
 @torch_names
-def flatten(x, start_axis=0, end_axis=-1):
+def flatten(x: Tensor, start_axis: int = 0, end_axis: int = -1) -> Tensor:
     """Merge axes start_axis..end_axis (inclusive) into one: (B, L, d) → (B·L, d) with
     flatten(x, 0, 1)."""
     if x.ndim == 0:
@@ -391,7 +408,7 @@ def flatten(x, start_axis=0, end_axis=-1):
 
 
 @torch_names
-def concat(tensors, axis=0):
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis; their other sizes must match. Dtypes promote as
     torch's do (integers beside float32 give float32)."""
     return S.Concat.apply(*_keep_float_dtype(*map(_constant, tensors)), axis=axis)
@@ -401,14 +418,14 @@ cat = concat
 
 
 @torch_names
-def stack(tensors, axis=0):
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join tensors of one shape along a new axis: n tensors (a, b) → (n, a, b) with axis=0.
     Dtypes promote as in `concat`."""
     return S.Stack.apply(*_keep_float_dtype(*map(_constant, tensors)), axis=axis)
 
 
 @torch_names
-def split(x, split_size_or_sections, axis=0):
+def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """Split along `axis` into pieces of `split_size` (an int; the last may be smaller) or of
     the given list of sizes. Returns a list of tensors (views of x)."""
     axis = normalize_axis(axis, x.ndim, "split", x.shape)
@@ -434,7 +451,7 @@ def split(x, split_size_or_sections, axis=0):
 
 
 @torch_names
-def chunk(x, chunks, axis=0):
+def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
     """Split into `chunks` pieces of equal size (the last may be smaller)."""
     n = x.shape[normalize_axis(axis, x.ndim, "chunk", x.shape)]
     if not isinstance(chunks, int) or chunks <= 0:
@@ -452,25 +469,25 @@ def _index_arg(index):
     return index
 
 
-def getitem(x, index):
+def getitem(x: Tensor, index: Any) -> Tensor:
     """x[index]: ints, slices, None, Ellipsis, integer arrays/lists/tensors and boolean masks,
     as in numpy. Repeated indices receive the sum of their gradients."""
     return S.GetItem.apply(x, index=_index_arg(index))
 
 
-def where(cond, a, b):
+def where(cond: Tensor | ArrayLike, a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     """Elementwise `cond ? a : b`; cond is a bool tensor or array."""
     like = a if isinstance(a, Tensor) else b
     a, b = _keep_float_dtype(_operand(a, like), _operand(b, like))
     return S.Where.apply(_constant(cond), a, b)
 
 
-def masked_fill(x, mask, value):
+def masked_fill(x: Tensor, mask: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
     """x with the positions where mask is True (bool, broadcastable) set to value."""
     return S.MaskedFill.apply(x, _constant(mask), value=value)
 
 
-def gather(x, dim, index):
+def gather(x: Tensor, dim: int, index: Tensor | ArrayLike) -> Tensor:
     """torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for dim=1. `index` (int) has x's
     number of axes; the result has index's shape. Differentiable in x (a gather of getitem)."""
     idx = np.asarray(_data(index))
@@ -484,13 +501,13 @@ def gather(x, dim, index):
     return getitem(x, tuple(grid))
 
 
-def index_select(x, dim, index):
+def index_select(x: Tensor, dim: int, index: Tensor | ArrayLike) -> Tensor:
     """The slices of x at positions `index` (1-D int) along `dim`; differentiable in x."""
     dim = normalize_axis(dim, x.ndim, "index_select", x.shape)
     return getitem(x, (slice(None),) * dim + (np.asarray(_data(index)),))
 
 
-def repeat(x, *sizes):
+def repeat(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     """torch's repeat (numpy's tile): x tiled sizes[i] times along axis i; extra leading sizes
     add axes. (2, 3).repeat(2, 1, 2) → (2, 2, 6). Differentiable (an expand, then a reshape)."""
     sizes = shape_arg(sizes)
@@ -505,12 +522,12 @@ def repeat(x, *sizes):
 
 
 @torch_names
-def cumsum(x, axis):
+def cumsum(x: Tensor, axis: int) -> Tensor:
     """Running sum along `axis` (torch: dim); same shape as x."""
     return R.CumSum.apply(x, axis=axis)
 
 
-def einsum(equation, *operands):
+def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     """Einstein summation, as torch.einsum('bij,bjk->bik', a, b) (operands also as one list).
     Differentiable in every operand; '...' and repeated indices inside one operand are not
     supported."""
@@ -521,7 +538,8 @@ def einsum(equation, *operands):
 
 # torch.sort and torch.topk return this (torch.return_types.sort has the same fields).
 @torch_names
-def sort(x, axis=-1, descending=False, *, stable=False):
+def sort(x: Tensor, axis: int = -1, descending: bool = False, *,
+         stable: bool = False) -> ValuesIndices:
     """(values, indices) sorted along `axis` (torch: dim). Ties keep their order (a stable
     sort). The values are differentiable (a gather)."""
     indices = argsort(x, axis, descending)
@@ -529,7 +547,8 @@ def sort(x, axis=-1, descending=False, *, stable=False):
 
 
 @torch_names
-def argsort(x, axis=-1, descending=False, stable=False):
+def argsort(x: Tensor | ArrayLike, axis: int = -1, descending: bool = False,
+            stable: bool = False) -> Tensor:
     """Positions that sort x along `axis` (int64), stable; descending puts the largest first
     (ties still in their original order)."""
     d = _data(x)
@@ -540,7 +559,8 @@ def argsort(x, axis=-1, descending=False, stable=False):
 
 
 @torch_names
-def topk(x, k, axis=-1, largest=True, sorted=True):
+def topk(x: Tensor, k: int, axis: int = -1, largest: bool = True,
+         sorted: bool = True) -> ValuesIndices:
     """(values, indices) of the k largest (smallest with largest=False) along `axis`, largest
     first. Ties: the earlier position first (torch does not promise an order for ties)."""
     d = _data(x)
@@ -552,7 +572,7 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     return ValuesIndices(gather(x, axis, indices), indices)
 
 
-def multinomial(probs, num_samples, replacement=False):
+def multinomial(probs: Tensor | ArrayLike, num_samples: int, replacement: bool = False) -> Tensor:
     """Draw `num_samples` category ids from each row of `probs` (1-D (C,) or 2-D (B, C);
     non-negative weights, normalised here), with mt.manual_seed's generator. int64 result of
     shape (num_samples,) or (B, num_samples). Without replacement a category is drawn once."""
@@ -570,13 +590,15 @@ def multinomial(probs, num_samples, replacement=False):
     return Tensor._make(out.reshape(p.shape[:-1] + (num_samples,)))
 
 
-def scatter(x, dim, index, src=None, value=None):
+def scatter(x: Tensor | ArrayLike, dim: int, index: Tensor | ArrayLike,
+            src: Tensor | ArrayLike | None = None,
+            value: Scalar | None = None) -> Tensor:
     """Out-of-place torch.scatter: a copy of x with x.scatter_(dim, index, src) applied (no
     gradient flows through it here; use it for targets and masks)."""
     return Tensor._make(np.array(_data(x))).scatter_(dim, index, src, value)
 
 
-def nonzero(x, as_tuple=False):
+def nonzero(x: Tensor | ArrayLike, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     """Positions of the non-zero elements: an int64 tensor (n, ndim), or with as_tuple=True
     one 1-D tensor of positions per axis (as numpy's nonzero)."""
     where = np.nonzero(_data(x))
@@ -585,39 +607,40 @@ def nonzero(x, as_tuple=False):
     return Tensor._make(np.stack(where, axis=1).astype(np.int64).reshape(-1, _data(x).ndim))
 
 
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+def allclose(a: Tensor | ArrayLike, b: Tensor | ArrayLike, rtol: float = 1e-05,
+             atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """True when |a − b| ≤ atol + rtol·|b| everywhere (a Python bool, as torch.allclose)."""
     return bool(np.allclose(_data(a), _data(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 @torch_names
-def tril(x, k=0):
+def tril(x: Tensor, k: int = 0) -> Tensor:
     """Keep the lower triangle of the last two axes (j ≤ i + k), zero elsewhere."""
     return S.Tril.apply(x, k=k)
 
 
 @torch_names
-def triu(x, k=0):
+def triu(x: Tensor, k: int = 0) -> Tensor:
     """Keep the upper triangle of the last two axes (j ≥ i + k), zero elsewhere."""
     return S.Triu.apply(x, k=k)
 
 
 # --------------------------------------------------------------------------- linear algebra
-def matmul(a, b):
+def matmul(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     """a @ b for 1-D to N-D operands, numpy's rules (batch axes broadcast)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = Tensor(a)
     return LA.MatMul.apply(*_keep_float_dtype(_operand(a, b), _operand(b, a)))
 
 
-def bmm(a, b):
+def bmm(a: Tensor, b: Tensor) -> Tensor:
     """Batched matmul of (B, n, m) and (B, m, p) → (B, n, p) (torch.bmm: 3-D only)."""
     if a.ndim != 3 or b.ndim != 3:
         raise op_error("bmm", f"expects two 3-D tensors, got shapes {a.shape} and {b.shape}")
     return matmul(a, b)
 
 
-def linear(input, weight, bias=None):
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """torch.nn.functional.linear: input Wᵀ + b, with weight (out, in) as torch lays it out (one
     row of weights per output feature) and bias (out,). input (…, in) → (…, out); a 1-D
     weight (in,) gives (…)."""
@@ -635,7 +658,8 @@ def linear(input, weight, bias=None):
 
 # --------------------------------------------------------------------------- neural nets
 @torch_names
-def softmax(x, axis=-1, scale=1.0, mask=None):
+def softmax(x: Tensor, axis: int = -1, scale: float = 1.0,
+            mask: Tensor | ArrayLike | None = None) -> Tensor:
     """softmax(scale·x + mask) along `axis`.
 
     mask (optional, broadcastable to x): bool with **True = blocked**, or an additive float
@@ -659,7 +683,7 @@ def softmax(x, axis=-1, scale=1.0, mask=None):
 
 
 @torch_names
-def log_softmax(x, axis=-1):
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x))."""
     if x.ndim == 0:
         raise op_error("log_softmax", "needs at least one axis, got a 0-d tensor (shape ())")
@@ -669,7 +693,8 @@ def log_softmax(x, axis=-1):
     return swapaxes(NN.LogSoftmax.apply(swapaxes(x, axis, -1)), axis, -1)
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """LayerNorm over the last len(normalized_shape) axes (the feature axes of each token)."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -681,7 +706,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return NN.LayerNorm.apply(x, weight, bias, n_axes=k, eps=eps)
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1 − p) (inverted
     dropout). Identity when not training or p == 0. Seeded by mt.manual_seed."""
     if not 0.0 <= p <= 1.0:
@@ -697,14 +722,17 @@ def dropout(x, p=0.5, training=True):
     return NN.Dropout.apply(x, seed=seed, p=p)
 
 
-def embedding(ids, weight, padding_idx=None):
+def embedding(ids: Tensor | ArrayLike, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` (num_embeddings, dim) picked by integer `ids` (any shape) →
     (*ids.shape, dim). The `padding_idx` row receives no gradient."""
     return NN.Embedding.apply(_constant(ids), weight, padding_idx=padding_idx)
 
 
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
-                  reduce=None, reduction="mean", label_smoothing=0.0):
+def cross_entropy(input: Tensor, target: Tensor | ArrayLike,
+                  weight: Tensor | ArrayLike | None = None,
+                  size_average: bool | None = None, ignore_index: int = -100,
+                  reduce: bool | None = None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
     """torch.nn.functional.cross_entropy: log_softmax over the classes, then the negative
     log-likelihood of the target.
 
@@ -771,7 +799,7 @@ def _cross_entropy_probs(input, target, weight, reduction, eps):
     return _reduce(-sum(terms, axis=-1), reduction)
 
 
-def mse_loss(input, target, reduction="mean"):
+def mse_loss(input: Tensor, target: Tensor | ArrayLike, reduction: str = "mean") -> Tensor:
     """Mean squared error. input and target must have the same shape: broadcasting (N, 1)
     against (N,) would silently compare every prediction with every target."""
     if tuple(input.shape) != tuple(np.shape(_data(target))):
@@ -822,8 +850,10 @@ def _reduce(losses, reduction):
     return losses
 
 
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-             reduction="mean"):
+def nll_loss(input: Tensor, target: Tensor | ArrayLike,
+             weight: Tensor | ArrayLike | None = None,
+             size_average: bool | None = None, ignore_index: int = -100,
+             reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """−input[n, target[n]] (input holds log-probabilities), weighted by weight[target[n]].
 
     input (C,), (N, C) or (N, C, d1, …); target (), (N,) or (N, d1, …) of class ids.
@@ -870,7 +900,9 @@ def _nonzero(denominator):
     return denominator if denominator != 0 else 1.0
 
 
-def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+def kl_div(input: Tensor, target: Tensor | ArrayLike, size_average: bool | None = None,
+           reduce: bool | None = None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
     """Pointwise KL divergence target·(log target − input); input holds log-probabilities.
 
     A target of 0 contributes 0 (0·log 0 = 0). log_target=True: target holds log-probabilities
@@ -897,7 +929,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _reduce(terms, reduction)
 
 
-def one_hot(tensor, num_classes=-1):
+def one_hot(tensor: Tensor | ArrayLike, num_classes: int = -1) -> Tensor:
     """Class ids (any shape, int) → (*shape, num_classes) int64 of 0/1 (no gradient).
     num_classes=-1 takes the largest id + 1."""
     ids = _data(tensor)
@@ -914,7 +946,8 @@ def one_hot(tensor, num_classes=-1):
     return Tensor._make(out)
 
 
-def pad(input, pad, mode="constant", value=None):
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
+        value: Scalar | None = None) -> Tensor:
     """Pad (or, with negative sizes, crop) the last len(pad)/2 axes.
 
     pad = (left_last, right_last, left_second_last, right_second_last, …): the pairs run from
@@ -952,8 +985,10 @@ def _pad_axis(x, axis, before, after, value):
 
 
 # ------------------------------------------- attention with torch's mask (True = may attend)
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None, enable_gqa=False):
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | ArrayLike | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None, enable_gqa: bool = False) -> Tensor:
     """softmax(query·keyᵀ·scale + mask) · value, torch's function (output only, no weights).
 
     query (…, L, E), key (…, S, E), value (…, S, Ev) → (…, L, Ev). scale defaults to 1/√E.
