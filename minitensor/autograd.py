@@ -6,7 +6,11 @@ The rest of autograd has its own modules, re-exported here so that ``mt.autograd
 (`grad_mode.py`), anomaly mode (`anomaly.py`), forward hooks (`hooks.py`) and the per-thread
 state they keep (`state.py`).
 """
+from __future__ import annotations
+
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +18,11 @@ from .anomaly import AnomalyWarning, check_backward, detect_anomaly, is_anomaly_
 from .grad_mode import enable_grad, is_grad_enabled, no_grad
 from .hooks import register_forward_hook
 from .state import state
+from .typing import ArrayLike
+
+if TYPE_CHECKING:                   # for annotations only: both modules import this one
+    from .function import Context
+    from .tensor import Tensor
 
 __all__ = [
     "AnomalyWarning",
@@ -32,7 +41,7 @@ __all__ = [
 
 
 @contextmanager
-def keep_intermediates():
+def keep_intermediates() -> Iterator[None]:
     """Graphs recorded inside keep every intermediate tensor alive, for inspection.
 
     By default a node holds the arrays its backward needs, not the tensors it was given (see
@@ -55,7 +64,7 @@ def keep_intermediates():
 
 # ----------------------------------------------------------------------------- the engine
 
-def topological_order(*roots):
+def topological_order(*roots: Context) -> list[Context]:
     """The nodes reachable from `roots` (nodes), each before every node that feeds it.
 
     This is the order backward visits them: a node runs only once all the gradients for its
@@ -93,27 +102,29 @@ class BackwardStep:
     root = None             # the walk's first node (the loss's): what a step draws from
     _display_hook = None    # set by minitensor.viz: (step, include, exclude) -> a mime bundle
 
-    def __init__(self, index, total, node, grad_output, grad_inputs, saved, run, n_run):
+    def __init__(self, index: int, total: int, node: Context, grad_output: np.ndarray,
+                 grad_inputs: tuple[np.ndarray | None, ...], saved: tuple[Any, ...],
+                 run: list[int], n_run: int) -> None:
         self.index, self.total, self.node = index, total, node
         self.grad_output, self.grad_inputs, self.saved = grad_output, grad_inputs, saved
         self._run, self._n_run = run, n_run   # the walk's shared run list, and its length now
 
     @property
-    def done(self):
+    def done(self) -> frozenset[int]:
         """Ids of the nodes whose backward had run when this step was taken (this one
         included). A snapshot: it does not grow as the walk goes on."""
         return frozenset(self._run[:self._n_run])
 
     @property
-    def op(self):
+    def op(self) -> str:
         return self.node.name
 
     @property
-    def scope(self):
+    def scope(self) -> str:
         return self.node.scope
 
     @property
-    def source(self):
+    def source(self) -> tuple[str, int, str] | None:
         return self.node.source
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -122,7 +133,7 @@ class BackwardStep:
         hook = BackwardStep._display_hook
         return hook(self, include, exclude) if hook else {"text/plain": repr(self)}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<step {self.index + 1}/{self.total}: {self.node.where()} "
                 f"grad_output {self.grad_output.shape}>")
 
@@ -177,7 +188,8 @@ def _normalise_grads(node, grads):
     return tuple(out)
 
 
-def backward_steps(tensor, grad=None, retain_graph=False):
+def backward_steps(tensor: Tensor, grad: Tensor | ArrayLike | None = None,
+                   retain_graph: bool = False) -> Iterator[BackwardStep]:
     """Run backward from `tensor` one node at a time, yielding a `BackwardStep` after each.
 
     Consuming every step leaves exactly the gradients ``tensor.backward()`` leaves: `backward`
@@ -257,7 +269,8 @@ def _walk(order, g0, retain_graph):
         raise
 
 
-def backward(tensor, grad=None, retain_graph=False):
+def backward(tensor: Tensor, grad: Tensor | ArrayLike | None = None,
+             retain_graph: bool = False) -> None:
     """Compute the gradient of `tensor` with respect to every leaf that requires grad."""
     for _ in backward_steps(tensor, grad, retain_graph):
         pass

@@ -4,23 +4,29 @@
 Floating-point results are float32 unless dtype= says otherwise. Random ones draw from the
 generator that `mt.manual_seed` seeds.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 
 from .ops._axes import shape_arg
 from .random import generator
 from .tensor import _DEFAULT_FLOAT, Tensor
+from .typing import ArrayLike, DType, Scalar, Shape
 
 
 def _float(dtype):
     return np.dtype(dtype) if dtype is not None else _DEFAULT_FLOAT
 
 
-def tensor(data, dtype=None, requires_grad=False, name=None):
+def tensor(data: Tensor | ArrayLike, dtype: DType | None = None, requires_grad: bool = False,
+           name: str | None = None) -> Tensor:
     """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
 
 
-def from_numpy(array, requires_grad=False, name=None):
+def from_numpy(array: np.ndarray, requires_grad: bool = False, name: str | None = None) -> Tensor:
     """A tensor that wraps `array` without copying it and keeps its dtype (numpy's rules,
     not `tensor`'s float32 default): changes to one show in the other. For code above the core
     (models, decoding caches) that builds arrays with numpy and hands them to ops."""
@@ -37,15 +43,18 @@ def from_numpy(array, requires_grad=False, name=None):
     return t
 
 
-def zeros(*shape, dtype=None, requires_grad=False, name=None):
+def zeros(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
+          name: str | None = None) -> Tensor:
     return Tensor(np.zeros(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
-def ones(*shape, dtype=None, requires_grad=False, name=None):
+def ones(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
+         name: str | None = None) -> Tensor:
     return Tensor(np.ones(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
-def full(shape, value, dtype=None, requires_grad=False, name=None):
+def full(shape: int | Sequence[int], value: Scalar, dtype: DType | None = None,
+         requires_grad: bool = False, name: str | None = None) -> Tensor:
     """A tensor of `shape` filled with `value` (a float value gives float32 by default)."""
     if dtype is None:
         dtype = _DEFAULT_FLOAT if isinstance(value, float) else np.asarray(value).dtype
@@ -53,25 +62,29 @@ def full(shape, value, dtype=None, requires_grad=False, name=None):
     return Tensor(np.full(shape, value, dtype), requires_grad, dtype=dtype, name=name)
 
 
-def randn(*shape, dtype=None, requires_grad=False, name=None):
+def randn(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
+          name: str | None = None) -> Tensor:
     """Standard normal samples."""
     data = generator().standard_normal(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def rand(*shape, dtype=None, requires_grad=False, name=None):
+def rand(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
+         name: str | None = None) -> Tensor:
     """Uniform samples in [0, 1)."""
     data = generator().random(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def randint(low, high, shape, dtype=np.int64, name=None):
+def randint(low: int, high: int, shape: int | Sequence[int], dtype: DType = np.int64,
+            name: str | None = None) -> Tensor:
     """Integers uniform in [low, high)."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return Tensor(generator().integers(low, high, size=shape), dtype=dtype, name=name)
 
 
-def arange(start, stop=None, step=1, dtype=None, requires_grad=False, name=None):
+def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | None = None,
+           requires_grad: bool = False, name: str | None = None) -> Tensor:
     """start, start + step, ... up to (not including) stop; integers stay int64, floats are
     float32 unless dtype= says otherwise."""
     if stop is None:
@@ -82,50 +95,58 @@ def arange(start, stop=None, step=1, dtype=None, requires_grad=False, name=None)
     return Tensor(data, requires_grad, dtype=dtype, name=name)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False, name=None):
+def eye(n: int, m: int | None = None, dtype: DType | None = None, requires_grad: bool = False,
+        name: str | None = None) -> Tensor:
     return Tensor(np.eye(n, m), requires_grad, dtype=_float(dtype), name=name)
 
 
-def empty(*shape, dtype=None, requires_grad=False, name=None):
+def empty(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
+          name: str | None = None) -> Tensor:
     """A tensor of `shape` to be overwritten next (filled with zeros here, so never garbage)."""
     return zeros(*shape, dtype=dtype, requires_grad=requires_grad, name=name)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False, name=None):
+def linspace(start: Scalar, end: Scalar, steps: int, dtype: DType | None = None,
+             requires_grad: bool = False, name: str | None = None) -> Tensor:
     """`steps` evenly spaced values from start to end, both included (1-D, float32 default)."""
     return Tensor(np.linspace(start, end, steps), requires_grad, dtype=_float(dtype), name=name)
 
 
-def LongTensor(data):
+def LongTensor(data: Tensor | ArrayLike) -> Tensor:
     """torch's legacy constructor: an int64 tensor from data (a list or array)."""
     return Tensor(data, dtype=np.int64)
 
 
-def FloatTensor(data):
+def FloatTensor(data: Tensor | ArrayLike) -> Tensor:
     """torch's legacy constructor: a float32 tensor from data (a list or array)."""
     return Tensor(data, dtype=np.float32)
 
 
-def zeros_like(t, dtype=None, requires_grad=False, name=None):
+def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+               name: str | None = None) -> Tensor:
     return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def ones_like(t, dtype=None, requires_grad=False, name=None):
+def ones_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+              name: str | None = None) -> Tensor:
     return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def full_like(t, value, dtype=None, requires_grad=False, name=None):
+def full_like(t: Tensor, value: Scalar, dtype: DType | None = None, requires_grad: bool = False,
+              name: str | None = None) -> Tensor:
     return full(t.shape, value, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def randn_like(t, dtype=None, requires_grad=False, name=None):
+def randn_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+               name: str | None = None) -> Tensor:
     return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def rand_like(t, dtype=None, requires_grad=False, name=None):
+def rand_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+              name: str | None = None) -> Tensor:
     return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
 
 
-def empty_like_shape(shape, dtype=None):
+def empty_like_shape(shape: Shape, dtype: DType | None = None) -> np.ndarray:
     """An uninitialised (zero-filled) float array for a parameter that init_ fills next."""
     return np.zeros(shape, dtype=_float(dtype))

@@ -6,6 +6,11 @@ Jacobian of a vector-valued f, we check the gradient of a scalar: the outputs do
 fixed random weights w. If backward is right for a random w it is right for all (a wrong
 Jacobian entry would need an accident of measure zero to hide).
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from .autograd import enable_grad, no_grad
@@ -21,7 +26,8 @@ def _outputs(result):
     return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
 
 
-def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
+def gradcheck(fn: Callable[..., Tensor | Sequence[Tensor]], *inputs: Any, eps: float = 1e-6,
+              atol: float = 1e-5, rtol: float = 1e-4, seed: int = 0) -> bool:
     """Check fn's analytic gradients against finite differences, in float64.
 
     fn: called as fn(*inputs), returns a Tensor or a tuple of Tensors.
