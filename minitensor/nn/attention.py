@@ -12,12 +12,16 @@ Masks mean what they mean in torch's nn.MultiheadAttention (and nn.Transformer):
 **bool True = NOT allowed to attend**, or a float mask added to the scores. This is the
 opposite of `F.scaled_dot_product_attention`, where True = may attend (docs/pytorch.md).
 """
+from __future__ import annotations
+
 import math
+from typing import Any
 
 import numpy as np
 
 from .. import functional as F
 from ..tensor import Tensor
+from ..typing import ArrayLike, DType
 from . import init
 from .layers import Linear
 from .module import Module, Parameter
@@ -39,9 +43,10 @@ class MultiheadAttention(Module):
     A query row with every key masked gives zeros here (torch gives NaN).
     """
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
-                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
-                 dtype=None):
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
+                 vdim: int | None = None, batch_first: bool = False, device: Any = None,
+                 dtype: DType | None = None) -> None:
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim={embed_dim} is not a multiple of "
@@ -79,8 +84,10 @@ class MultiheadAttention(Module):
         n, length = x.shape[0], x.shape[1]
         return F.swapaxes(F.reshape(y, (n, length, self.num_heads, self.head_dim)), 1, 2)
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
-                attn_mask=None, average_attn_weights=True, is_causal=False):
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                key_padding_mask: Tensor | ArrayLike | None = None, need_weights: bool = True,
+                attn_mask: Tensor | ArrayLike | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         if is_causal and attn_mask is None:
             raise RuntimeError("Need attn_mask if specifying the is_causal hint (as torch): "
                                "pass the causal mask itself, e.g. "
@@ -150,7 +157,7 @@ class MultiheadAttention(Module):
             total = total + a.astype(dtype)
         return total
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return ""
 
 

@@ -1,9 +1,12 @@
 """Loss modules, as torch.nn names them: each holds its settings and calls the function of
 the same name in `minitensor.nn.functional` (torch's layout: classes on axis 1)."""
+from __future__ import annotations
+
 import numpy as np
 
 from .. import functional as F
 from ..tensor import Tensor
+from ..typing import ArrayLike
 from . import functional_torch as FT
 from .module import Module
 
@@ -12,7 +15,8 @@ class _Loss(Module):
     """Holds `reduction` ('mean' | 'sum' | 'none'), turning torch's deprecated size_average
     and reduce flags into it as torch does."""
 
-    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+    def __init__(self, size_average: bool | None = None, reduce: bool | None = None,
+                 reduction: str = "mean") -> None:
         super().__init__()
         self.reduction = F._reduction(size_average, reduce, reduction, type(self).__name__)
 
@@ -20,7 +24,8 @@ class _Loss(Module):
 class _WeightedLoss(_Loss):
     """A loss with an optional per-class `weight` (C,), kept as a buffer as in torch."""
 
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+    def __init__(self, weight: Tensor | ArrayLike | None = None, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
         super().__init__(size_average, reduce, reduction)
         if weight is not None and not isinstance(weight, Tensor):
             weight = Tensor(np.asarray(weight))
@@ -32,12 +37,13 @@ class CrossEntropyLoss(_WeightedLoss):
     log-likelihood: input (N, C) or (N, C, d1, …) logits, target (N,) / (N, d1, …) ids or
     probabilities of the input's shape. See `F.cross_entropy`."""
 
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
-                 reduction="mean", label_smoothing=0.0):
+    def __init__(self, weight: Tensor | ArrayLike | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor | ArrayLike) -> Tensor:
         return F.cross_entropy(input, target, weight=self.weight,
                                ignore_index=self.ignore_index, reduction=self.reduction,
                                label_smoothing=self.label_smoothing)
@@ -46,12 +52,13 @@ class CrossEntropyLoss(_WeightedLoss):
 class NLLLoss(_WeightedLoss):
     """−input[n, target[n]] for log-probabilities input (N, C) or (N, C, d1, …)."""
 
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
-                 reduction="mean"):
+    def __init__(self, weight: Tensor | ArrayLike | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None,
+                 reduction: str = "mean") -> None:
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor | ArrayLike) -> Tensor:
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
 
@@ -59,7 +66,7 @@ class NLLLoss(_WeightedLoss):
 class MSELoss(_Loss):
     """Mean squared error (input and target of one shape)."""
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor | ArrayLike) -> Tensor:
         return FT.mse_loss(input, target, reduction=self.reduction)
 
 
@@ -67,9 +74,10 @@ class KLDivLoss(_Loss):
     """target·(log target − input) with input log-probabilities; reduction may also be
     'batchmean' (sum / batch size, the KL divergence per example)."""
 
-    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+    def __init__(self, size_average: bool | None = None, reduce: bool | None = None,
+                 reduction: str = "mean", log_target: bool = False) -> None:
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor | ArrayLike) -> Tensor:
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)

@@ -4,16 +4,21 @@ Assigning a Parameter or a Module to an attribute registers it. Every module kno
 and its name there, so it knows its dotted path in the model (``decoder.layers.0.cross_attn``);
 calling a module runs `forward` inside that scope, and every op created inside records it.
 """
+from __future__ import annotations
+
 import copy
 import difflib
 import weakref
 from collections import OrderedDict, namedtuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..scope import module_scope
 from ..creation import from_numpy
 from ..tensor import Tensor
+from ..typing import ArrayLike, DType
 
 
 class Parameter(Tensor):
@@ -25,7 +30,8 @@ class Parameter(Tensor):
     ``np.zeros(n)`` is float64, so write ``np.zeros(n, np.float32)`` for a float32 weight.
     """
 
-    def __init__(self, data, requires_grad=True, dtype=None):
+    def __init__(self, data: Tensor | ArrayLike, requires_grad: bool = True,
+                 dtype: DType | None = None) -> None:
         self._owners = []       # [(weakref to module, attribute name)], first registration first
         if isinstance(data, Tensor):
             data = data.data
@@ -50,7 +56,7 @@ class Parameter(Tensor):
         return None
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         owner = self._owner() if hasattr(self, "_owners") else None
         if owner is None:
             return self._name
@@ -59,13 +65,13 @@ class Parameter(Tensor):
         return f"{path}.{attr}" if path else attr
 
     @name.setter
-    def name(self, value):
+    def name(self, value: str | None) -> None:
         self._name = value
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Parameter:
         # A copy belongs to no module until it is assigned to one (Module.__deepcopy__ does).
         new = Parameter(self._data.copy(), requires_grad=self.requires_grad, dtype=self.dtype)
         new._name = self._name
@@ -97,7 +103,7 @@ class Module:
     ...         return self.out(F.tanh(self.hidden(x)))
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
@@ -107,7 +113,7 @@ class Module:
         object.__setattr__(self, "training", True)
 
     # ------------------------------------------------------------------ registration
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
                                  f"assigning attributes (assigning {name!r})")
@@ -132,17 +138,18 @@ class Module:
             store.pop(name, None)
         self._non_persistent.discard(name)
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         self._unregister(name)
         object.__delattr__(self, name)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> NoReturn:
         # Only called when normal lookup fails: a typo must never read as a silent None.
         if "_parameters" not in self.__dict__ or name.startswith("__"):
             raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
         raise ModuleAttributeError(self, name)
 
-    def register_buffer(self, name, tensor, persistent=True):
+    def register_buffer(self, name: str, tensor: Tensor | ArrayLike | None,
+                        persistent: bool = True) -> None:
         """A tensor that is state but not learnable (e.g. a positional-encoding table).
 
         Buffers follow `to()`/`double()` and, when persistent, are saved in `state_dict`.
@@ -164,7 +171,7 @@ class Module:
             self._non_persistent.add(name)
         object.__setattr__(self, name, tensor)
 
-    def register_parameter(self, name, param):
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter({name!r}): expected an nn.Parameter or None, "
                             f"got {type(param).__name__}")
@@ -175,7 +182,7 @@ class Module:
         else:
             setattr(self, name, param)
 
-    def add_module(self, name, module):
+    def add_module(self, name: str, module: Module | None) -> None:
         """Register `module` under `name` (what Sequential, ModuleList and ModuleDict use)."""
         if not isinstance(module, Module) and module is not None:
             raise TypeError(f"add_module({name!r}): {type(module).__name__} is not a Module")
@@ -186,7 +193,7 @@ class Module:
 
     register_module = add_module
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Module:
         """copy.deepcopy(layer) (e.g. to make N identical layers): the copy is a new root whose
         children and parameters point at the copy, not at the original's tree."""
         new = type(self).__new__(type(self))
@@ -205,7 +212,7 @@ class Module:
 
     # ------------------------------------------------------------------ paths and scopes
     @property
-    def path(self):
+    def path(self) -> str:
         """Dotted path of this module in its model ('' for the root)."""
         names, m = [], self
         while m._parent is not None:
@@ -216,25 +223,26 @@ class Module:
             m = parent
         return ".".join(reversed(names))
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Every op created inside records node.scope == this module's dotted path.
         with module_scope(self.path):
             return self.forward(*args, **kwargs)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     # ------------------------------------------------------------------ traversal
-    def children(self):
+    def children(self) -> Iterator[Module]:
         for _, m in self.named_children():
             yield m
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, Module]]:
         for name, m in self._modules.items():
             if m is not None:
                 yield name, m
 
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    def named_modules(self, memo: set[Module] | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         """(dotted name, module) for this module and every descendant, parents before
         children, in registration order; a module reached twice is given once unless
         remove_duplicate=False. memo: a set of modules to skip (and to fill), as in torch."""
@@ -250,7 +258,7 @@ class Module:
             children = [(f"{name}.{n}" if name else n, c) for n, c in m.named_children()]
             stack.extend(reversed(children))
 
-    def modules(self):
+    def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
             yield m
 
@@ -267,23 +275,25 @@ class Module:
                 seen.add(id(t))
                 yield (f"{mname}.{name}" if mname else name), t
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         """(dotted name, parameter) for every parameter, each once (tied weights once)."""
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         """(dotted name, buffer) for every buffer, each once."""
         return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def buffers(self, recurse=True):
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def get_submodule(self, target):
+    def get_submodule(self, target: str) -> Module:
         """The module at dotted path `target` ('' is self), e.g. ``'encoder.layers.0'``."""
         m = self
         for part in target.split(".") if target else []:
@@ -294,7 +304,7 @@ class Module:
             m = m._modules[part]
         return m
 
-    def get_parameter(self, target):
+    def get_parameter(self, target: str) -> Parameter:
         """The parameter at dotted path `target` (``'encoder.layers.0.norm.weight'``)."""
         mpath, _, pname = target.rpartition(".")
         m = self.get_submodule(mpath)
@@ -304,13 +314,13 @@ class Module:
                                  f"parameter {pname!r} (it has: {have})")
         return m._parameters[pname]
 
-    def num_parameters(self, trainable_only=False):
+    def num_parameters(self, trainable_only: bool = False) -> int:
         """How many numbers the model learns (tied weights counted once)."""
         return int(sum(p.numel() for p in self.parameters()
                        if p.requires_grad or not trainable_only))
 
     # ------------------------------------------------------------------ modes and helpers
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active) for this module and every descendant (each child's
         own `train` is called, so a subclass may override it)."""
         object.__setattr__(self, "training", bool(mode))
@@ -318,17 +328,17 @@ class Module:
             child.train(mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Module:
         """Evaluation mode: dropout off. Gradients are still recorded (use mt.no_grad())."""
         return self.train(False)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
         """Freeze (False) or unfreeze every parameter."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient: .grad = None (PyTorch's default), or filled with
         zeros when set_to_none=False."""
         for p in self.parameters():
@@ -337,7 +347,7 @@ class Module:
             else:
                 p.grad.data[...] = 0
 
-    def apply(self, fn):
+    def apply(self, fn: Callable[[Module], object]) -> Module:
         """Call fn(module) on every submodule (children first) and on self; returns self.
 
         Typical use: custom initialisation, ``model.apply(init_weights)``.
@@ -347,7 +357,7 @@ class Module:
         fn(self)
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: Any, **kwargs: Any) -> Module:
         """Convert every floating-point parameter (and its grad) and buffer to a dtype in place;
         returns self. torch's forms: to(dtype), to('cpu'), to('cpu', dtype), to(tensor) (its
         dtype), to(device=…, dtype=…, non_blocking=…). minitensor runs on the CPU only: any
@@ -360,13 +370,13 @@ class Module:
             return self
         return self._cast(dtype)
 
-    def cpu(self):
+    def cpu(self) -> Module:
         return self
 
-    def cuda(self, device=None):
+    def cuda(self, device: Any = None) -> NoReturn:
         check_device("cuda", f"{type(self).__name__}.cuda")
 
-    def _cast(self, dtype):
+    def _cast(self, dtype: DType) -> Module:
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: expected a floating-point dtype, "
@@ -378,14 +388,15 @@ class Module:
                     t.grad = from_numpy(t.grad.data.astype(dtype))
         return self
 
-    def double(self):
+    def double(self) -> Module:
         return self._cast(np.float64)
 
-    def float(self):
+    def float(self) -> Module:
         return self._cast(np.float32)
 
     # ------------------------------------------------------------------ state
-    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, *, destination: dict[str, Any] | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Any]:
         """{dotted name: numpy array copy} of every parameter and persistent buffer.
 
         Module by module in registration order, each module's parameters before its buffers (as
@@ -410,7 +421,8 @@ class Module:
                 seen.add(id(t))
                 yield (f"{mname}.{name}" if mname else name), t
 
-    def load_state_dict(self, state_dict, strict=True, assign=False):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
         """Copy arrays from `state_dict` into parameters and buffers by name.
 
         The values may be numpy arrays, minitensor tensors or torch tensors (a torch model's
@@ -470,11 +482,11 @@ class Module:
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ repr
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         """One line (or several) describing this module's settings, shown in its repr."""
         return ""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         extra = self.extra_repr()
         children = [(name, m) for name, m in self.named_children()]
         if not children and "\n" not in extra:
@@ -483,7 +495,7 @@ class Module:
         lines += [f"({name}): {_indent(repr(m))}" for name, m in children]
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules)
                       | set(self._buffers))
 
@@ -501,7 +513,7 @@ def _as_numpy(value):
     return value
 
 
-def check_device(device, where):
+def check_device(device: Any, where: str) -> None:
     """Accept torch's CPU device spellings ('cpu', 'cpu:0', a device object whose .type is
     'cpu', None); refuse any other device with a clear error (minitensor runs on the CPU)."""
     if device is None:
@@ -547,11 +559,11 @@ class ModuleAttributeError(AttributeError):
     """AttributeError whose message (with a "did you mean" hint) is built only when shown, so
     that hasattr()/getattr(m, name, default) on a module stay cheap."""
 
-    def __init__(self, module, name):
+    def __init__(self, module: Module, name: str) -> None:
         super().__init__(name)
         self.module, self.attr = module, name
 
-    def __str__(self):
+    def __str__(self) -> str:
         m, name = self.module, self.attr
         known = [k for k in dir(m) if not k.startswith("_")]
         close = difflib.get_close_matches(name, known, n=1)
