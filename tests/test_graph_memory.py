@@ -9,6 +9,7 @@ import threading
 import weakref
 
 import numpy as np
+import pytest
 
 import minitensor as mt
 import minitensor.functional as F
@@ -76,13 +77,14 @@ def test_keep_intermediates_keeps_every_input_tensor_and_is_per_thread():
     assert isinstance(((x * 3.0) + 1.0).grad_fn.inputs[0], NodeInput)   # restored on exit
 
 
-def test_linear_weight_gradient_is_c_ordered_and_exact():
+@pytest.mark.parametrize("batch", [(5,), (3, 5)])
+def test_linear_weight_gradient_is_c_ordered_and_exact(batch):
     # x @ weight.T: the weight's gradient is computed in the weight's own layout, so the
     # optimizer reads it without copying
     mt.manual_seed(0)
     lin = mt.nn.Linear(6, 4).double()
-    x = mt.randn(3, 5, 6, dtype=mt.float64)
-    g = mt.randn(3, 5, 4, dtype=mt.float64)
+    x = mt.randn(*batch, 6, dtype=mt.float64)
+    g = mt.randn(*batch, 4, dtype=mt.float64)
     lin(x).backward(g)
     grad = lin.weight.grad.data
     assert grad.flags.c_contiguous

@@ -60,19 +60,25 @@ class MatMul(Function):
         if ctx.needs_input_grad[0]:
             ga = unbroadcast(K.matmul_grad_a(g, b2), a2.shape).reshape(a_shape)
         if ctx.needs_input_grad[1]:
-            if b2.ndim == 2 and a2.ndim > 2:
-                # a Linear layer's weight: Σ over the batch of aᵀ·grad is one 2-D product
-                # (B·L, k)ᵀ @ (B·L, m), cheaper than B small products summed afterwards
-                k, m = b2.shape
-                rows = math.prod(a2.shape[:-1])     # not -1: k or m may be 0
-                a_rows, g_rows = a2.reshape(rows, k), g.reshape(rows, m)
-                if b2.flags.f_contiguous and not b2.flags.c_contiguous:
-                    # b is weight.T (x @ weight.T): (gᵀ·a)ᵀ is the same product laid out as
-                    # weight itself, so its gradient arrives C-ordered and the optimizer
-                    # reads it without a copy
-                    gb = K.matmul_grad_b(g_rows, a_rows).T.reshape(b_shape)
-                else:
-                    gb = K.matmul_grad_b(a_rows, g_rows).reshape(b_shape)
+            if b2.ndim == 2:
+                gb = _matrix_grad(a2, g, b2).reshape(b_shape)
             else:
                 gb = unbroadcast(K.matmul_grad_b(a2, g), b2.shape).reshape(b_shape)
         return ga, gb
+
+
+def _matrix_grad(a, grad, b):
+    """dL/db = Σ aᵀ·grad for a 2-D b (a Linear layer's weight) and a of any batch shape.
+
+    Summed over the batch, it is one 2-D product (B·L, k)ᵀ @ (B·L, m), cheaper than B small
+    products summed afterwards. When b is a transposed C-ordered matrix (weight.T in
+    x @ weight.T), the product is computed as (gradᵀ·a)ᵀ: the same numbers, laid out as
+    weight itself, so weight's gradient arrives C-ordered and the optimizer reads it without a
+    copy.
+    """
+    k, m = b.shape
+    rows = math.prod(a.shape[:-1])          # not -1: k or m may be 0
+    a_rows, g_rows = a.reshape(rows, k), grad.reshape(rows, m)
+    if b.flags.f_contiguous and not b.flags.c_contiguous:
+        return K.matmul_grad_b(g_rows, a_rows).T
+    return K.matmul_grad_b(a_rows, g_rows)
