@@ -7,8 +7,12 @@ creating a scheduler sets the lr for the first optimizer step (last_epoch = 0), 
 `step()` moves on by one. Because the lr depends only on that count, resuming from a
 checkpoint gives exactly the same rates.
 """
+from __future__ import annotations
+
 import bisect
 import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .optimizer import Optimizer
 
@@ -16,7 +20,7 @@ from .optimizer import Optimizer
 class LRScheduler:
     """Base class: subclasses write `lr_at(base_lr, epoch)` (or `get_lr()` for all groups)."""
 
-    def __init__(self, optimizer, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: expected an Optimizer, "
                             f"got {type(optimizer).__name__}")
@@ -32,14 +36,14 @@ class LRScheduler:
         self.last_epoch = last_epoch
         self.step()
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         raise NotImplementedError
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         """The learning rate of each param group at the current `last_epoch`."""
         return [self.lr_at(base, self.last_epoch) for base in self.base_lrs]
 
-    def step(self):
+    def step(self) -> None:
         """Advance one step and set each group's lr."""
         self.last_epoch += 1
         self._apply(self.get_lr())
@@ -49,17 +53,17 @@ class LRScheduler:
             group["lr"] = lr
         self._last_lr = list(lrs)
 
-    def get_last_lr(self):
+    def get_last_lr(self) -> list[float]:
         """The learning rates the last `step()` set, one per param group."""
         return list(self._last_lr)
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Everything but the optimizer and functions (lambdas are code: they are not saved;
         recreate the scheduler with the same lambda and load this)."""
         return {k: v for k, v in self.__dict__.items()
                 if k != "optimizer" and not callable(v) and k != "lr_lambdas"}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         unknown = set(state_dict) - set(self.state_dict())
         if unknown or "last_epoch" not in state_dict:
             raise ValueError(f"{type(self).__name__}.load_state_dict: keys {sorted(state_dict)} "
@@ -72,14 +76,16 @@ class LRScheduler:
         self.__dict__.update(state_dict)
         self._apply(self.get_lr())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, lr={self.get_last_lr()})"
 
 
 class LambdaLR(LRScheduler):
     """lr = base_lr · lr_lambda(epoch); one function, or a list with one per param group."""
 
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer,
+                 lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+                 last_epoch: int = -1) -> None:
         n = len(optimizer.param_groups)
         if isinstance(lr_lambda, (list, tuple)):
             if len(lr_lambda) != n:
@@ -89,42 +95,44 @@ class LambdaLR(LRScheduler):
             self.lr_lambdas = [lr_lambda] * n
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> list[float]:
         return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
 
 
 class StepLR(LRScheduler):
     """lr = base_lr · gamma^⌊epoch / step_size⌋: multiply by gamma every step_size steps."""
 
-    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
         if step_size < 1:
             raise ValueError(f"StepLR: step_size must be ≥ 1, got {step_size}")
         self.step_size, self.gamma = int(step_size), gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         return base_lr * self.gamma ** (epoch // self.step_size)
 
 
 class MultiStepLR(LRScheduler):
     """lr = base_lr · gamma^(number of milestones ≤ epoch)."""
 
-    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
         self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         return base_lr * self.gamma ** bisect.bisect_right(self.milestones, epoch)
 
 
 class ExponentialLR(LRScheduler):
     """lr = base_lr · gamma^epoch."""
 
-    def __init__(self, optimizer, gamma, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         return base_lr * self.gamma ** epoch
 
 
@@ -132,8 +140,8 @@ class LinearLR(LRScheduler):
     """lr = base_lr · factor, factor going linearly from start_factor to end_factor over
     total_iters steps and staying at end_factor after."""
 
-    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
-                 last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
+                 end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
         if not (0 < start_factor <= 1 and 0 <= end_factor <= 1):
             raise ValueError(f"LinearLR: need 0 < start_factor ≤ 1 and 0 ≤ end_factor ≤ 1, got "
                              f"{start_factor} and {end_factor}")
@@ -141,7 +149,7 @@ class LinearLR(LRScheduler):
         self.total_iters = total_iters
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         done = min(epoch, self.total_iters) / self.total_iters if self.total_iters else 1.0
         return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * done)
 
@@ -150,11 +158,12 @@ class CosineAnnealingLR(LRScheduler):
     """lr = eta_min + (base_lr − eta_min) · ½(1 + cos(π · epoch / T_max)) (SGDR without
     restarts; torch computes the same numbers step by step)."""
 
-    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,
+                 last_epoch: int = -1) -> None:
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         return self.eta_min + (base_lr - self.eta_min) * 0.5 * (
             1.0 + math.cos(math.pi * epoch / self.T_max))
 
@@ -169,14 +178,15 @@ class NoamLR(LRScheduler):
     is absolute, as in the paper: the optimizer's own lr is not used (give it any value).
     """
 
-    def __init__(self, optimizer, d_model, warmup_steps=4000, scale=1.0, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, d_model: int, warmup_steps: int = 4000,
+                 scale: float = 1.0, last_epoch: int = -1) -> None:
         if d_model <= 0 or warmup_steps <= 0:
             raise ValueError(f"NoamLR: d_model and warmup_steps must be > 0, got {d_model} "
                              f"and {warmup_steps}")
         self.d_model, self.warmup_steps, self.scale = d_model, warmup_steps, scale
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         step = epoch + 1
         return self.scale * self.d_model ** -0.5 * min(step ** -0.5,
                                                        step * self.warmup_steps ** -1.5)
@@ -194,14 +204,15 @@ class WarmupCosineLR(LRScheduler):
                          progress = (epoch − warmup_steps) / (total_steps − warmup_steps) ≤ 1
     """
 
-    def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, warmup_steps: int, total_steps: int,
+                 min_lr: float = 0.0, last_epoch: int = -1) -> None:
         if not 0 <= warmup_steps <= total_steps:
             raise ValueError(f"WarmupCosineLR: need 0 ≤ warmup_steps ≤ total_steps, got "
                              f"{warmup_steps} and {total_steps}")
         self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, base_lr, epoch):
+    def lr_at(self, base_lr: float, epoch: int) -> float:
         if epoch < self.warmup_steps:
             return base_lr * (epoch + 1) / self.warmup_steps
         decay_steps = max(1, self.total_steps - self.warmup_steps)

@@ -6,10 +6,18 @@ An optimizer holds `param_groups` — a list of dicts, each with its own ``param
 update bumps each parameter's version counter, so a graph that saved the old values refuses
 to backward through them.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import numpy as np
 
 from ..autograd import enable_grad, no_grad
 from ..tensor import Tensor
+
+# What an optimizer takes: parameters, named parameters, or param groups (dicts).
+Params = Iterable[Tensor] | Iterable[tuple[str, Tensor]] | Iterable[dict[str, Any]]
 
 
 class Optimizer:
@@ -19,7 +27,7 @@ class Optimizer:
     groups: settings missing from a group come from the optimizer's arguments).
     """
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: Params, defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state = {}            # Parameter → dict of this parameter's state
         self.param_groups = []
@@ -37,7 +45,7 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
 
-    def add_param_group(self, group):
+    def add_param_group(self, group: dict[str, Any]) -> None:
         """Add a dict ``{"params": [...], <settings>}``; missing settings take the defaults."""
         name = type(self).__name__
         if not isinstance(group, dict) or "params" not in group:
@@ -73,7 +81,7 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: invalid learning rate {group['lr']}")
 
     # ------------------------------------------------------------------ the update
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients (None, PyTorch's default) before the next backward."""
         for group in self.param_groups:
             for p in group["params"]:
@@ -82,7 +90,7 @@ class Optimizer:
                 else:
                     p.grad.data[...] = 0
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient. `closure`, if given, recomputes and
         returns the loss (it runs with gradients on); step returns its value."""
         loss = None
@@ -115,7 +123,7 @@ class Optimizer:
         return buf[:like.size].reshape(like.shape)
 
     # ------------------------------------------------------------------ state
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """PyTorch's layout: parameters are numbered across groups in order.
 
         ``{"state": {0: {"step": 3, "exp_avg": array, …}, …},
@@ -137,7 +145,7 @@ class Optimizer:
             groups.append(g)
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore settings and state saved by `state_dict` (into the same model's params).
 
         Everything is checked before anything changes: group count, parameters per group,
@@ -182,7 +190,7 @@ class Optimizer:
             p = index_to_param[int(idx)]
             self.state[p] = {k: _restore(v, p) for k, v in st.items()}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
         for i, group in enumerate(self.param_groups):
             lines.append(f"Parameter Group {i}")
@@ -192,7 +200,7 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-def check_torch_flags(name, differentiable):
+def check_torch_flags(name: str, differentiable: bool) -> None:
     """torch's implementation switches (foreach, fused, capturable) change nothing here;
     differentiable=True (autograd through the step) is refused rather than ignored."""
     if differentiable:

@@ -1,7 +1,9 @@
 """Stochastic gradient descent, with momentum, Nesterov momentum and weight decay."""
+from __future__ import annotations
+
 import numpy as np
 
-from .optimizer import Optimizer, check_torch_flags
+from .optimizer import Optimizer, Params, check_torch_flags
 
 
 class SGD(Optimizer):
@@ -12,9 +14,10 @@ class SGD(Optimizer):
     nesterov=True. Same numbers as torch.optim.SGD.
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
-                 fused=None):
+    def __init__(self, params: Params, lr: float = 1e-3, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
         check_torch_flags("SGD", differentiable)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
