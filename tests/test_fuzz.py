@@ -108,6 +108,16 @@ def test_layer_norm_of_a_constant_row_is_zero(backend, dtype):
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_layer_norm_of_a_row_whose_squares_overflow_is_zero(backend):
+    # Σ(x − m)² is inf in float32, and so is the square of the mean's correction: the
+    # variance is inf (not inf − inf = NaN), and x̂ = 0 as torch's
+    x = np.array([[1.0, -1e30, 2.0, 3.0, 1e30, 0.5, 0.25, 4.0]], np.float32)
+    with mt.kernels.use_backend(backend):
+        y = F.layer_norm(mt.tensor(x), (8,))
+    np.testing.assert_array_equal(np.abs(y.numpy()), np.zeros((1, 8), np.float32))
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_log_softmax_over_a_size_0_axis(backend):
     with mt.kernels.use_backend(backend):
         assert F.log_softmax(mt.tensor(np.zeros((4, 0), np.float32))).shape == (4, 0)

@@ -27,7 +27,9 @@ def layer_norm_forward_numpy(x, weight, bias, eps):
     d = x - m[:, None]
     c = d.mean(axis=-1)                   # the correction step (module docstring)
     mean, xc = m + c, d - c[:, None]
-    var = np.maximum((d * d).mean(axis=-1) - c * c, 0)     # ≥ 0 but for rounding (NaN stays)
+    s = (d * d).mean(axis=-1)
+    with np.errstate(invalid="ignore"):   # c² ≤ s: c² overflows only where s does (then inf)
+        var = np.maximum(np.where(s < np.inf, s - c * c, s), 0)   # ≥ 0 but for rounding
     rstd = 1.0 / np.sqrt(var + eps)
     y = xc * rstd[:, None]
     if weight is not None:
@@ -64,9 +66,9 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
         for j in range(D):
             y[i, j] = x[i, j] - m
         c = jit.row_sum(y[i]) / f(D)
-        var = jit.row_dot(y[i], y[i]) / f(D) - c * c
-        if var < 0:                     # ≥ 0 but for rounding (a NaN stays NaN)
-            var = f(0)
+        var = jit.row_dot(y[i], y[i]) / f(D)
+        if var < np.inf:                # c² ≤ var: c² overflows only where var does
+            var = max(var - c * c, f(0))    # ≥ 0 but for rounding
         r = f(1) / np.sqrt(var + eps)
         mean[i], rstd[i] = m + c, r
         for j in range(D):
