@@ -126,3 +126,20 @@ def test_feed_forward_fuses_bias_and_activation_into_one_named_node():
         ref = ffn.linear2(act(ffn.linear1(x2))).reshape(2, 3, 8)
         np.testing.assert_allclose(y.data, ref.data, rtol=1e-5, atol=1e-6)
         assert ffn.linear1.bias.grad is not None and ffn.linear1.weight.grad is not None
+
+
+# ---- embedding's backward ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("ids_shape", [(4, 9), (1,), (0, 3)])
+def test_embedding_gradient_sums_repeated_ids_as_add_at(ids_shape, rng):
+    """The sorted-sum backward gives what np.add.at gives: repeated ids summed, unused rows
+    zero, the padding row zero, an empty batch a zero gradient."""
+    table = mt.tensor(rng.standard_normal((6, 5)), dtype=mt.float64, requires_grad=True)
+    ids = rng.integers(0, 4, ids_shape)                   # rows 4 and 5 never used
+    out = F.embedding(ids, table, padding_idx=2)
+    weights = rng.standard_normal(out.shape)
+    (out * mt.tensor(weights, dtype=mt.float64)).sum().backward()
+    want = np.zeros((6, 5))
+    np.add.at(want, ids.reshape(-1), weights.reshape(-1, 5))
+    want[2] = 0
+    np.testing.assert_allclose(table.grad.data, want, rtol=1e-12, atol=1e-12)

@@ -172,7 +172,15 @@ class Embedding(Function):
     def backward(ctx, grad):
         (ids,) = ctx.saved_tensors
         g = np.zeros(ctx.table_shape, dtype=grad.dtype)
-        np.add.at(g, ids.reshape(-1), grad.reshape(ids.size, ctx.table_shape[1]))
+        flat = ids.reshape(-1)
+        if flat.size:
+            # the rows of each id summed after one stable sort, by np.add.reduceat (in the
+            # order np.add.at would add them): np.add.at runs a generic loop, row by row
+            order = np.argsort(flat, kind="stable")
+            ordered = flat[order]
+            starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+            rows = grad.reshape(flat.size, ctx.table_shape[1])[order]
+            g[ordered[starts]] = np.add.reduceat(rows, starts, axis=0)
         if ctx.padding_idx is not None:
             g[ctx.padding_idx] = 0
         return None, g
