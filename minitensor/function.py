@@ -26,7 +26,7 @@ import linecache
 import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -184,7 +184,9 @@ class Function:
     name = None
     float_inputs = ()   # positions of inputs that must be floating (see _as_float)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> NoReturn:
+    # It always raises; annotated None, as NoReturn would make type checkers read the class
+    # itself as uncallable (and refuse MyOp.apply)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         name = type(self).__name__
         raise TypeError(f"{name}(...) is an op class, not a function: call {name}.apply(x) "
                         "(apply runs forward and records the graph node)")
