@@ -143,3 +143,28 @@ def test_embedding_gradient_sums_repeated_ids_as_add_at(ids_shape, rng):
     np.add.at(want, ids.reshape(-1), weights.reshape(-1, 5))
     want[2] = 0
     np.testing.assert_allclose(table.grad.data, want, rtol=1e-12, atol=1e-12)
+
+
+# ---- fused attention's mask preparation --------------------------------------------------------
+
+def test_attention_mask_is_recognised_as_causal_only_when_it_blocks_the_future():
+    """_implies_causal: a causal | padding bool mask is causal (also with fewer queries than
+    keys, the queries being the last ones); one allowed key above the diagonal, a padding mask
+    or a single query row are not. A bool mask becomes −inf exactly where it is True."""
+    from minitensor.kernels.attention import _implies_causal, additive_mask
+    for lq, lk in ((6, 6), (3, 5)):
+        q, k = np.zeros((2, 1, lq, 4), np.float32), np.zeros((2, 1, lk, 4), np.float32)
+        future = np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq)
+        pad = np.zeros((2, 1, 1, lk), bool)
+        pad[1, ..., -1] = True
+        mask = future | pad
+        add = additive_mask(mask, q, k)
+        assert add.dtype == np.float32 and np.array_equal(np.isneginf(add), mask)
+        assert not add[~mask].any()
+        assert _implies_causal(add, q, k)
+        leaky = mask.copy()
+        leaky[0, 0, 0, -1] = False                     # query 0 may see the last key
+        assert not _implies_causal(additive_mask(leaky, q, k), q, k)
+        assert not _implies_causal(additive_mask(pad, q, k), q, k)
+    one = np.zeros((1, 1, 1, 4), np.float32)
+    assert not _implies_causal(np.zeros((1, 1, 1, 4), np.float32), one, one)

@@ -87,7 +87,9 @@ def additive_mask(mask, q, k):
                          f"the scores' shape {(B, H, Lq, Lk)}")
     mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
     if mask.dtype == np.bool_:
-        mask = np.where(mask, q.dtype.type(-np.inf), q.dtype.type(0))
+        # −inf copied in where blocked (np.where, which branches on every entry, is slower)
+        blocked, mask = mask, np.zeros(mask.shape, q.dtype)
+        np.copyto(mask, q.dtype.type(-np.inf), where=blocked)
     mask = np.broadcast_to(mask.astype(q.dtype, copy=False), mask.shape[:3] + (Lk,))
     return np.ascontiguousarray(mask)
 
@@ -107,12 +109,12 @@ def _blocked_and_bias(mask, is_causal, q, k):
 def _implies_causal(additive, q, k):
     """True when the mask blocks every key after the causal diagonal (j > i + Lk − Lq) — as a
     decoder's causal-and-padding mask does. The kernels then also skip those key tiles whole
-    (is_causal), which changes no result."""
+    (is_causal), which changes no result. (The numba side's: a loop that stops at the first
+    allowed key above the diagonal, instead of gathering all of them.)"""
     Lq, Lk = q.shape[2], k.shape[2]
-    if Lq < 2 or additive.shape[2] != Lq:
+    if Lq < 2 or additive.shape[2] != Lq:     # one query row, or one mask row shared by all
         return False
-    above = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
-    return bool(above.any()) and bool(np.isneginf(additive[:, :, above]).all())
+    return bool(_blocks_the_future(additive, Lk - Lq))
 
 
 def _scale(scale, q):
@@ -177,6 +179,20 @@ def fused_attention_backward_numpy(q, k, v, out, lse, dout, mask=None, scale=Non
 # (B, L, h, d) layout the projections leave them in. The per-row work between the products —
 # mask, online softmax, dropout — is the loops below, each running from 0 so that numba
 # vectorises them.
+
+@kernel()
+def _blocks_the_future(mask, offset):
+    """True when mask (MB, MH, Lq, Lk), additive, is −inf at every key j > i + offset of every
+    query row i; False at the first allowed one."""
+    MB, MH, Lq, Lk = mask.shape
+    for b in range(MB):
+        for h in range(MH):
+            for i in range(Lq):
+                for j in range(max(i + offset + 1, 0), Lk):
+                    if mask[b, h, i, j] != -np.inf:
+                        return False
+    return True
+
 
 @kernel()
 def _row_address(x, b, h, i):
