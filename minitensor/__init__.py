@@ -72,5 +72,7 @@ __all__ = [
     "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "nonzero", "relu",
     "reshape", "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum",
     "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where", "argsort", "cumsum",
-    "einsum", "multinomial", "scatter", "sort", "topk",
+    "einsum", "multinomial", "scatter", "sort", "topk", "viz", "autograd", "config",
+    "GradcheckError", "ShapeError", "current_scope", "get_rng_state", "set_rng_state",
+    "is_grad_enabled",
 ]
