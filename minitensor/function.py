@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import hooks
+from .errors import ShapeError, named_error, op_error, op_in_scope
 from .grad_mode import is_grad_enabled
 from .scope import current_scope
 from .source import describe_inputs, describe_source, user_frame
@@ -349,35 +350,7 @@ def _op_error(cls, err, arrays):
     msg = str(err)
     if not getattr(err, "names_shapes", False) and "shape" not in msg:
         msg += f" (input shapes: {describe_inputs(arrays)})"
-    return _named_error(type(err), f"{_where(cls.op_name())}: {msg}")
-
-
-def _where(op):
-    scope = current_scope()
-    return f"{op} in {scope}" if scope else op
-
-
-def _named_error(kind, message):
-    try:
-        err = kind(message)
-    except Exception:           # an exception class with an unusual constructor
-        err = RuntimeError(message)
-    err.op_named = True
-    return err
-
-
-def op_error(op: str, message: str, kind: type[Exception] | None = None) -> Exception:
-    """An exception whose message starts with the op's name and the current module scope:
-    ``op_error("squeeze", "axis 0 of shape (2, 3) has size 2")`` raised inside
-    ``mt.scope("block")`` reads ``squeeze in block: axis 0 of shape (2, 3) has size 2``.
-    `kind` defaults to ShapeError (a ValueError); the message should name the shapes.
-    """
-    return _named_error(kind or ShapeError, f"{_where(op)}: {message}")
-
-
-class ShapeError(ValueError):
-    """A ValueError whose message already names the shapes involved."""
-    names_shapes = True
+    return named_error(type(err), f"{op_in_scope(cls.op_name())}: {msg}")
 
 
 def unbroadcast(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:

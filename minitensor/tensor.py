@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import autograd
+from .ops._axes import normalize_axis, shape_arg
 from .typing import ArrayLike, DType, Scalar, Shape
 
 if TYPE_CHECKING:                   # for annotations only: function.py imports this module
@@ -215,7 +216,6 @@ class Tensor:
     def new_zeros(self, *shape: int | Sequence[int], dtype: DType | None = None,
                   requires_grad: builtins.bool = False) -> Tensor:
         """Zeros of the given shape, with this tensor's dtype unless `dtype` says otherwise."""
-        from .ops._axes import shape_arg
         return Tensor(np.zeros(shape_arg(shape)), requires_grad=requires_grad,
                       dtype=dtype or self.dtype)
 
@@ -559,8 +559,6 @@ class Device:
 
 
 def _axis(dim, t, op):
-    # imported here: ops import Function, which imports Tensor
-    from .ops._axes import normalize_axis
     return normalize_axis(dim, t.ndim, op, t.shape)
 
 

@@ -3,7 +3,7 @@ import functools
 
 import numpy as np
 
-from ..function import op_error
+from ..errors import op_error
 
 
 def shape_arg(args):

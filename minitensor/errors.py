@@ -1,0 +1,41 @@
+"""Errors that name the op, the module scope and the shapes: `op_error` and `ShapeError`.
+
+They sit below `Function` and `Tensor` (this module imports only the scope), so the axis and
+shape helpers that Tensor, the ops and functional share can raise them without importing the
+graph machinery.
+"""
+from __future__ import annotations
+
+from .scope import current_scope
+
+__all__ = ["ShapeError", "named_error", "op_error", "op_in_scope"]
+
+
+class ShapeError(ValueError):
+    """A ValueError whose message already names the shapes involved."""
+    names_shapes = True
+
+
+def op_error(op: str, message: str, kind: type[Exception] | None = None) -> Exception:
+    """An exception whose message starts with the op's name and the current module scope:
+    ``op_error("squeeze", "axis 0 of shape (2, 3) has size 2")`` raised inside
+    ``mt.scope("block")`` reads ``squeeze in block: axis 0 of shape (2, 3) has size 2``.
+    `kind` defaults to ShapeError (a ValueError); the message should name the shapes.
+    """
+    return named_error(kind or ShapeError, f"{op_in_scope(op)}: {message}")
+
+
+def op_in_scope(op: str) -> str:
+    """'matmul in encoder.layers.0' (just 'matmul' outside any module)."""
+    scope = current_scope()
+    return f"{op} in {scope}" if scope else op
+
+
+def named_error(kind: type[Exception], message: str) -> Exception:
+    """kind(message), marked as already naming its op (Function.apply passes it on as it is)."""
+    try:
+        err = kind(message)
+    except Exception:           # an exception class with an unusual constructor
+        err = RuntimeError(message)
+    err.op_named = True         # type: ignore[attr-defined]
+    return err
