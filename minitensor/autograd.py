@@ -3,19 +3,18 @@ step-through `backward_steps()` alike, so what a learner steps through is what t
 
 The rest of autograd has its own modules, re-exported here so that ``mt.autograd.no_grad``,
 ``mt.autograd.detect_anomaly`` and ``mt.autograd.register_forward_hook`` work: gradient mode
-(`grad_mode.py`), anomaly mode (`anomaly.py`), forward hooks (`hooks.py`) and the per-thread
-state they keep (`state.py`).
+and `keep_intermediates` (`grad_mode.py`), anomaly mode (`anomaly.py`), forward hooks
+(`hooks.py`) and the per-thread state they keep (`state.py`).
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .anomaly import AnomalyWarning, check_backward, detect_anomaly, is_anomaly_enabled
-from .grad_mode import enable_grad, is_grad_enabled, no_grad
+from .grad_mode import enable_grad, is_grad_enabled, keep_intermediates, no_grad
 from .hooks import register_forward_hook
 from .state import state
 from .typing import ArrayLike
@@ -38,28 +37,6 @@ __all__ = [
     "register_forward_hook",
     "topological_order",
 ]
-
-
-@contextmanager
-def keep_intermediates() -> Iterator[None]:
-    """Graphs recorded inside keep every intermediate tensor alive, for inspection.
-
-    By default a node holds the arrays its backward needs, not the tensors it was given (see
-    `minitensor.function.NodeInput`): an intermediate result nobody holds is freed during
-    forward, as in PyTorch (most of a Transformer's activations are such). Inside this block
-    each node holds its input tensors themselves, so ``draw_graph(..., show_values=True)`` and
-    its NaN colouring see every node's output. Per thread, like `no_grad`::
-
-        with mt.autograd.keep_intermediates():
-            loss = model(x).sum()
-        mt.viz.draw_graph(loss, show_values=True)
-    """
-    before = state.keep_intermediates
-    state.keep_intermediates = True
-    try:
-        yield
-    finally:
-        state.keep_intermediates = before
 
 
 # ----------------------------------------------------------------------------- the engine

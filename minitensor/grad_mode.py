@@ -1,6 +1,11 @@
 """Gradient mode: whether ops record a graph. `no_grad` turns recording off (inference,
-optimizer updates), `enable_grad` back on. The mode is per thread (see `state`)."""
+optimizer updates), `enable_grad` back on; `keep_intermediates` makes the nodes recorded keep
+their input tensors. The modes are per thread (see `state`)."""
+from __future__ import annotations
+
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .state import state
 
@@ -48,3 +53,25 @@ def enable_grad(fn=None):
     """Turn recording back on inside a `no_grad` block. Context manager or decorator."""
     mode = _GradMode(True)
     return mode(fn) if callable(fn) else mode
+
+
+@contextmanager
+def keep_intermediates() -> Iterator[None]:
+    """Graphs recorded inside keep every intermediate tensor alive, for inspection.
+
+    By default a node holds the arrays its backward needs, not the tensors it was given (see
+    `minitensor.function.NodeInput`): an intermediate result nobody holds is freed during
+    forward, as in PyTorch (most of a Transformer's activations are such). Inside this block
+    each node holds its input tensors themselves, so ``draw_graph(..., show_values=True)`` and
+    its NaN colouring see every node's output. Per thread, like `no_grad`::
+
+        with mt.autograd.keep_intermediates():
+            loss = model(x).sum()
+        mt.viz.draw_graph(loss, show_values=True)
+    """
+    before = state.keep_intermediates
+    state.keep_intermediates = True
+    try:
+        yield
+    finally:
+        state.keep_intermediates = before
