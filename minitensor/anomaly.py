@@ -1,8 +1,11 @@
 """Anomaly mode (`mt.autograd.detect_anomaly()`): every forward output and every gradient is
 checked for NaN/Inf, and the first one found names the op, its module scope and the user's
 line that created it. The mode is per thread (see `state`)."""
+from __future__ import annotations
+
 import linecache
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -13,7 +16,7 @@ from .state import state
 
 
 @contextmanager
-def detect_anomaly():
+def detect_anomaly() -> Iterator[None]:
     """Check every forward output and every gradient for NaN/Inf.
 
     The first one found raises FloatingPointError naming the op, its module scope and the

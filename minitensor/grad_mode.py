@@ -4,13 +4,14 @@ their input tensors. The modes are per thread (see `state`)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from .state import state
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     """True when ops run now in this thread record a graph."""
     return state.grad_enabled
 
@@ -39,7 +40,7 @@ class _GradMode:
         return wrapper
 
 
-def no_grad(fn=None):
+def no_grad(fn: Callable[..., Any] | None = None) -> _GradMode | Callable[..., Any]:
     """Ops inside record no graph (inference, optimizer updates).
 
     A context manager (``with mt.no_grad():``) or a decorator (``@mt.no_grad()`` or
@@ -49,7 +50,7 @@ def no_grad(fn=None):
     return mode(fn) if callable(fn) else mode
 
 
-def enable_grad(fn=None):
+def enable_grad(fn: Callable[..., Any] | None = None) -> _GradMode | Callable[..., Any]:
     """Turn recording back on inside a `no_grad` block. Context manager or decorator."""
     mode = _GradMode(True)
     return mode(fn) if callable(fn) else mode

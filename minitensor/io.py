@@ -21,6 +21,8 @@ against the bytes the zip really holds before any array is allocated, so a small
 cannot ask for terabytes, and every way a file can be damaged ends in a `CheckpointError` that
 names the file and the member.
 """
+from __future__ import annotations
+
 import json
 import math
 import os
@@ -30,6 +32,7 @@ import tokenize
 import zipfile
 import zlib
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +63,7 @@ def _unsupported_dtype(dtype):
 
 # ----------------------------------------------------------------------------- save
 
-def save(obj, path):
+def save(obj: Any, path: str | os.PathLike[str]) -> None:
     """Write `obj` (nested dicts/lists/tuples of Tensors, numpy arrays and scalars, numbers,
     strings, bools, None) to `path` as a .npz checkpoint.
 
@@ -201,7 +204,7 @@ _READ_ERRORS = (zipfile.BadZipFile, zlib.error, struct.error, tokenize.TokenErro
                 MemoryError, SyntaxError)
 
 
-def load(path):
+def load(path: str | os.PathLike[str]) -> Any:
     """Read a checkpoint written by `save`. Never unpickles; raises CheckpointError (naming
     the file, the member and the problem) for a file that is truncated, tampered with, not a
     checkpoint, or that holds arrays needing pickle. FileNotFoundError if there is no file."""

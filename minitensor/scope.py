@@ -5,12 +5,15 @@ open a scope by hand (``with mt.scope("my_block"):``). The graph viewer groups n
 and error messages name it, so a failing op says *where* in the model it failed. Each thread
 has its own scope stack (see `state`).
 """
+from __future__ import annotations
+
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .state import state
 
 
-def current_scope():
+def current_scope() -> str:
     """The dotted scope path ops created now (in this thread) record ("" outside any module)."""
     return state.scopes[-1]
 
@@ -24,7 +27,7 @@ def _join(a, b):
 
 
 @contextmanager
-def scope(name):
+def scope(name: str) -> Iterator[str]:
     """Open a named scope inside the current one: ops created inside record ``outer.name``."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"scope: name must be a non-empty string, got {name!r}")
@@ -37,7 +40,7 @@ def scope(name):
 
 
 @contextmanager
-def module_scope(path):
+def module_scope(path: str) -> Iterator[str]:
     """Enter a module's scope by its full dotted path in its model.
 
     Module paths are absolute within a model (``decoder.layers.0``), so a child called from its

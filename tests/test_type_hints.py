@@ -2,8 +2,8 @@
 
 Public means: Tensor, Function and Context, Module and Parameter with every layer, container
 and loss of `minitensor.nn`, the optimizers and schedulers, each public function of
-`minitensor.functional` and of the creators, `gradcheck`, and `autograd.backward` /
-`backward_steps`. A method counts when a minitensor class defines it (inherited ones too) and
+`minitensor.functional` and of the creators, every function `mt.__all__` names (gradcheck,
+no_grad, manual_seed, save, ...), and `autograd.backward` / `backward_steps`. A method counts when a minitensor class defines it (inherited ones too) and
 its name is public or a dunder the class writes itself (``__init__``, ``__add__``, ...).
 
 Hints are resolved with `typing.get_type_hints` in their own module. A name imported only
@@ -74,7 +74,9 @@ def _functions():
             if (not name.startswith("_") and inspect.isfunction(obj)
                     and obj.__module__ == module.__name__):
                 yield f"{module.__name__}.{name}", obj, False
-    yield "minitensor.gradcheck", mt.gradcheck, False
+    for name in mt.__all__:
+        if inspect.isfunction(getattr(mt, name)):
+            yield f"mt.{name}", getattr(mt, name), False
     for fn in (minitensor.autograd.backward, minitensor.autograd.backward_steps):
         yield f"minitensor.autograd.{fn.__name__}", fn, False
 
@@ -116,7 +118,7 @@ def test_the_walk_covers_the_public_api():
                      "minitensor.nn.attention.MultiheadAttention.forward",
                      "minitensor.optim.adam.Adam.__init__", "minitensor.functional.softmax",
                      "minitensor.optim.lr_scheduler.NoamLR.lr_at", "minitensor.creation.randn",
-                     "minitensor.autograd.backward_steps", "minitensor.gradcheck"):
+                     "minitensor.autograd.backward_steps", "mt.gradcheck", "mt.no_grad"):
         assert expected in names
     assert len(names) > 400
 

@@ -25,12 +25,12 @@ _backend = [_check(os.environ.get(ENV_VAR, "numba").strip().lower() or "numba",
                    f"environment variable {ENV_VAR}")]
 
 
-def set_backend(name):
+def set_backend(name: str) -> None:
     """Choose the backend for every kernel call in this process: 'numba' or 'numpy'."""
     _backend[0] = _check(name, "set_backend")
 
 
-def get_backend():
+def get_backend() -> str:
     """The backend kernels currently dispatch to: 'numba' or 'numpy'."""
     return _backend[0]
 
