@@ -74,8 +74,9 @@ def build(n_tokens=3, d_model=4, seed=0):
     x.name = "x"
     target = mt.randn(1, n_tokens, d_model)
     target.name = "target"
-    y = model(x)
-    loss = ((y - target) ** 2).mean()
+    with mt.autograd.keep_intermediates():     # so the frames can show every node's values
+        y = model(x)
+        loss = ((y - target) ** 2).mean()
     return model, x, loss
 
 
