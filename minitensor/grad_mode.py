@@ -6,9 +6,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from .state import state
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])     # a function no_grad decorates
 
 
 def is_grad_enabled() -> bool:
@@ -19,28 +21,34 @@ def is_grad_enabled() -> bool:
 class _GradMode:
     """Context manager and decorator that sets gradient recording on or off."""
 
-    def __init__(self, enabled):
+    def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self._prev = []
 
-    def __enter__(self):
+    def __enter__(self) -> _GradMode:
         self._prev.append(state.grad_enabled)
         state.grad_enabled = self.enabled
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         state.grad_enabled = self._prev.pop()
         return False
 
-    def __call__(self, fn):
+    def __call__(self, fn: _Fn) -> _Fn:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with _GradMode(self.enabled):       # a fresh one per call: calls may overlap
                 return fn(*args, **kwargs)
-        return wrapper
+        return wrapper          # type: ignore[return-value]  (wraps keeps fn's signature)
 
 
-def no_grad(fn: Callable[..., Any] | None = None) -> _GradMode | Callable[..., Any]:
+# With no argument (a context manager, or `@no_grad()`) the mode; given a function (`@no_grad`),
+# that function wrapped. The overloads tell type checkers which.
+@overload
+def no_grad(fn: None = None) -> _GradMode: ...
+@overload
+def no_grad(fn: _Fn) -> _Fn: ...
+def no_grad(fn: _Fn | None = None) -> _GradMode | _Fn:
     """Ops inside record no graph (inference, optimizer updates).
 
     A context manager (``with mt.no_grad():``) or a decorator (``@mt.no_grad()`` or
@@ -50,7 +58,11 @@ def no_grad(fn: Callable[..., Any] | None = None) -> _GradMode | Callable[..., A
     return mode(fn) if callable(fn) else mode
 
 
-def enable_grad(fn: Callable[..., Any] | None = None) -> _GradMode | Callable[..., Any]:
+@overload
+def enable_grad(fn: None = None) -> _GradMode: ...
+@overload
+def enable_grad(fn: _Fn) -> _Fn: ...
+def enable_grad(fn: _Fn | None = None) -> _GradMode | _Fn:
     """Turn recording back on inside a `no_grad` block. Context manager or decorator."""
     mode = _GradMode(True)
     return mode(fn) if callable(fn) else mode
