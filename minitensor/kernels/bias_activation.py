@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from . import jit
-from .erf import erf_numpy
+from .erf import erf_numba, erf_numpy
 from .jit import kernel, prange, threads
 
 ACTIVATIONS = ("relu", "gelu")
@@ -81,17 +81,15 @@ def _bias_relu_rows(x, bias, y):
 
 
 @kernel(parallel=True)
-def _bias_gelu_rows(x, bias, y, h_out, cdf_out):
-    """y[i] = h·Φ(h), h = x[i] + bias; keeps h and Φ(h). erf runs in float64 and is rounded
-    once to x's dtype, as kernels/erf.py does (numba has no vectorised erf)."""
-    N, D = x.shape
-    f = x.dtype.type
+def _gelu_from_erf(h, cdf, y):
+    """cdf ← (1 + cdf)/2 in place, where cdf holds erf(h/√2) on entry; y = h·Φ(h)."""
+    N, D = h.shape
+    f = h.dtype.type
     for i in prange(N):
         for j in range(D):
-            h = x[i, j] + bias[j]
-            cdf = f(0.5) * (f(1) + f(math.erf(np.float64(h * f(_INV_SQRT2)))))
-            h_out[i, j], cdf_out[i, j] = h, cdf
-            y[i, j] = h * cdf
+            c = f(0.5) * (f(1) + cdf[i, j])
+            cdf[i, j] = c
+            y[i, j] = h[i, j] * c
 
 
 @kernel(parallel=True)
@@ -132,8 +130,10 @@ def bias_activation_forward_numba(x, bias, activation):
     if activation == "relu":
         _bias_relu_rows(x, b, y)
         return y, (y,)
-    h, cdf = np.empty_like(x), np.empty_like(x)
-    _bias_gelu_rows(x, b, y, h, cdf)
+    # erf by kernels/erf.py's ufunc: numba's scalar erf, called inside a loop, is slower
+    h = x + b
+    cdf = np.ascontiguousarray(erf_numba(h * x.dtype.type(_INV_SQRT2)))
+    _gelu_from_erf(h, cdf, y)
     return y, (h, cdf)
 
 
