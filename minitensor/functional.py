@@ -745,7 +745,7 @@ def cross_entropy(input: Tensor, target: Tensor | ArrayLike,
     with the uniform distribution over the C classes. reduction: 'mean' | 'sum' | 'none'.
     Class ids without a weight run one fused op (one graph node, `ops.nn.CrossEntropy`).
     """
-    reduction = _reduction(size_average, reduce, reduction, "cross_entropy")
+    reduction = legacy_reduction(size_average, reduce, reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise op_error("cross_entropy", f"label_smoothing must be in [0, 1], got "
                                         f"{label_smoothing} (input shape {input.shape})",
@@ -818,8 +818,11 @@ def mse_loss(input: Tensor, target: Tensor | ArrayLike, reduction: str = "mean")
 
 
 # ------------------------------------------------- torch.nn.functional: losses, one_hot, pad
-def _reduction(size_average, reduce, reduction, op):
-    """torch's legacy size_average/reduce flags turned into a reduction string (as torch)."""
+def legacy_reduction(size_average: bool | None, reduce: bool | None, reduction: str,
+                     op: str) -> str:
+    """The reduction ('mean', 'sum' or 'none'; kl_div also 'batchmean') a loss named `op` runs
+    with: from torch's deprecated size_average/reduce flags when either is given (with torch's
+    warning), else `reduction` itself, checked. The loss modules of `minitensor.nn` use it."""
     if size_average is None and reduce is None:
         if reduction not in ("mean", "sum", "none") and not (op == "kl_div"
                                                               and reduction == "batchmean"):
@@ -861,7 +864,7 @@ def nll_loss(input: Tensor, target: Tensor | ArrayLike,
     weighted mean); when every target is ignored it gives 0, as `cross_entropy` does
     (torch gives NaN there).
     """
-    reduction = _reduction(size_average, reduce, reduction, "nll_loss")
+    reduction = legacy_reduction(size_average, reduce, reduction, "nll_loss")
     return _nll(_classes_last(input), _data(target), weight, ignore_index, reduction,
                 input.shape, "nll_loss")
 
@@ -910,7 +913,7 @@ def kl_div(input: Tensor, target: Tensor | ArrayLike, size_average: bool | None 
     torch's default, which torch warns is not the KL divergence), 'batchmean' (sum / N, the
     real KL per example), 'sum' or 'none'.
     """
-    reduction = _reduction(size_average, reduce, reduction, "kl_div")
+    reduction = legacy_reduction(size_average, reduce, reduction, "kl_div")
     if reduction == "mean":
         warnings.warn("kl_div: reduction='mean' divides by the number of elements, not the "
                       "batch size; 'batchmean' gives the KL divergence (as torch warns)",

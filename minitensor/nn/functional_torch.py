@@ -8,7 +8,7 @@ reduction) around `minitensor.functional.mse_loss(input, target, reduction)`.
 """
 from .. import functional as F
 from ..function import op_error
-from ..functional import (_reduction, cross_entropy, kl_div, nll_loss,  # noqa: F401
+from ..functional import (cross_entropy, kl_div, legacy_reduction, nll_loss,  # noqa: F401
                           one_hot, pad, scaled_dot_product_attention)
 
 __all__ = ["pad", "one_hot", "kl_div", "nll_loss", "cross_entropy", "mse_loss",
@@ -17,7 +17,7 @@ __all__ = ["pad", "one_hot", "kl_div", "nll_loss", "cross_entropy", "mse_loss",
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """(input − target)², reduced; torch's argument order (reduction is a keyword)."""
-    reduction = _reduction(size_average, reduce, reduction, "mse_loss")
+    reduction = legacy_reduction(size_average, reduce, reduction, "mse_loss")
     if weight is not None:
         raise op_error("mse_loss", "weight= is not supported (torch added it in 2.6)",
                        NotImplementedError)

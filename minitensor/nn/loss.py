@@ -18,7 +18,8 @@ class _Loss(Module):
     def __init__(self, size_average: bool | None = None, reduce: bool | None = None,
                  reduction: str = "mean") -> None:
         super().__init__()
-        self.reduction = F._reduction(size_average, reduce, reduction, type(self).__name__)
+        self.reduction = F.legacy_reduction(size_average, reduce, reduction,
+                                            type(self).__name__)
 
 
 class _WeightedLoss(_Loss):
