@@ -348,9 +348,9 @@ def gen_permute(b):
 
 def gen_squeeze(b):
     i = b.operand()
-    ones = [a for a, n in enumerate(b.vals[i].shape) if n == 1]
-    if ones and b.draw(st.booleans()):
-        return (i,), {"axis": b.draw(st.sampled_from(ones))}
+    nd = b.vals[i].ndim
+    if nd and b.draw(st.booleans()):          # any axis: one of size ≠ 1 stays, as in torch
+        return (i,), {"axis": b.draw(st.integers(-nd, nd - 1))}
     return (i,), {"axis": None}
 
 

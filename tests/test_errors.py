@@ -47,7 +47,7 @@ BAD_INPUT = {
                                   ["(0, 0)", "(2, 3)"]),
     "permute axis": (lambda: x23().permute(0, 3), ValueError, "permute", ["axis 3", "(2, 3)"]),
     "unsqueeze axis": (lambda: x23().unsqueeze(4), ValueError, "unsqueeze", ["axis 4", "(2, 3)"]),
-    "squeeze size": (lambda: x23().squeeze(0), ValueError, "squeeze", ["(2, 3)", "size 2"]),
+    "squeeze axis": (lambda: x23().squeeze(2), ValueError, "squeeze", ["(2, 3)", "2"]),
     "flatten axis": (lambda: x23().flatten(3), ValueError, "flatten", ["axis 3", "(2, 3)"]),
     "concat axis": (lambda: mt.concat([x23(), x23()], axis=2), ValueError, "concat",
                     ["axis 2", "(2, 3)"]),

@@ -323,6 +323,7 @@ def test_squeeze_unsqueeze(leaf):
     assert x.squeeze(0).shape == (3, 1)
     assert x.squeeze(-1).shape == (1, 3)
     assert x.squeeze((0, 2)).shape == (3,)
+    assert x.squeeze(1).shape == (1, 3, 1)          # size 3: stays, as in torch
     assert x.unsqueeze(0).shape == (1, 1, 3, 1)
     assert x.unsqueeze(-1).shape == (1, 3, 1, 1)
     assert x.unsqueeze(2).shape == (1, 3, 1, 1)

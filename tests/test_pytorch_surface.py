@@ -640,6 +640,16 @@ def test_conversions():
     assert not mt.cuda.is_available() and str(x.device) == "cpu"
 
 
+@pytest.mark.parametrize("dim", [None, 0, 1, -1, 2, (0, 1), (1, 2), (-3, -1)])
+def test_squeeze_leaves_an_axis_of_another_size_as_torch(dim):
+    x, tx = pair(rand(1, 3, 1))
+    out, tout = (x.squeeze(), tx.squeeze()) if dim is None else (x.squeeze(dim), tx.squeeze(dim))
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+    assert mt.squeeze(x, dim=1).shape == torch.squeeze(tx, dim=1).shape == (1, 3, 1)
+    assert mt.tensor(2.0).squeeze(0).shape == torch.tensor(2.0).squeeze(0).shape == ()
+
+
 def test_inplace_fills_and_scatter():
     a = rand(3, 4)
     x, tx = pair(a, requires_grad=False)
