@@ -250,6 +250,15 @@ def _float(x):
     return x if x.is_floating_point() else x.to(torch.float32)
 
 
+def _gelu_ref(x):
+    """GELU's definition x·Φ(x) in torch ops: torch.nn.functional.gelu's vectorised CPU kernel
+    gives NaN at +inf for a tensor of two or more elements (torch's bug: its one-element path,
+    like the limit, gives +inf), and agrees with the definition elsewhere, gradients included
+    (NaN at ±inf: ∞·0)."""
+    x = _float(x)
+    return x * 0.5 * (1 + torch.erf(x * math.sqrt(0.5)))
+
+
 def gen_unary(b):
     return (b.operand(),), {}
 
@@ -537,13 +546,26 @@ def _softmax_ref(x, mask=None, axis=-1, scale=1.0):
 
 
 def _layer_norm_ref(x, *wb, normalized_shape, eps, weight=False, bias=False):
+    """torch's layer_norm, except on float32 rows whose variance is beyond float32's range
+    (deviations of 1e30): torch's float32 kernel overflows there and gives NaN or 0 (torch's
+    limitation), minitensor sums those squares in float64 (kernels/layer_norm.py), so the
+    reference there is torch's float64 result."""
     wb = list(wb)
     w = wb.pop(0) if weight else None
     bb = wb.pop(0) if bias else None
     # torch refuses a weight of another float dtype; minitensor computes in x's dtype
     x = _float(x)
     w, bb = (None if p is None else p.to(x.dtype) for p in (w, bb))
-    return TF.layer_norm(x, normalized_shape, w, bb, eps)
+    out = TF.layer_norm(x, normalized_shape, w, bb, eps)
+    if x.dtype != torch.float32:
+        return out
+    dims = tuple(range(-len(normalized_shape), 0))
+    wide = x.detach().double().var(dims, unbiased=False, keepdim=True) > torch.finfo().max
+    if not wide.any():
+        return out
+    w, bb = (None if p is None else p.double() for p in (w, bb))
+    return torch.where(wide, TF.layer_norm(x.double(), normalized_shape, w, bb, eps).float(),
+                       out)
 
 
 def _layer_norm_bound(x, *wb, normalized_shape, eps, weight=False, bias=False):
@@ -566,8 +588,12 @@ def _layer_norm_mt(x, *wb, normalized_shape, eps, weight=False, bias=False):
 
 def _cross_entropy_ref(logits, targets, ignore_index, label_smoothing, reduction):
     """A 'mean' over targets that are all ignored is 0 in minitensor (documented in
-    ops.nn.CrossEntropy), NaN in torch."""
+    ops.nn.CrossEntropy), NaN in torch. An ignored target's row of logits gets no gradient in
+    minitensor (it contributes nothing), even where it holds NaN or ±inf; torch's gets NaN
+    there, its log_softmax backward multiplying the row's zero upstream gradient by a NaN
+    softmax: the reference zeroes the ignored rows' logits, which changes no value."""
     x = _float(logits)
+    x = torch.where((targets == ignore_index).unsqueeze(1), torch.zeros((), dtype=x.dtype), x)
     if reduction == "mean" and not (targets != ignore_index).any():
         return TF.cross_entropy(x, targets, ignore_index=ignore_index,
                                 label_smoothing=label_smoothing, reduction="sum") * 0.0
@@ -608,7 +634,7 @@ OPS = {
     "F.tanh": Op(F.tanh, lambda x: torch.tanh(x), gen_unary),
     "F.sigmoid": Op(F.sigmoid, lambda x: torch.sigmoid(x), gen_unary),
     "F.relu": Op(F.relu, lambda x: torch.relu(x), gen_unary),
-    "F.gelu": Op(F.gelu, lambda x: TF.gelu(_float(x)), gen_unary),
+    "F.gelu": Op(F.gelu, _gelu_ref, gen_unary),
     "F.gelu_tanh": Op(lambda x: F.gelu(x, approximate="tanh"),
                       lambda x: TF.gelu(_float(x), approximate="tanh"), gen_unary),
     "F.silu": Op(F.silu, lambda x: TF.silu(_float(x)), gen_unary),

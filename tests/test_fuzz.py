@@ -108,13 +108,29 @@ def test_layer_norm_of_a_constant_row_is_zero(backend, dtype):
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
-def test_layer_norm_of_a_row_whose_squares_overflow_is_zero(backend):
-    # Σ(x − m)² is inf in float32, and so is the square of the mean's correction: the
-    # variance is inf (not inf − inf = NaN), and x̂ = 0 as torch's
-    x = np.array([[1.0, -1e30, 2.0, 3.0, 1e30, 0.5, 0.25, 4.0]], np.float32)
+def test_layer_norm_of_a_row_whose_squares_overflow_float32(backend):
+    # Σ(x − m)² is inf in float32 (torch's float32 kernel gives NaN or 0 here): the row's
+    # variance is summed again in float64, so x̂ is the float64 result rounded
+    x = np.array([[0.21, 1e30, 0.0, 0.0], [1.0, -1e30, 2.0, 1e30]], np.float32)
+    x64 = x.astype(np.float64)
+    expected = (x64 - x64.mean(-1, keepdims=True)) / x64.std(-1, keepdims=True)
     with mt.kernels.use_backend(backend):
-        y = F.layer_norm(mt.tensor(x), (8,))
-    np.testing.assert_array_equal(np.abs(y.numpy()), np.zeros((1, 8), np.float32))
+        xm = mt.tensor(x, requires_grad=True)
+        y = F.layer_norm(xm, (4,))
+        y.sum().backward()
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert np.isfinite(xm.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_cross_entropy_gradient_of_one_class_is_exactly_zero(backend):
+    # one class: the loss is constant, its gradient p − ((1 − ε) + ε/C) = 1 − 1 exactly, so an
+    # infinite upstream gradient (log of the zero loss) gives NaN as torch, not ±inf
+    with mt.kernels.use_backend(backend):
+        x = mt.tensor(np.array([[-1.5], [1.5]]), dtype=mt.float64, requires_grad=True)
+        F.cross_entropy(x, mt.tensor([0, 0]), label_smoothing=0.1, reduction="sum").backward(
+            mt.tensor(np.inf, dtype=mt.float64))
+    assert np.isnan(x.grad.numpy()).all()
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])

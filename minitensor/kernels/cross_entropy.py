@@ -56,9 +56,12 @@ def cross_entropy_backward_numpy(logits, targets, log_total, grad_rows, ignore_i
     log_total, grad_rows = log_total.astype(f, copy=False), grad_rows.astype(f, copy=False)
     p = np.exp((logits - logits.max(axis=-1, keepdims=True, initial=-np.inf)) - log_total[:, None])
     valid = targets != ignore_index
-    p[np.arange(n), np.where(valid, targets, 0)] -= f(1) - eps
+    at_target = np.arange(n), np.where(valid, targets, 0)
+    # the target's weight (1 − ε) + ε/C comes off in one step: exactly p − 1 = 0 for C = 1
+    p_target = p[at_target] - ((f(1) - eps) + eps / f(c))
     if label_smoothing:
         p -= eps / f(c)
+    p[at_target] = p_target
     p *= grad_rows[:, None]
     return np.where(valid[:, None], p, f(0)).astype(logits.dtype, copy=False)
 
@@ -108,10 +111,11 @@ def _cross_entropy_backward_rows(x, targets, log_total, grad_rows, ignore_index,
         x_max = jit.row_max(x[i])
         for c in range(C):
             dx[i, c] = jit.exp((x[i, c] - x_max) - log_total[i])
-        dx[i, t] -= f(1) - smoothing
+        p_target = dx[i, t] - ((f(1) - smoothing) + uniform)    # in one step, as the twin
         g = grad_rows[i]
         for c in range(C):
             dx[i, c] = (dx[i, c] - uniform) * g
+        dx[i, t] = p_target * g
 
 
 def cross_entropy_forward_numba(logits, targets, ignore_index=-100, label_smoothing=0.0):

@@ -11,7 +11,9 @@ even a constant row's value, and x − m, divided by √(σ² + eps), turns that
 output of ±1. d is exact there (x and m are close), so μ lands on the row's value and
 x − μ = d − c is 0, as with torch's Welford mean. The variance is then mean(d²) − c², the
 corrected two-pass formula (Chan, Golub and LeVeque, "Algorithms for computing the sample
-variance", The American Statistician 37, 1983), which needs no third pass over the row.
+variance", The American Statistician 37, 1983), which needs no third pass over the row. Where
+the squares overflow x's dtype (deviations beyond ~1.8e19 in float32), that row's variance is
+summed again in float64: its rstd is still a float32 number, and x̂ is right.
 """
 import numpy as np
 
@@ -28,15 +30,24 @@ def layer_norm_forward_numpy(x, weight, bias, eps):
     c = d.mean(axis=-1)                   # the correction step (module docstring)
     mean, xc = m + c, d - c[:, None]
     s = (d * d).mean(axis=-1)
-    with np.errstate(invalid="ignore"):   # c² ≤ s: c² overflows only where s does (then inf)
-        var = np.maximum(np.where(s < np.inf, s - c * c, s), 0)   # ≥ 0 but for rounding
+    with np.errstate(invalid="ignore"):
+        var = np.maximum(s - c * c, 0)    # ≥ 0 but for rounding
     rstd = 1.0 / np.sqrt(var + eps)
+    wide = ~(s < np.inf)                  # squares beyond x's dtype (or NaN): in float64
+    if wide.any():
+        rstd[wide] = _rstd_float64_numpy(d[wide], c[wide], eps)
     y = xc * rstd[:, None]
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
     return y.astype(x.dtype, copy=False), mean, rstd.astype(x.dtype, copy=False)
+
+
+def _rstd_float64_numpy(d, c, eps):
+    """1/√(mean(d²) − c² + eps) over the last axis, in float64."""
+    d, c = d.astype(np.float64), c.astype(np.float64)
+    return 1.0 / np.sqrt(np.maximum((d * d).mean(axis=-1) - c * c, 0) + eps)
 
 
 def layer_norm_backward_numpy(dy, x, mean, rstd, weight):
@@ -53,6 +64,18 @@ def layer_norm_backward_numpy(dy, x, mean, rstd, weight):
 
 # ---- numba kernels ---------------------------------------------------------------------------
 
+@kernel()
+def _rstd_float64(d, c, eps):
+    """1/√(mean(d²) − c² + eps) of one row d, in float64 (a NaN stays NaN)."""
+    total = 0.0
+    for v in d:
+        total += np.float64(v) * np.float64(v)
+    var = total / d.size - np.float64(c) * np.float64(c)
+    if var < 0:
+        var = 0.0
+    return 1.0 / np.sqrt(var + np.float64(eps))
+
+
 @kernel(parallel=True)
 def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
     """Row i of x (N, D): the mean with its correction step and the corrected two-pass
@@ -67,9 +90,10 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
             y[i, j] = x[i, j] - m
         c = jit.row_sum(y[i]) / f(D)
         var = jit.row_dot(y[i], y[i]) / f(D)
-        if var < np.inf:                # c² ≤ var: c² overflows only where var does
-            var = max(var - c * c, f(0))    # ≥ 0 but for rounding
-        r = f(1) / np.sqrt(var + eps)
+        if var < np.inf:
+            r = f(1) / np.sqrt(max(var - c * c, f(0)) + eps)     # ≥ 0 but for rounding
+        else:                           # squares beyond x's dtype (or NaN): in float64
+            r = f(_rstd_float64(y[i], c, eps))
         mean[i], rstd[i] = m + c, r
         for j in range(D):
             y[i, j] = (y[i, j] - c) * r * weight[j] + bias[j]
