@@ -528,9 +528,9 @@ def cumsum(x: Tensor, axis: int) -> Tensor:
 
 
 def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
-    """Einstein summation, as torch.einsum('bij,bjk->bik', a, b) (operands also as one list).
-    Differentiable in every operand; '...' and repeated indices inside one operand are not
-    supported."""
+    """Einstein summation, as torch.einsum('bij,bjk->bik', a, b) (operands also as one list),
+    with '...' (broadcast as in torch) and indices repeated inside one operand (diagonals:
+    'ii->i', 'ii' the trace). Differentiable in every operand."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     return R.Einsum.apply(*operands, equation=equation)
@@ -1015,6 +1015,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         blocked = None
     else:
         m = _data(attn_mask)
+        if m.dtype != np.bool_ and m.dtype.kind != "f":     # 0/1 integers are ambiguous
+            raise op_error("scaled_dot_product_attention", f"attn_mask must be bool (True = may "
+                           f"attend, torch's meaning) or floating (added to the scores), got "
+                           f"{m.dtype} of shape {m.shape}; convert it with `mask != 0` "
+                           f"(1 = may attend)", TypeError)
         blocked = ~m if m.dtype == np.bool_ else m.astype(query.dtype)   # ours: True = blocked
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = matmul(query, swapaxes(key, -1, -2))                 # (…, L, S)

@@ -1,9 +1,10 @@
 """Reductions over one axis, several, or all (axis=None), with or without keepdims."""
 import math
+import string
 
 import numpy as np
 
-from ..function import Function, op_error
+from ..function import Function, op_error, unbroadcast
 from ._axes import expand_reduced, normalize_axes, normalize_axis
 
 
@@ -164,52 +165,77 @@ class LogSumExp(Function):
         return g * np.exp(x - out)
 
 
-def _einsum_subscripts(equation, n_operands):
-    """'ij,jk->ik' → (['ij', 'jk'], 'ik'); without '->' the output is the letters seen once,
-    sorted (numpy's and torch's implicit mode). Ellipses and a letter repeated inside one
-    operand (diagonals) are refused: their gradients need more than this op does."""
+def _einsum_subscripts(equation, shapes):
+    """'ij,jk->ik' → (['ij', 'jk'], 'ik'), one letter per axis of each operand (shapes). '...'
+    becomes letters the equation does not use, aligned from the right as in broadcasting;
+    without '->' the output is the ellipsis's axes, then the letters seen once, sorted (numpy's
+    and torch's implicit mode)."""
     equation = equation.replace(" ", "")
-    if "." in equation:
-        raise ValueError(f"einsum: '...' is not supported here (equation {equation!r})")
-    lhs, _, out = equation.partition("->")
+    lhs, arrow, out = equation.partition("->")
     inputs = lhs.split(",")
-    if len(inputs) != n_operands:
-        raise ValueError(f"einsum: equation {equation!r} names {len(inputs)} operands, got "
-                         f"{n_operands}")
-    if "->" not in equation:
-        out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
-    for s in inputs + [out]:
-        if len(set(s)) != len(s):
-            raise ValueError(f"einsum: repeated index in {s!r} (equation {equation!r}): "
-                             f"diagonals are not supported here")
+    if len(inputs) != len(shapes):
+        raise ValueError(f"equation {equation!r} names {len(inputs)} operands, got "
+                         f"{len(shapes)}")
+    explicit = [len(s.replace("...", "")) for s in inputs]
+    n_ell = max((len(shape) - n for s, shape, n in zip(inputs, shapes, explicit)
+                          if "..." in s), default=0)
+    ell = "".join([c for c in string.ascii_letters if c not in equation][:max(n_ell, 0)])
+    inputs = [s.replace("...", ell[len(ell) - (len(shape) - n):] if len(shape) > n else "")
+              for s, shape, n in zip(inputs, shapes, explicit)]
+    out = out.replace("...", ell) if arrow else ell + "".join(
+        sorted(c for c in set(lhs) - {",", "."} if lhs.count(c) == 1))
+    for s, shape in zip(inputs, shapes):
+        if len(s) != len(shape) or not all(c.isalpha() for c in s):
+            raise ValueError(f"subscripts {s!r} do not fit an operand of shape "
+                             f"{tuple(shape)} (equation {equation!r})")
+    if len(set(out)) != len(out) or not set(out) <= set("".join(inputs)):
+        raise ValueError(f"output subscripts {out!r} must be distinct letters of the "
+                         f"operands (equation {equation!r})")
     return inputs, out
 
 
 class Einsum(Function):
     """np.einsum with gradients: an einsum is a sum of products, so the gradient for one
     operand is the einsum of the output gradient with the other operands, written with that
-    operand's subscripts. Its indices found nowhere else (summed out alone, as j in 'ij->i')
-    come back by broadcasting."""
+    operand's indices. Its indices found nowhere else (summed out alone, as j in 'ij->i') come
+    back by broadcasting; an index repeated inside it (a diagonal, as in 'ii->i') receives the
+    gradient on that diagonal and zero elsewhere; an axis of size 1 that broadcast against a
+    larger one sums its gradient back."""
 
     @staticmethod
     def forward(ctx, *operands, equation):
-        ctx.subscripts, ctx.out_subscripts = _einsum_subscripts(equation, len(operands))
+        ctx.subscripts, ctx.out_subscripts = _einsum_subscripts(equation,
+                                                                [x.shape for x in operands])
         ctx.save_for_backward(*operands)
         return np.einsum(",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands)
 
     @staticmethod
     def backward(ctx, grad):
         operands = ctx.saved_tensors
-        grads = []
-        for i, x in enumerate(operands):
-            others = [s for j, s in enumerate(ctx.subscripts) if j != i]
-            known = set(ctx.out_subscripts).union(*others)
-            target = "".join(c for c in ctx.subscripts[i] if c in known)
-            g = np.einsum(",".join([ctx.out_subscripts] + others) + "->" + target, grad,
-                          *(o for j, o in enumerate(operands) if j != i))
-            lost = [k for k, c in enumerate(ctx.subscripts[i]) if c not in known]
-            grads.append(np.broadcast_to(np.expand_dims(g, lost), x.shape).astype(x.dtype))
-        return tuple(grads)
+        sizes = {}
+        for s, x in zip(ctx.subscripts, operands):
+            for c, n in zip(s, x.shape):
+                sizes[c] = max(sizes.get(c, 1), n)      # a size-1 axis broadcasts
+        return tuple(_einsum_grad(grad, i, ctx.subscripts, ctx.out_subscripts, operands, sizes)
+                     for i in range(len(operands)))
+
+
+def _einsum_grad(grad, i, subscripts, out, operands, sizes):
+    """The gradient of operand i of einsum(subscripts -> out), sizes[letter] its full size."""
+    s, x = subscripts[i], operands[i]
+    others = [t for j, t in enumerate(subscripts) if j != i]
+    known = set(out).union(*others)
+    letters = "".join(dict.fromkeys(s))                      # each index once, in order
+    g = np.einsum(",".join([out] + others) + "->" + "".join(c for c in letters if c in known),
+                  grad, *(o for j, o in enumerate(operands) if j != i))
+    g = np.broadcast_to(np.expand_dims(g, [k for k, c in enumerate(letters) if c not in known]),
+                        tuple(sizes[c] for c in letters))
+    if len(letters) < len(s):               # a repeated index: write g onto the diagonal
+        dx = np.zeros(tuple(sizes[c] for c in s), dtype=np.result_type(g, x))
+        grid = np.indices(g.shape, sparse=True)
+        dx[tuple(grid[letters.index(c)] for c in s)] = g
+        g = dx
+    return unbroadcast(g, x.shape).astype(x.dtype)
 
 
 class CumSum(Function):
