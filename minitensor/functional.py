@@ -770,7 +770,7 @@ def _cross_entropy_weighted(x, t, weight, ignore_index, reduction, eps, shape):
     c = x.shape[-1]
     w = _data(weight).astype(x.dtype)
     valid = t != ignore_index
-    smooth = -sum(logp * w, axis=-1) * valid.astype(x.dtype)           # (…,)
+    smooth = where(valid, -sum(logp * w, axis=-1), 0.0)      # (…,); selected, as in _nll
     if reduction == "sum":
         smooth = sum(smooth)
     elif reduction == "mean":
@@ -889,7 +889,8 @@ def _nll(x, t, weight, ignore_index, reduction, shape, op):
     w = np.ones(c, x.dtype) if weight is None else _data(weight).astype(x.dtype)
     w_rows = np.where(valid.reshape(-1), w[safe], 0).astype(x.dtype)
     picked = getitem(reshape(x, (-1, c)), (np.arange(safe.size), safe))    # (M,)
-    losses = -(picked * w_rows)
+    # selected, not multiplied by a 0 weight: an ignored row's NaN logit stays out (as torch)
+    losses = where(valid.reshape(-1), -(picked * w_rows), 0.0)
     if reduction == "none":
         return reshape(losses, t.shape)
     total = sum(losses)
