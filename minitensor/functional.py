@@ -593,9 +593,12 @@ def multinomial(probs: Tensor | ArrayLike, num_samples: int, replacement: bool =
 def scatter(x: Tensor | ArrayLike, dim: int, index: Tensor | ArrayLike,
             src: Tensor | ArrayLike | None = None,
             value: Scalar | None = None) -> Tensor:
-    """Out-of-place torch.scatter: a copy of x with x.scatter_(dim, index, src) applied (no
-    gradient flows through it here; use it for targets and masks)."""
-    return Tensor._make(np.array(_data(x))).scatter_(dim, index, src, value)
+    """torch.scatter: a copy of x with src (a tensor shaped at least like `index`, or a number,
+    also as value=) written along `dim` at the positions `index` names. Differentiable in x
+    and in src, as torch's."""
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    dim = normalize_axis(dim, x.ndim, "scatter", x.shape)
+    return S.Scatter.apply(x, _constant(index), value if src is None else src, dim=dim)
 
 
 def nonzero(x: Tensor | ArrayLike, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:

@@ -370,15 +370,12 @@ class Tensor:
         """self[..., index[i][j], ...] = src[i][j] along `dim` (torch's scatter_): `src` a tensor
         shaped like `index`, or a number (also as value=). index: int64, same ndim as self."""
         src = value if src is None else src
-        index = np.asarray(_raw(index))
-
-        def scatter(d):
-            out = d.copy()
-            vals = np.broadcast_to(_raw(src), index.shape) if np.ndim(_raw(src)) == 0 \
-                else np.asarray(_raw(src))[tuple(slice(0, n) for n in index.shape)]
-            np.put_along_axis(out, index, vals, axis=_axis(dim, self, "scatter_"))
-            return out
-        return self._inplace("scatter_", scatter)
+        if isinstance(src, Tensor) and src.requires_grad and autograd.is_grad_enabled():
+            raise RuntimeError(f"scatter_: src requires grad, and an in-place op records no "
+                               f"graph here; write x = x.scatter(dim, index, src) (torch.scatter: "
+                               f"gradients reach x and src) (shape {self.shape})")
+        with autograd.no_grad():
+            return self._inplace("scatter_", lambda d: F.scatter(d, dim, index, src).data)
 
     def __setitem__(self, index: Any, value: Tensor | ArrayLike) -> None:
         self._check_inplace("__setitem__")

@@ -780,6 +780,33 @@ def test_scatter_out_of_place_and_multinomial():
         mt.multinomial(probs, 2)                               # row 0 has one non-zero weight
 
 
+@pytest.mark.parametrize("dim,index", [(1, [[0, 2], [1, 3], [3, 0]]), (0, [[2, 0, 1, 1]]),
+                                       (-1, [[1], [0], [2]])])
+def test_scatter_gradients_reach_input_and_src_as_torch(dim, index):
+    x, tx = pair(rand(3, 4, seed=4))
+    idx = np.array(index)
+    s, ts = pair(rand(*idx.shape, seed=5))
+    out, tout = mt.scatter(x, dim, mt.tensor(idx), s), torch.scatter(tx, dim, torch.tensor(idx), ts)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx), (s, ts)])
+    assert mt.gradcheck(lambda a, b: a.scatter(dim, idx, b), x, s)
+    x.grad = None
+    tx.grad = None
+    out, tout = x.scatter(dim, mt.tensor(idx), 0.5), tx.scatter(dim, torch.tensor(idx), 0.5)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx)])
+    ones = mt.zeros(2, 3, dtype=mt.long).scatter_(1, mt.tensor([[1], [2]]), 1)   # a one-hot
+    check(ones, torch.zeros(2, 3, dtype=torch.long).scatter_(1, torch.tensor([[1], [2]]), 1))
+
+
+def test_scatter_in_place_refuses_a_src_that_requires_grad():
+    src = mt.ones(2, 1, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"scatter_: src requires grad.*x.scatter\("):
+        mt.zeros(2, 3).scatter_(1, mt.tensor([[1], [2]]), src)
+    with mt.no_grad():
+        assert mt.zeros(2, 3).scatter_(1, mt.tensor([[1], [2]]), src).sum().item() == 2.0
+
+
 def test_inplace_index_errors_name_the_op_and_shape():
     x = mt.zeros(2, 3)
     with pytest.raises(ValueError, match="index_fill_.*out of range"):

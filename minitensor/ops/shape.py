@@ -207,3 +207,50 @@ class Tril(_Triangle):
 class Triu(_Triangle):
     """Upper triangle of the last two axes (elements below diagonal k become 0)."""
     keep = staticmethod(np.triu)
+
+
+def scatter_into(out, dim, index, src):
+    """out[…, index[i, j, …], …] = src[i, j, …] along axis `dim`, in place (torch's scatter_):
+    index is an integer array with out's number of axes, no larger than out on the other axes;
+    src is a number, or an array at least index's size on every axis (its first index.shape
+    elements are used). Returns the positions written, for backward."""
+    if index.ndim != out.ndim or index.dtype.kind not in "iu":
+        raise TypeError(f"index must be an integer tensor with {out.ndim} axes like the "
+                        f"input (shape {out.shape}), got {index.dtype} of shape {index.shape}")
+    small = all(i <= n for d, (i, n) in enumerate(zip(index.shape, out.shape)) if d != dim)
+    if not small or (np.ndim(src) and any(i > n for i, n in zip(index.shape, np.shape(src)))):
+        raise ShapeError(f"index of shape {index.shape} must be no larger than the input "
+                         f"{out.shape} (but along dim {dim}) and than src {np.shape(src)}")
+    if index.size and (index.min() < 0 or index.max() >= out.shape[dim]):
+        raise IndexError(f"index {index.max() if index.max() >= 0 else index.min()} is "
+                         f"out of range for dim {dim} of size {out.shape[dim]} (input shape "
+                         f"{out.shape})")
+    where = list(np.indices(index.shape, sparse=True))
+    where[dim] = index
+    where = tuple(where)
+    out[where] = src if np.ndim(src) == 0 else src[tuple(slice(0, n) for n in index.shape)]
+    return where
+
+
+class Scatter(Function):
+    """torch.scatter out of place: a copy of x with src (a tensor, or a number) written at the
+    positions `index` names along `dim`. Gradients: x's is the output's with the overwritten
+    positions zeroed; src's is the output's read back at those positions (torch's gather)."""
+
+    @staticmethod
+    def forward(ctx, x, index, src, dim):
+        out = x.copy()
+        ctx.where = scatter_into(out, dim, index, src)
+        ctx.shapes = (index.shape, np.shape(src))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = grad.copy()
+        dx[ctx.where] = 0
+        if not ctx.needs_input_grad[2]:
+            return dx, None, None
+        index_shape, src_shape = ctx.shapes
+        dsrc = np.zeros(src_shape, grad.dtype)       # src elements beyond index's size: 0
+        dsrc[tuple(slice(0, n) for n in index_shape)] = grad[ctx.where]
+        return dx, None, dsrc
