@@ -12,12 +12,12 @@ SOURCE = "annotated_transformer_port.py"
 V = 11
 
 # The lines a port still changes beyond its imports, and why: `.data` is the numpy array here
-# (torch: a tensor outside the graph), and numpy arrays have no clone()/unsqueeze().
+# (torch: a tensor outside the graph), and numpy arrays have no clone()/unsqueeze(). What
+# torch's functions take from `.data` works unchanged: torch.nonzero(target.data == pad) is
+# mt.nonzero of a numpy comparison, a tensor.
 PORT_EDITS = {
     "true_dist = x.data.clone()": "true_dist = x.detach().clone()",
     "target.data.unsqueeze(1)": "target.unsqueeze(1)",
-    "torch.nonzero(target.data == self.padding_idx)":
-        "torch.nonzero(target == self.padding_idx)",
 }
 
 def load(backend):
@@ -51,7 +51,7 @@ def copy_batches(n, seed=0, batch_size=6):
 
 
 def test_port_edits_are_few():
-    assert len(PORT_EDITS) <= 3
+    assert len(PORT_EDITS) <= 2
 
 
 def test_the_port_runs_under_torch():

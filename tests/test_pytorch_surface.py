@@ -718,7 +718,8 @@ def test_creators_and_dtypes():
                                              ("ij,kl->ijkl", [(2, 3), (2, 2)]),
                                              # diagonals: a repeated index in one operand
                                              ("ii->i", [(3, 3)]), ("ii", [(4, 4)]),
-                                             ("iji->j", [(2, 3, 2)]), ("ii,ij->j", [(3, 3), (3, 2)]),
+                                             ("iji->j", [(2, 3, 2)]),
+                                             ("ii,ij->j", [(3, 3), (3, 2)]),
                                              # '...', with broadcasting inside it
                                              ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
                                              ("b...,b...->b...", [(2, 1, 4), (2, 3, 1)]),
