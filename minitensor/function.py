@@ -136,9 +136,10 @@ class NodeInput:
     __slots__ = ("grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data", "_name")
 
     def __init__(self, tensor):
-        self.grad_fn, self.requires_grad = tensor.grad_fn, tensor.requires_grad
-        self.shape, self.dtype = tensor.shape, tensor.dtype
-        self._tensor, self._data = weakref.ref(tensor), weakref.ref(tensor.data)
+        data = tensor._data             # not the properties: this runs for most op inputs
+        self.grad_fn, self.requires_grad = tensor._grad_fn, tensor.requires_grad
+        self.shape, self.dtype = data.shape, data.dtype
+        self._tensor, self._data = weakref.ref(tensor), weakref.ref(data)
         self._name = tensor.name
 
     @property
