@@ -563,9 +563,12 @@ def _layer_norm_ref(x, *wb, normalized_shape, eps, weight=False, bias=False):
     wide = x.detach().double().var(dims, unbiased=False, keepdim=True) > torch.finfo().max
     if not wide.any():
         return out
+    # each branch sees zeros in the other's rows, so neither sends a NaN gradient there
+    zero = torch.zeros((), dtype=x.dtype)
+    out = TF.layer_norm(torch.where(wide, zero, x), normalized_shape, w, bb, eps)
     w, bb = (None if p is None else p.double() for p in (w, bb))
-    return torch.where(wide, TF.layer_norm(x.double(), normalized_shape, w, bb, eps).float(),
-                       out)
+    out64 = TF.layer_norm(torch.where(wide, x, zero).double(), normalized_shape, w, bb, eps)
+    return torch.where(wide, out64.float(), out)
 
 
 def _layer_norm_bound(x, *wb, normalized_shape, eps, weight=False, bias=False):

@@ -164,6 +164,30 @@ def test_softmax_backward_over_a_size_0_axis():
     assert x.grad.shape == (3, 0)
 
 
+def test_pow_base_gradient_in_float64_for_a_float32_exponent():
+    a = mt.tensor(np.array(0.48849350533001956), dtype=mt.float64, requires_grad=True)
+    b = np.float32(-0.14959238)
+    F.pow(a, mt.tensor(np.array(b))).backward()
+    b64 = np.float64(b)                         # b − 1 rounded to float32 loses ~1e-8
+    np.testing.assert_allclose(a.grad.numpy(), b64 * 0.48849350533001956 ** (b64 - 1),
+                               rtol=1e-14)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_softmax_gradient_at_blocked_positions_is_zero_even_beside_nan(backend):
+    # a blocked position is selected out (torch's masked_fill): a NaN gradient in its row does
+    # not reach it as 0·NaN; a fully blocked row has zero gradient (documented)
+    with mt.kernels.use_backend(backend):
+        x = mt.tensor([1.0, 1.0, 2.0, -1.0, -2.0], requires_grad=True)
+        m = np.array([False, True, False, False, True])
+        F.softmax(x, mask=m, scale=0.125).backward(mt.tensor([0.5, np.nan, 1, 2, np.nan]))
+        row = mt.tensor([[0.0, 0.86]], requires_grad=True)
+        F.softmax(row, mask=np.array([True])).backward(mt.tensor([[np.nan, 1.0]]))
+    np.testing.assert_array_equal(np.isnan(x.grad.numpy()), ~m)       # as torch
+    np.testing.assert_array_equal(x.grad.numpy()[m], [0.0, 0.0])
+    np.testing.assert_array_equal(row.grad.numpy(), [[0.0, 0.0]])
+
+
 def test_pow_half_at_negative_zero_matches_sqrt():
     x = mt.tensor([-0.0], requires_grad=True)
     F.pow(x, 0.5).sum().backward()

@@ -63,11 +63,12 @@ class Div(Function):
 
 
 class Pow(Function):
-    """a ** b, with torch's gradients. d/da = b·a^(b−1), selected to 0 where b = 0 (even at
-    a = 0, where it would be 0·∞, and even for a NaN gradient). d/db = a^b·ln a, computed in
-    the result's dtype (a float64 exponent of a float32 base gets a float64 gradient): 0 where
-    a = 0 and b ≥ 0 (the limit of a^b·ln a there), NaN where a < 0 (a^b has no real derivative
-    in b there: (−2)^b is real only at integers)."""
+    """a ** b, with torch's gradients, computed in the result's dtype (a float64 exponent of a
+    float32 base gets a float64 gradient, and b − 1 of a float32 exponent of a float64 base
+    keeps every digit). d/da = b·a^(b−1), selected to 0 where b = 0 (even at a = 0, where it
+    would be 0·∞, and even for a NaN gradient). d/db = a^b·ln a: 0 where a = 0 and b ≥ 0 (the
+    limit of a^b·ln a there), NaN where a < 0 (a^b has no real derivative in b there: (−2)^b
+    is real only at integers)."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -79,15 +80,16 @@ class Pow(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b, out = ctx.saved_tensors
+        shapes = a.shape, b.shape
+        a, b = a.astype(out.dtype, copy=False), b.astype(out.dtype, copy=False)
         ga = gb = None
         zero = np.zeros((), grad.dtype)
         with np.errstate(divide="ignore", invalid="ignore"):
             if ctx.needs_input_grad[0]:
-                ga = unbroadcast(np.where(b == 0, zero, grad * (b * a ** (b - 1))), a.shape)
+                ga = unbroadcast(np.where(b == 0, zero, grad * (b * a ** (b - 1))), shapes[0])
             if ctx.needs_input_grad[1]:
-                log_a = np.log(a.astype(out.dtype, copy=False))
-                gb = unbroadcast(grad * np.where((a == 0) & (b >= 0), zero, out * log_a),
-                                 b.shape)
+                gb = unbroadcast(grad * np.where((a == 0) & (b >= 0), zero, out * np.log(a)),
+                                 shapes[1])
         return ga, gb
 
 

@@ -34,6 +34,16 @@ def as_attention_mask(mask, op="softmax"):
     return arr
 
 
+def _zero_where_blocked(dx, y, blocked):
+    """dx with 0 where a bool mask blocks and in fully blocked rows (all-zero weights): those
+    positions are selected out of the softmax (as torch's masked_fill selects), so a NaN or ±inf
+    gradient elsewhere in their row must not reach them as 0·NaN = NaN."""
+    zero = np.zeros((), dx.dtype)
+    if blocked is not None:
+        dx = np.where(blocked, zero, dx)
+    return np.where(y.max(axis=-1, keepdims=True) == 0, zero, dx)
+
+
 class Softmax(Function):
     """softmax(scale·x + mask) over the last axis.
 
@@ -56,12 +66,17 @@ class Softmax(Function):
         y = K.softmax_forward(x, scale, mask)
         ctx.save_for_backward(y)
         ctx.scale = scale
+        # a copy: the caller may edit its mask in place before backward
+        ctx.blocked = mask.copy() if mask is not None and mask.dtype == np.bool_ else None
         return y
 
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return K.softmax_backward(y, grad, ctx.scale)
+        dx = K.softmax_backward(y, grad, ctx.scale)
+        if np.isnan(dx).any():
+            dx = _zero_where_blocked(dx, y, ctx.blocked)
+        return dx
 
     @staticmethod
     def anomaly_check(y):
