@@ -135,7 +135,7 @@ class NodeInput:
 
     __slots__ = ("grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data", "_name")
 
-    def __init__(self, tensor):
+    def __init__(self, tensor: Tensor) -> None:
         data = tensor._data             # not the properties: this runs for most op inputs
         self.grad_fn, self.requires_grad = tensor._grad_fn, tensor.requires_grad
         self.shape, self.dtype = data.shape, data.dtype
@@ -143,22 +143,22 @@ class NodeInput:
         self._name = tensor.name
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         """The tensor's name (read from the tensor while it lives, as it may be set later)."""
         tensor = self._tensor()
         return tensor.name if tensor is not None else self._name
 
     @property
-    def data(self):
+    def data(self) -> np.ndarray | None:
         """The input's array if anything still holds it, else None."""
         tensor = self._tensor()
         return tensor.data if tensor is not None else self._data()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         held = "held" if self._data() is not None else "freed"
         return f"<input {self.shape} {self.dtype} from {self.grad_fn.name} ({held})>"
 
@@ -308,7 +308,7 @@ def _record(ctx, args, tensors, result):
     result._grad_fn = ctx
 
 
-def _node_input(arg):
+def _node_input(arg: Any) -> Tensor | NodeInput | None:
     """What the node keeps of one argument: a leaf Tensor itself, a `NodeInput` for a tensor
     made by another op (so the node does not keep its data alive), None for the rest. Under
     `autograd.keep_intermediates()` every tensor argument is kept itself."""
