@@ -229,6 +229,27 @@ def other_cases(rng, quick):
     return cases
 
 
+def fusion_cases(rng, quick):
+    """The layers' fusions (docs/kernels.md, "Fusions in the layers"): bias + activation after
+    the FFN's first Linear, at the addition model's hidden size."""
+    cases = []
+    h = rng.standard_normal((896, 512), dtype=np.float32)
+    b = rng.standard_normal(512, dtype=np.float32)
+    dy = rng.standard_normal(h.shape, dtype=np.float32)
+    th, tb = (torch.from_numpy(h), torch.from_numpy(b)) if torch else (None, None)
+    torch_act = {"relu": torch and torch.relu, "gelu": torch and torch.nn.functional.gelu}
+    for act in ("relu", "gelu"):
+        _, saved = K.bias_activation_forward.numpy(h, b, act)
+        cases.append(Case("fusion", f"bias + {act} fwd (896,512)",
+                          lambda act=act: K.bias_activation_forward.numba(h, b, act),
+                          lambda act=act: K.bias_activation_forward.numpy(h, b, act),
+                          torch and (lambda act=act: torch_act[act](th + tb))))
+        cases.append(Case("fusion", f"bias + {act} bwd (896,512)",
+                          lambda act=act, s=saved: K.bias_activation_backward.numba(dy, s, act),
+                          lambda act=act, s=saved: K.bias_activation_backward.numpy(dy, s, act)))
+    return cases
+
+
 class TorchChild:
     """Torch's timings, from a child process started with this script's original environment
     (see the module docstring): it builds the same cases and times the one it is asked for."""
@@ -301,7 +322,7 @@ def compile_time():
 
 
 GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "bmm-blas": bmm_blas_cases,
-          "matmul": matmul_cases, "other": other_cases}
+          "matmul": matmul_cases, "other": other_cases, "fusion": fusion_cases}
 
 
 def main():
