@@ -560,6 +560,33 @@ def test_lr_schedulers_match_torch(name, kw):
                 steps=7, sched=(lambda o: ours(o, **kw), lambda o: theirs(o, **kw)))
 
 
+@pytest.mark.parametrize("first,second", [
+    (("LambdaLR", dict(lr_lambda=lambda s: min(1.0, (s + 1) / 4))), ("StepLR", dict(step_size=2))),
+    (("LinearLR", dict(start_factor=0.25, total_iters=5)), ("ExponentialLR", dict(gamma=0.9))),
+    (("LambdaLR", dict(lr_lambda=lambda s: min(1.0, (s + 1) / 4))),
+     ("CosineAnnealingLR", dict(T_max=3, eta_min=0.01))),
+    (("ExponentialLR", dict(gamma=0.95)), ("MultiStepLR", dict(milestones=[2, 5], gamma=0.3))),
+    (("StepLR", dict(step_size=3, gamma=0.5)), ("LambdaLR", dict(lr_lambda=lambda s: 0.9 ** s)))])
+def test_two_schedulers_on_one_optimizer_compose_as_torch(first, second):
+    """A warm-up stepped every batch and a decay stepped every epoch: torch's chainable
+    schedulers change the lr the other one left."""
+    rates = []
+    for lib in (mt, torch):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(2))], lr=0.1)
+        per_batch, per_epoch = (getattr(lib.optim.lr_scheduler, name)(opt, **kw)
+                                for name, kw in (first, second))
+        seen = [opt.param_groups[0]["lr"]]
+        for _ in range(8):
+            for _ in range(3):
+                opt.step()
+                per_batch.step()
+                seen.append(opt.param_groups[0]["lr"])
+            per_epoch.step()
+            seen.append(per_epoch.get_last_lr()[0])
+        rates.append(seen)
+    np.testing.assert_allclose(rates[0], rates[1], rtol=1e-12, atol=1e-15)
+
+
 # ============================================================================ phase 2: tensors
 @pytest.mark.parametrize("name", ["exp", "log", "sin", "cos", "sqrt", "tanh", "sigmoid", "relu"])
 def test_top_level_elementwise(name):

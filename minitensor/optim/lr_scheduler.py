@@ -6,6 +6,11 @@ closed-form function of `last_epoch` (the number of scheduler steps taken; PyTor
 creating a scheduler sets the lr for the first optimizer step (last_epoch = 0), and each
 `step()` moves on by one. Because the lr depends only on that count, resuming from a
 checkpoint gives exactly the same rates.
+
+Two schedulers on one optimizer compose as in torch: StepLR, MultiStepLR, ExponentialLR,
+LinearLR and CosineAnnealingLR are *chainable* — when something else changed the group's lr
+since their last step (a warm-up LambdaLR, say), they apply their own step's change to that lr
+instead of overwriting it; LambdaLR and ours set the lr outright.
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ from .optimizer import Optimizer
 
 class LRScheduler:
     """Base class: subclasses write `lr_at(base_lr, epoch)` (or `get_lr()` for all groups)."""
+    chainable = False           # torch's multiplicative schedules (see the module docstring)
+    floor = 0.0                 # the lr a chainable schedule's change is relative to
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
@@ -46,7 +53,25 @@ class LRScheduler:
     def step(self) -> None:
         """Advance one step and set each group's lr."""
         self.last_epoch += 1
-        self._apply(self.get_lr())
+        lrs = self.get_lr()
+        if self.chainable:
+            lrs = [self._chained(group["lr"], base, lr)
+                   for group, base, lr in zip(self.optimizer.param_groups, self.base_lrs, lrs)]
+        self._apply(lrs)
+
+    def _chained(self, current, base, new):
+        """torch's chainable step: (current − floor) scaled as this schedule moves from its
+        previous value to `new`. Alone (current is that previous value) it is `new` exactly;
+        a step that changes nothing leaves current exactly; from the floor (a cosine's
+        restart) the step adds what the schedule adds."""
+        previous = base if self.last_epoch == 0 else self.lr_at(base, self.last_epoch - 1)
+        if current == previous:
+            return new
+        if new == previous:
+            return current
+        if previous == self.floor:
+            return current + (new - self.floor)
+        return self.floor + (current - self.floor) * (new - self.floor) / (previous - self.floor)
 
     def _apply(self, lrs):
         for group, lr in zip(self.optimizer.param_groups, lrs):
@@ -101,6 +126,7 @@ class LambdaLR(LRScheduler):
 
 class StepLR(LRScheduler):
     """lr = base_lr · gamma^⌊epoch / step_size⌋: multiply by gamma every step_size steps."""
+    chainable = True
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
                  last_epoch: int = -1) -> None:
@@ -115,6 +141,7 @@ class StepLR(LRScheduler):
 
 class MultiStepLR(LRScheduler):
     """lr = base_lr · gamma^(number of milestones ≤ epoch)."""
+    chainable = True
 
     def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1,
                  last_epoch: int = -1) -> None:
@@ -127,6 +154,7 @@ class MultiStepLR(LRScheduler):
 
 class ExponentialLR(LRScheduler):
     """lr = base_lr · gamma^epoch."""
+    chainable = True
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
@@ -139,6 +167,7 @@ class ExponentialLR(LRScheduler):
 class LinearLR(LRScheduler):
     """lr = base_lr · factor, factor going linearly from start_factor to end_factor over
     total_iters steps and staying at end_factor after."""
+    chainable = True
 
     def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
                  end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
@@ -157,10 +186,12 @@ class LinearLR(LRScheduler):
 class CosineAnnealingLR(LRScheduler):
     """lr = eta_min + (base_lr − eta_min) · ½(1 + cos(π · epoch / T_max)) (SGDR without
     restarts; torch computes the same numbers step by step)."""
+    chainable = True
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,
                  last_epoch: int = -1) -> None:
         self.T_max, self.eta_min = T_max, eta_min
+        self.floor = eta_min
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
