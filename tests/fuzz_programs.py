@@ -250,13 +250,24 @@ def _float(x):
     return x if x.is_floating_point() else x.to(torch.float32)
 
 
+class _GeluRef(torch.autograd.Function):
+    """torch's GELU and its backward, except for the value at +inf: torch's vectorised CPU
+    kernel gives NaN there for a tensor of two or more elements (torch's bug: its one-element
+    path, like the limit x·Φ(x) → ∞, gives +inf)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.where(torch.isposinf(x), x, TF.gelu(x))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return torch.ops.aten.gelu_backward(grad, x)
+
+
 def _gelu_ref(x):
-    """GELU's definition x·Φ(x) in torch ops: torch.nn.functional.gelu's vectorised CPU kernel
-    gives NaN at +inf for a tensor of two or more elements (torch's bug: its one-element path,
-    like the limit, gives +inf), and agrees with the definition elsewhere, gradients included
-    (NaN at ±inf: ∞·0)."""
-    x = _float(x)
-    return x * 0.5 * (1 + torch.erf(x * math.sqrt(0.5)))
+    return _GeluRef.apply(_float(x))
 
 
 def gen_unary(b):
