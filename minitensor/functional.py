@@ -802,15 +802,19 @@ def _cross_entropy_probs(input, target, weight, reduction, eps):
     return _reduce(-sum(terms, axis=-1), reduction)
 
 
-def mse_loss(input: Tensor, target: Tensor | ArrayLike, reduction: str = "mean") -> Tensor:
-    """Mean squared error. input and target must have the same shape: broadcasting (N, 1)
-    against (N,) would silently compare every prediction with every target."""
+def mse_loss(input: Tensor, target: Tensor | ArrayLike, size_average: bool | None = None,
+             reduce: bool | None = None, reduction: str = "mean",
+             weight: Tensor | ArrayLike | None = None) -> Tensor:
+    """Mean squared error (torch's signature). input and target must have the same shape:
+    broadcasting (N, 1) against (N,) would silently compare every prediction with every
+    target."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "mse_loss")
+    if weight is not None:
+        raise op_error("mse_loss", "weight= is not supported (torch added it in 2.6)",
+                       NotImplementedError)
     if tuple(input.shape) != tuple(np.shape(_data(target))):
         raise op_error("mse_loss", f"input of shape {tuple(input.shape)} and target of shape "
                                    f"{tuple(np.shape(_data(target)))} differ")
-    if reduction not in ("mean", "sum", "none"):
-        raise op_error("mse_loss", f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}",
-                       ValueError)
     diff = sub(input, target)
     sq = diff * diff
     if reduction == "mean":

@@ -222,6 +222,9 @@ def test_mse_loss(reduction):
     a, ta = pair(rand(3, 4))
     b, tb = pair(rand(3, 4, seed=3))
     check(FT.mse_loss(a, b, reduction=reduction), TF.mse_loss(ta, tb, reduction=reduction))
+    assert FT.mse_loss is MF.mse_loss
+    with pytest.warns(DeprecationWarning, match="mse_loss"):       # torch's legacy flags
+        check(MF.mse_loss(a, b, False), TF.mse_loss(ta, tb, False))
     out, tout = nn.MSELoss(reduction=reduction)(a, b), torch.nn.MSELoss(reduction=reduction)(ta, tb)
     check(out, tout)
     check_backward(out, tout, [(a, ta), (b, tb)])

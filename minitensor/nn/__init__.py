@@ -3,8 +3,8 @@ utilities, shaped like torch.nn so that what a learner learns here carries over.
 
 `minitensor.nn.functional` is the same module as `minitensor.functional` (torch keeps its
 functional ops under torch.nn), so ``import minitensor.nn.functional as F`` works.
-`functional_torch` re-exports its losses under the names `minitensor.nn` used first, and keeps
-mse_loss with torch's full signature.
+`functional_torch` re-exports its losses and helpers under the names `minitensor.nn` used
+first.
 """
 import sys as _sys
 

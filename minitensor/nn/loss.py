@@ -7,7 +7,6 @@ import numpy as np
 from .. import functional as F
 from ..tensor import Tensor
 from ..typing import ArrayLike
-from . import functional_torch as FT
 from .module import Module
 
 
@@ -68,7 +67,7 @@ class MSELoss(_Loss):
     """Mean squared error (input and target of one shape)."""
 
     def forward(self, input: Tensor, target: Tensor | ArrayLike) -> Tensor:
-        return FT.mse_loss(input, target, reduction=self.reduction)
+        return F.mse_loss(input, target, reduction=self.reduction)
 
 
 class KLDivLoss(_Loss):
