@@ -166,6 +166,8 @@ def test_cross_entropy_errors_name_the_class_axis():
     with pytest.raises(ValueError, match=r"cross_entropy.*\(2, 5, 3\).*\(2, 5\).*expected "
                                          r"target of shape \(2, 3\).*axis 1"):
         MF.cross_entropy(mt.randn(2, 5, 3), mt.tensor(np.zeros((2, 5), np.int64)))
+    with pytest.raises(ValueError, match=r"classes last go in as logits.transpose\(1, 2\)"):
+        MF.cross_entropy(mt.randn(2, 5, 3), mt.tensor(np.zeros((2, 5), np.int64)))
     with pytest.raises(TypeError, match=r"cross_entropy.*\(2,\).*float32.*integers"):
         MF.cross_entropy(mt.randn(2, 5), mt.tensor([1.0, 2.0]))
     with pytest.raises(ValueError, match=r"cross_entropy.*probability targets.*\(2, 4\).*"

@@ -223,9 +223,11 @@ class CrossEntropy(Function):
         axis = 1 if logits.ndim >= 2 else 0
         rows = np.moveaxis(logits, axis, -1)               # (N, d1, …, C), a view
         if rows.shape[:-1] != targets.shape:
+            hint = ("; logits (N, L, C) with the classes last go in as logits.transpose(1, 2)"
+                    if logits.ndim >= 3 and logits.shape[:-1] == targets.shape else "")
             raise ShapeError(f"input {logits.shape} and target {targets.shape} do not match: "
                              f"expected target of shape {rows.shape[:-1]} (classes are axis "
-                             f"{axis} of input, as in torch)")
+                             f"{axis} of input, as in torch){hint}")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         c = logits.shape[axis]
