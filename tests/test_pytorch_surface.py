@@ -185,6 +185,18 @@ def test_cross_entropy_probability_targets(smoothing):
     check_backward(out, tout, [(x, tx)])
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_probability_targets_weighted_with_gradient_to_the_target(reduction):
+    x, tx = pair(rand(4, 3, seed=12))
+    p, tp = pair(np.random.default_rng(13).dirichlet(np.ones(3), 4))
+    w = np.array([0.5, 2.0, 1.0])
+    kw = dict(label_smoothing=0.2, reduction=reduction)
+    out = MF.cross_entropy(x, p, weight=mt.tensor(w, dtype=np.float64), **kw)
+    tout = TF.cross_entropy(tx, tp, weight=torch.tensor(w), **kw)
+    check(out, tout)
+    check_backward(out, tout, [(x, tx), (p, tp)])
+
+
 def test_cross_entropy_float32_result_is_float32():
     x, tx = pair(rand(4, 3, dtype=np.float32))
     t = np.array([0, 2, 1, 1])
