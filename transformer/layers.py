@@ -13,8 +13,8 @@ Transformer Architecture"); read which one a model uses before reading its numbe
 Names follow torch.nn.TransformerEncoderLayer / DecoderLayer, so weights map one to one
 (see `transformer.interop`).
 """
-from minitensor import Function, nn
 import minitensor.functional as F
+from minitensor import Function, nn
 from minitensor.nn import init
 from minitensor.ops.nn import bias_activation
 from minitensor.scope import module_scope
