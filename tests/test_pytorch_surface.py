@@ -768,7 +768,10 @@ def test_creators_and_dtypes():
                                              ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
                                              ("b...,b...->b...", [(2, 1, 4), (2, 3, 1)]),
                                              ("...ii->...i", [(2, 3, 3)]), ("i...", [(3, 2, 2)]),
-                                             ("ij,ij->ij", [(1, 3), (5, 3)])])
+                                             ("ij,ij->ij", [(1, 3), (5, 3)]),
+                                             # size 0 (a size-1 axis broadcasts to it)
+                                             ("ij,ij->ij", [(0, 3), (1, 3)]),
+                                             ("ij,jk", [(0, 3), (3, 4)])])
 def test_einsum_values_and_gradients(equation, shapes):
     pairs = [pair(rand(*s, seed=i)) for i, s in enumerate(shapes)]
     out = mt.einsum(equation, *[p[0] for p in pairs])

@@ -207,7 +207,9 @@ class Einsum(Function):
         ctx.subscripts, ctx.out_subscripts = _einsum_subscripts(equation,
                                                                 [x.shape for x in operands])
         ctx.save_for_backward(*operands)
-        return np.einsum(",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands)
+        # optimize: numpy picks a contraction order and hands products to BLAS (tensordot)
+        return np.einsum(",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands,
+                         optimize=True)
 
     @staticmethod
     def backward(ctx, grad):
@@ -215,7 +217,8 @@ class Einsum(Function):
         sizes = {}
         for s, x in zip(ctx.subscripts, operands):
             for c, n in zip(s, x.shape):
-                sizes[c] = max(sizes.get(c, 1), n)      # a size-1 axis broadcasts
+                if sizes.get(c, 1) == 1:                 # a size-1 axis broadcasts (even to 0)
+                    sizes[c] = n
         return tuple(_einsum_grad(grad, i, ctx.subscripts, ctx.out_subscripts, operands, sizes)
                      for i in range(len(operands)))
 
@@ -227,7 +230,7 @@ def _einsum_grad(grad, i, subscripts, out, operands, sizes):
     known = set(out).union(*others)
     letters = "".join(dict.fromkeys(s))                      # each index once, in order
     g = np.einsum(",".join([out] + others) + "->" + "".join(c for c in letters if c in known),
-                  grad, *(o for j, o in enumerate(operands) if j != i))
+                  grad, *(o for j, o in enumerate(operands) if j != i), optimize=True)
     g = np.broadcast_to(np.expand_dims(g, [k for k, c in enumerate(letters) if c not in known]),
                         tuple(sizes[c] for c in letters))
     if len(letters) < len(s):               # a repeated index: write g onto the diagonal
