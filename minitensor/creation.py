@@ -7,12 +7,13 @@ generator that `mt.manual_seed` seeds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .ops._axes import shape_arg
 from .random import generator
-from .tensor import _DEFAULT_FLOAT, Tensor
+from .tensor import _DEFAULT_FLOAT, Tensor, check_device
 from .typing import ArrayLike, DType, Scalar, Shape
 
 
@@ -21,8 +22,9 @@ def _float(dtype):
 
 
 def tensor(data: Tensor | ArrayLike, dtype: DType | None = None, requires_grad: bool = False,
-           name: str | None = None) -> Tensor:
+           name: str | None = None, device: Any = None) -> Tensor:
     """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
+    check_device(device, "tensor")
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
 
 
@@ -44,18 +46,21 @@ def from_numpy(array: np.ndarray, requires_grad: bool = False, name: str | None 
 
 
 def zeros(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-          name: str | None = None) -> Tensor:
+          name: str | None = None, device: Any = None) -> Tensor:
+    check_device(device, "zeros")
     return Tensor(np.zeros(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
 def ones(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-         name: str | None = None) -> Tensor:
+         name: str | None = None, device: Any = None) -> Tensor:
+    check_device(device, "ones")
     return Tensor(np.ones(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
 def full(shape: int | Sequence[int], value: Scalar, dtype: DType | None = None,
-         requires_grad: bool = False, name: str | None = None) -> Tensor:
+         requires_grad: bool = False, name: str | None = None, device: Any = None) -> Tensor:
     """A tensor of `shape` filled with `value` (a float value gives float32 by default)."""
+    check_device(device, "full")
     if dtype is None:
         dtype = _DEFAULT_FLOAT if isinstance(value, float) else np.asarray(value).dtype
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -63,30 +68,40 @@ def full(shape: int | Sequence[int], value: Scalar, dtype: DType | None = None,
 
 
 def randn(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-          name: str | None = None) -> Tensor:
+          name: str | None = None, device: Any = None) -> Tensor:
     """Standard normal samples."""
+    check_device(device, "randn")
     data = generator().standard_normal(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
 def rand(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-         name: str | None = None) -> Tensor:
+         name: str | None = None, device: Any = None) -> Tensor:
     """Uniform samples in [0, 1)."""
+    check_device(device, "rand")
     data = generator().random(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def randint(low: int, high: int, shape: int | Sequence[int], dtype: DType = np.int64,
-            name: str | None = None) -> Tensor:
-    """Integers uniform in [low, high)."""
+def randint(low: int, high: int | Sequence[int], shape: int | Sequence[int] | None = None,
+            dtype: DType = np.int64, name: str | None = None, device: Any = None) -> Tensor:
+    """Integers uniform in [low, high): randint(low, high, shape), or torch's
+    randint(high, shape) with low 0."""
+    check_device(device, "randint")
+    if shape is None:
+        if isinstance(high, int):
+            raise TypeError(f"randint({low}, {high}): give a shape, randint(high, shape) or "
+                            f"randint(low, high, shape)")
+        low, high, shape = 0, low, high
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return Tensor(generator().integers(low, high, size=shape), dtype=dtype, name=name)
 
 
 def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | None = None,
-           requires_grad: bool = False, name: str | None = None) -> Tensor:
+           requires_grad: bool = False, name: str | None = None, device: Any = None) -> Tensor:
     """start, start + step, ... up to (not including) stop; integers stay int64, floats are
     float32 unless dtype= says otherwise."""
+    check_device(device, "arange")
     if stop is None:
         start, stop = 0, start
     data = np.arange(start, stop, step)
@@ -96,19 +111,23 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: D
 
 
 def eye(n: int, m: int | None = None, dtype: DType | None = None, requires_grad: bool = False,
-        name: str | None = None) -> Tensor:
+        name: str | None = None, device: Any = None) -> Tensor:
+    check_device(device, "eye")
     return Tensor(np.eye(n, m), requires_grad, dtype=_float(dtype), name=name)
 
 
 def empty(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-          name: str | None = None) -> Tensor:
+          name: str | None = None, device: Any = None) -> Tensor:
     """A tensor of `shape` to be overwritten next (filled with zeros here, so never garbage)."""
+    check_device(device, "empty")
     return zeros(*shape, dtype=dtype, requires_grad=requires_grad, name=name)
 
 
 def linspace(start: Scalar, end: Scalar, steps: int, dtype: DType | None = None,
-             requires_grad: bool = False, name: str | None = None) -> Tensor:
+             requires_grad: bool = False, name: str | None = None,
+             device: Any = None) -> Tensor:
     """`steps` evenly spaced values from start to end, both included (1-D, float32 default)."""
+    check_device(device, "linspace")
     return Tensor(np.linspace(start, end, steps), requires_grad, dtype=_float(dtype), name=name)
 
 
@@ -123,28 +142,33 @@ def FloatTensor(data: Tensor | ArrayLike) -> Tensor:
 
 
 def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-               name: str | None = None) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
+               name: str | None = None, device: Any = None) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
+                 name=name, device=device)
 
 
 def ones_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-              name: str | None = None) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
+              name: str | None = None, device: Any = None) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
+                name=name, device=device)
 
 
 def full_like(t: Tensor, value: Scalar, dtype: DType | None = None, requires_grad: bool = False,
-              name: str | None = None) -> Tensor:
-    return full(t.shape, value, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
+              name: str | None = None, device: Any = None) -> Tensor:
+    return full(t.shape, value, dtype=dtype or t.dtype, requires_grad=requires_grad,
+                name=name, device=device)
 
 
 def randn_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-               name: str | None = None) -> Tensor:
-    return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
+               name: str | None = None, device: Any = None) -> Tensor:
+    return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
+                 name=name, device=device)
 
 
 def rand_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-              name: str | None = None) -> Tensor:
-    return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name)
+              name: str | None = None, device: Any = None) -> Tensor:
+    return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
+                name=name, device=device)
 
 
 def empty_like_shape(shape: Shape, dtype: DType | None = None) -> np.ndarray:

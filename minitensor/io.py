@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .tensor import Tensor
+from .tensor import Tensor, check_device
 
 FORMAT = "minitensor-checkpoint"
 VERSION = 1
@@ -204,10 +204,18 @@ _READ_ERRORS = (zipfile.BadZipFile, zlib.error, struct.error, tokenize.TokenErro
                 MemoryError, SyntaxError)
 
 
-def load(path: str | os.PathLike[str]) -> Any:
+def load(path: str | os.PathLike[str], map_location: Any = None, *,
+         weights_only: bool | None = None) -> Any:
     """Read a checkpoint written by `save`. Never unpickles; raises CheckpointError (naming
     the file, the member and the problem) for a file that is truncated, tampered with, not a
-    checkpoint, or that holds arrays needing pickle. FileNotFoundError if there is no file."""
+    checkpoint, or that holds arrays needing pickle. FileNotFoundError if there is no file.
+
+    torch.load's `map_location` ('cpu', a device, or a mapping/function of devices) and
+    `weights_only` are accepted as torch code passes them: everything loads on the CPU, and
+    a checkpoint only ever holds data, so nothing in the file is run whatever `weights_only`
+    says. A device other than the CPU is an error."""
+    if not (map_location is None or isinstance(map_location, dict) or callable(map_location)):
+        check_device(map_location, "load")
     path = os.fspath(path)
     _check_signature(path)
     try:

@@ -194,6 +194,20 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
+    def __index__(self) -> int:
+        # a one-element integer (or bool) tensor is an index, as in torch: data[i:i + n] for
+        # i in a LongTensor of offsets, range(t), list[t]; a float tensor is not
+        if self._data.size != 1 or self._data.dtype.kind not in "biu":
+            raise TypeError(f"__index__: only integer tensors of a single element can be "
+                            f"converted to an index (shape {self.shape}, dtype {self.dtype})")
+        return int(self._data.item())
+
+    def __format__(self, spec: str) -> str:
+        # a 0-d tensor formats as its number (f"{loss:.4f}"), as in torch; others as their repr
+        if self._data.ndim == 0:
+            return format(self._data.item(), spec)
+        return object.__format__(self, spec)
+
     def detach(self) -> Tensor:
         """A new leaf sharing this tensor's data (and version counter), outside the graph."""
         t = Tensor._make(self._data)
@@ -232,9 +246,11 @@ class Tensor:
         return F.cast(self, dtype)
 
     def to(self, *args: DType | str | Device | Tensor, dtype: DType | None = None,
-           device: str | Device | None = None, copy: builtins.bool = False) -> Tensor:
+           device: str | Device | None = None, copy: builtins.bool = False,
+           non_blocking: builtins.bool = False) -> Tensor:
         """torch's to: to(dtype), to('cpu'), to('cpu', dtype), to(other_tensor) (its dtype),
-        to(device=, dtype=). minitensor runs on the CPU only; other devices are an error."""
+        to(device=, dtype=). minitensor runs on the CPU only; other devices are an error
+        (non_blocking, an asynchronous copy to a GPU in torch, changes nothing here)."""
         for a in args:
             if isinstance(a, (str, Device)):
                 device = a
@@ -242,8 +258,7 @@ class Tensor:
                 dtype = a.dtype
             else:
                 dtype = a
-        if device is not None and str(device).split(":")[0] != "cpu":
-            raise RuntimeError(f"to: minitensor runs on the CPU only, got device {device!r}")
+        check_device(device, "to")
         out = self if dtype is None else self.astype(dtype)
         return out.clone() if copy and out is self else out
 
@@ -530,6 +545,17 @@ class Tensor:
     def __array__(self, dtype: DType | None = None,
                   copy: builtins.bool | None = None) -> np.ndarray:
         return self._data if dtype is None else self._data.astype(dtype)
+
+
+def check_device(device: Any, where: str) -> None:
+    """Accept torch's CPU device spellings ('cpu', 'cpu:0', a device object whose .type is
+    'cpu', None); refuse any other device with a clear error (minitensor runs on the CPU)."""
+    if device is None:
+        return
+    kind = getattr(device, "type", device)
+    if not (isinstance(kind, str) and kind.split(":")[0] == "cpu"):
+        raise RuntimeError(f"{where}: device {device!r} is not available; minitensor runs on "
+                           f"the CPU only (use 'cpu')")
 
 
 class Device:

@@ -103,7 +103,7 @@ def _model_name_map(model):
 
 
 def _copy_into_ours(model, torch_state, pairs):
-    state = model.state_dict()
+    state, loaded = model.state_dict(), {}
     for ours, theirs, rows in pairs:
         if theirs not in torch_state:
             raise KeyError(f"from_torch: torch weights have no {theirs!r} (needed for {ours!r})")
@@ -112,8 +112,10 @@ def _copy_into_ours(model, torch_state, pairs):
         if arr.shape != state[ours].shape:
             raise ValueError(f"from_torch: {theirs} gives shape {arr.shape} but {ours} is "
                              f"{state[ours].shape}")
-        state[ours] = arr.astype(state[ours].dtype)
-    model.load_state_dict(state)
+        loaded[ours] = arr.astype(state[ours].dtype)
+    # only the mapped names: a tied weight's other name (generator.weight) still holds the old
+    # value in `state`, and the rest keep theirs anyway
+    model.load_state_dict(loaded, strict=False)
 
 
 def _copy_into_torch(module, our_state, pairs):

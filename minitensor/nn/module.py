@@ -17,7 +17,7 @@ import numpy as np
 
 from ..scope import module_scope
 from ..creation import from_numpy
-from ..tensor import Tensor
+from ..tensor import Tensor, check_device
 from ..typing import ArrayLike, DType
 
 
@@ -400,7 +400,9 @@ class Module:
         """{dotted name: numpy array copy} of every parameter and persistent buffer.
 
         Module by module in registration order, each module's parameters before its buffers (as
-        PyTorch); a tied parameter appears once, under its first name. Copies, so later training
+        PyTorch); a tied parameter appears under each of its names, as in torch (nanoGPT's
+        `transformer.wte.weight` and `lm_head.weight`), so a state dict moves between the two
+        libraries with the same keys. Copies, so later training
         does not change a state dict you are about to save. (torch gives detached tensors that
         share memory; here the values are numpy arrays.) keep_vars=True gives the Parameters and
         buffers themselves; prefix is put before every name; destination: a dict to fill.
@@ -411,15 +413,13 @@ class Module:
         return state
 
     def _named_state(self):
-        seen = set()
-        for mname, m in self.named_modules():
+        # every path to every tensor, as torch's state_dict: a tied or shared one more than once
+        for mname, m in self.named_modules(remove_duplicate=False):
             items = list(m._parameters.items()) + [
                 (k, b) for k, b in m._buffers.items() if k not in m._non_persistent]
             for name, t in items:
-                if t is None or id(t) in seen:
-                    continue
-                seen.add(id(t))
-                yield (f"{mname}.{name}" if mname else name), t
+                if t is not None:
+                    yield (f"{mname}.{name}" if mname else name), t
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
                         assign: bool = False) -> IncompatibleKeys:
@@ -448,7 +448,7 @@ class Module:
                 mismatched.append(f"{k}: value is {type(v).__name__}, not a numeric array")
                 continue
             arrays[k] = v
-        missing = [k for k in own if k not in state]
+        missing = _missing_keys(own, state, arrays, mismatched)
         unexpected = [k for k in state if k not in own]
         for k, t in own.items():
             if k not in arrays:
@@ -500,6 +500,24 @@ class Module:
                       | set(self._buffers))
 
 
+def _missing_keys(own, state, arrays, mismatched):
+    """The model's names not in `state`. A tensor with several names (a tied weight) counts
+    as given when any one of them is (a checkpoint that lists it once still loads); its names
+    holding different values are a mismatch (which value is meant cannot be told)."""
+    names_of = {}
+    for k, t in own.items():
+        names_of.setdefault(id(t), []).append(k)
+    missing = []
+    for names in names_of.values():
+        given = [k for k in names if k in arrays]
+        if not any(k in state for k in names):
+            missing.extend(names)
+        elif any(not np.array_equal(arrays[k], arrays[given[0]]) for k in given[1:]):
+            mismatched.append(f"{' and '.join(given)} name one tied tensor but hold different "
+                              f"values")
+    return sorted(missing, key=list(own).index)
+
+
 def _as_numpy(value):
     """A state-dict value as a numpy array: minitensor tensors and numpy arrays directly, torch
     tensors (duck-typed: .detach().cpu().numpy(), so torch need not be imported) by copy,
@@ -511,17 +529,6 @@ def _as_numpy(value):
     if all(hasattr(value, a) for a in ("detach", "cpu", "numpy")):
         return value.detach().cpu().numpy()
     return value
-
-
-def check_device(device: Any, where: str) -> None:
-    """Accept torch's CPU device spellings ('cpu', 'cpu:0', a device object whose .type is
-    'cpu', None); refuse any other device with a clear error (minitensor runs on the CPU)."""
-    if device is None:
-        return
-    kind = getattr(device, "type", device)
-    if not (isinstance(kind, str) and kind.split(":")[0] == "cpu"):
-        raise RuntimeError(f"{where}: device {device!r} is not available; minitensor runs on "
-                           f"the CPU only (use 'cpu')")
 
 
 def _to_dtype(where, args, kwargs):
