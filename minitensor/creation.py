@@ -83,18 +83,21 @@ def rand(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad:
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def randint(low: int, high: int | Sequence[int], shape: int | Sequence[int] | None = None,
-            dtype: DType = np.int64, name: str | None = None, device: Any = None) -> Tensor:
-    """Integers uniform in [low, high): randint(low, high, shape), or torch's
-    randint(high, shape) with low 0."""
+def randint(low: int, high: int | Sequence[int] | None = None,
+            size: int | Sequence[int] | None = None, dtype: DType = np.int64,
+            name: str | None = None, device: Any = None) -> Tensor:
+    """Integers uniform in [low, high): randint(low, high, size), or torch's
+    randint(high, size) and randint(high, size=size) with low 0."""
     check_device(device, "randint")
-    if shape is None:
-        if isinstance(high, int):
-            raise TypeError(f"randint({low}, {high}): give a shape, randint(high, shape) or "
-                            f"randint(low, high, shape)")
-        low, high, shape = 0, low, high
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return Tensor(generator().integers(low, high, size=shape), dtype=dtype, name=name)
+    if size is None:
+        if high is None or isinstance(high, int):
+            raise TypeError(f"randint({low}, {high}): give a size, randint(high, size) or "
+                            f"randint(low, high, size)")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    size = (size,) if isinstance(size, int) else tuple(size)
+    return Tensor(generator().integers(low, high, size=size), dtype=dtype, name=name)
 
 
 def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | None = None,

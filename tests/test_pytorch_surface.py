@@ -862,3 +862,163 @@ def test_inplace_index_errors_name_the_op_and_shape():
     with pytest.raises(IndexError, match=r"scatter_.*\(2, 3\)"):
         x.scatter_(1, mt.tensor([[5], [0]]), 1.0)
     assert x.data.sum() == 0 and x._version == 0            # a failed call changes nothing
+
+
+# ----------------------------------------------------------------------------- nanoGPT's idioms
+# What tests/gpt_style_model.py (a nanoGPT-style GPT and its train/sample loop) needed.
+
+def test_a_one_element_integer_tensor_is_an_index_as_in_torch():
+    data = np.arange(20)
+    for ours, theirs in [pair(np.array(3)), pair(np.array([3])), pair(np.array(True))]:
+        assert ours.__index__() == theirs.__index__()
+    ix, tix = pair(np.array([2, 7]))
+    slices = [data[i:i + 3] for i in ix]                 # nanoGPT's get_batch
+    np.testing.assert_array_equal(slices, [data[i:i + 3] for i in tix])
+    t, tt = pair(np.array(4))
+    assert list(range(t)) == list(range(tt)) and "abcdef"[t] == "abcdef"[tt] == "e"
+    for bad in (np.array(3.0), np.array([1, 2])):
+        ours, theirs = pair(bad, requires_grad=False)
+        with pytest.raises(TypeError, match="only integer tensors of a single element"):
+            theirs.__index__()
+        with pytest.raises(TypeError, match=r"__index__: only integer tensors of a single "
+                                            r"element.*shape \(.*dtype"):
+            ours.__index__()
+
+
+def test_a_0d_tensor_formats_as_its_number_as_in_torch():
+    loss, tloss = pair(np.array(2.718281828, dtype=np.float32))
+    for spec in (".4f", "8.2e", "", ">10"):
+        assert format(loss, spec) == format(tloss, spec), spec
+    assert f"loss {loss:.4f}" == "loss 2.7183"
+    ids, tids = pair(np.array(7))
+    assert f"{ids:03d}" == f"{tids:03d}" == "007"
+    vec, tvec = pair(np.array([1.5, 2.0]))
+    assert f"{vec}" == repr(vec)                          # no spec: the repr, as torch
+    with pytest.raises(TypeError):
+        format(tvec, ".2f")
+    with pytest.raises(TypeError):
+        format(vec, ".2f")
+
+
+def test_creators_take_device_as_torch():
+    cpu, tcpu = mt.device("cpu"), torch.device("cpu")
+    for device in ("cpu", "cpu:0", cpu, tcpu):
+        check(mt.arange(0, 5, dtype=mt.long, device=device),
+              torch.arange(0, 5, dtype=torch.long, device="cpu"))
+        check(mt.tensor([1, 2, 3], dtype=mt.long, device=device),
+              torch.tensor([1, 2, 3], dtype=torch.long))
+        check(mt.zeros(2, 3, device=device), torch.zeros(2, 3))
+        check(mt.ones(2, device=device), torch.ones(2))
+        check(mt.full((2, 2), 1.5, device=device), torch.full((2, 2), 1.5))
+        check(mt.eye(3, device=device), torch.eye(3))
+        check(mt.linspace(0, 1, 5, device=device), torch.linspace(0, 1, 5))
+        check(mt.empty(2, 2, device=device).zero_(), torch.empty(2, 2).zero_())
+        x = mt.ones(2, 3)
+        check(mt.zeros_like(x, device=device), torch.zeros_like(torch.ones(2, 3)))
+        check(mt.full_like(x, 2.0, device=device), torch.full_like(torch.ones(2, 3), 2.0))
+        assert mt.randn(2, device=device).shape == mt.rand(2, device=device).shape == (2,)
+        assert mt.randn_like(x, device=device).shape == mt.rand_like(x, device=device).shape
+        assert mt.ones_like(x, device=device).sum().item() == 6
+    for make in (lambda: mt.arange(3, device="cuda"), lambda: mt.zeros(2, device="cuda:0"),
+                 lambda: mt.tensor([1], device="mps")):
+        with pytest.raises(RuntimeError, match=r"\w+: device '(cuda|cuda:0|mps)' is not "
+                                               r"available; minitensor runs on the CPU only"):
+            make()
+
+
+def test_randint_takes_torch_high_size_form():
+    mt.manual_seed(0)
+    ix, tix = mt.randint(10, (1000,)), torch.randint(10, (1000,))   # low 0, as torch
+    assert ix.shape == tuple(tix.shape) and ix.dtype == tix.numpy().dtype == np.int64
+    assert set(ix.tolist()) == set(tix.tolist()) == set(range(10))
+    lo = mt.randint(3, 5, (200,), device="cpu")
+    assert lo.shape == (200,) and set(lo.tolist()) == {3, 4}
+    assert mt.randint(5, size=(2,)).shape == tuple(torch.randint(5, size=(2,)).shape) == (2,)
+    with pytest.raises(TypeError, match=r"randint\(5, 6\): give a size"):
+        mt.randint(5, 6)
+
+
+def test_tensor_to_takes_non_blocking():
+    x, tx = pair(rand(2, 2))
+    check(x.to("cpu", non_blocking=True), tx.to("cpu", non_blocking=True))
+    check(x.to(mt.float32, non_blocking=True), tx.to(torch.float32, non_blocking=True), atol=1e-6)
+    with pytest.raises(RuntimeError, match="to: device 'cuda' is not available"):
+        x.to("cuda", non_blocking=True)
+
+
+def test_load_takes_map_location_and_weights_only(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    ckpt = {"model": {"w": np.arange(3.0)}, "iter_num": 4, "best_val_loss": mt.tensor(1.25)}
+    mt.save(ckpt, path)
+    for kw in ({"map_location": "cpu"}, {"map_location": mt.device("cpu")},
+               {"map_location": torch.device("cpu")}, {"map_location": {"cuda:0": "cpu"}},
+               {"map_location": lambda storage, loc: storage}, {"weights_only": True},
+               {"weights_only": False}, {}):
+        back = mt.load(path, **kw)
+        assert back["iter_num"] == 4 and f"{back['best_val_loss']:.2f}" == "1.25", kw
+        np.testing.assert_array_equal(back["model"]["w"], [0.0, 1.0, 2.0])
+    with pytest.raises(RuntimeError, match="load: device 'cuda' is not available"):
+        mt.load(path, map_location="cuda")
+
+
+class _TiedLM:
+    """An embedding tied to the output layer (nanoGPT's wte = lm_head), in either library."""
+
+    @staticmethod
+    def build(lib):
+        class Tied(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.wte = lib.nn.Embedding(5, 3)
+                self.shared = lib.nn.Linear(3, 3)
+                self.again = self.shared               # one submodule under two names
+                self.lm_head = lib.nn.Linear(3, 5, bias=False)
+                self.wte.weight = self.lm_head.weight
+        return Tied()
+
+
+def test_state_dict_names_a_tied_weight_under_each_name_as_torch():
+    torch.manual_seed(0)
+    theirs, ours = _TiedLM.build(torch), _TiedLM.build(mt)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == [
+        "wte.weight", "shared.weight", "shared.bias", "again.weight", "again.bias",
+        "lm_head.weight"]
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    ours.load_state_dict(theirs.state_dict())             # every name, as torch writes them
+    assert ours.wte.weight is ours.lm_head.weight
+    np.testing.assert_array_equal(ours.lm_head.weight.data, theirs.lm_head.weight.detach())
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in ours.state_dict().items()})
+
+
+def test_load_state_dict_of_a_tied_weight_given_once_or_two_ways():
+    ours = _TiedLM.build(mt)
+    sd = ours.state_dict()
+    once = {k: v for k, v in sd.items() if k not in ("lm_head.weight", "again.weight",
+                                                     "again.bias")}
+    once["wte.weight"] = np.full((5, 3), 0.5, np.float32)
+    assert ours.load_state_dict(once) == ([], [])         # an older checkpoint: each once
+    assert np.all(ours.lm_head.weight.data == 0.5)
+    sd["lm_head.weight"] = sd["lm_head.weight"] + 1       # which of the two is meant?
+    with pytest.raises(mt.nn.module.StateDictError,
+                       match="wte.weight and lm_head.weight name one tied tensor but hold "
+                             "different values"):
+        ours.load_state_dict(sd)
+    assert np.all(ours.lm_head.weight.data == 0.5)        # nothing changed
+    del once["shared.bias"]
+    with pytest.raises(mt.nn.module.StateDictError, match=r"missing keys \(2\): shared.bias, "
+                                                          r"again.bias"):
+        ours.load_state_dict(once)
+
+
+def test_interop_from_torch_loads_a_tied_generator():
+    from transformer import interop
+    from transformer.config import TransformerConfig
+    from transformer.models import Transformer
+    cfg = TransformerConfig.tiny(11, 13, tie_embeddings=True)
+    twin = interop.to_torch(Transformer(cfg))
+    with torch.no_grad():
+        for p in twin.parameters():
+            p.add_(0.25)
+    model = interop.from_torch(Transformer(cfg), twin)
+    assert model.generator.weight is model.tgt_embed.token.weight
+    np.testing.assert_array_equal(model.generator.weight.data, twin.generator.weight.detach())
