@@ -1128,7 +1128,10 @@ def _same(a, b):
     return np.array_equal(a.data, b.data, equal_nan=True)
 
 
-def fuzz_check(prog, backends=("numba", "numpy")):
+BACKENDS = ("numba", "numpy")
+
+
+def fuzz_check(prog, backends=BACKENDS):
     """All mismatches of `prog` on each backend: values, gradients, and the in-place edit."""
     torch_error = torch_backward_raises(prog) if prog.edit else None
     out = []

@@ -53,11 +53,16 @@ def programs(draw, dtype):
     return fp.draw_program(draw, dtype)
 
 
-def _log(prog, mismatches):
+def _log(prog, dtype, mismatches):
+    """One line per program (MINITENSOR_FUZZ_LOG): its dtype, the backends it ran on, whether
+    it had an in-place edit, a hash of its source (to count distinct programs) and its
+    mismatches, each with the KNOWN_BUGS entry that explains it."""
     path = os.environ.get("MINITENSOR_FUZZ_LOG")
     if path:
         with open(path, "a") as f:
-            f.write(json.dumps({"edit": bool(prog.edit), "steps": len(prog.steps),
+            f.write(json.dumps({"dtype": np.dtype(dtype).name, "backends": list(fp.BACKENDS),
+                                "edit": bool(prog.edit), "steps": len(prog.steps),
+                                "hash": hash(prog.source()),
                                 "mismatches": [[str(m), known_bug(m)] for m in mismatches]})
                     + "\n")
 
@@ -70,7 +75,7 @@ def _log(prog, mismatches):
 def test_random_programs_agree_with_torch(dtype, data):
     prog = data.draw(programs(dtype))
     mismatches = fp.fuzz_check(prog)
-    _log(prog, mismatches)
+    _log(prog, dtype, mismatches)
     unknown = [m for m in mismatches if known_bug(m) is None]
     assert not unknown, ("minitensor and torch disagree:\n" + "\n".join(map(str, unknown))
                          + "\n\nprogram:\n" + prog.source())
