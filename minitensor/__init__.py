@@ -40,11 +40,31 @@ clamp = clip
 
 # PyTorch's dtype names (numpy dtypes here): torch.long is int64, torch.float is float32, …
 uint8 = np.dtype(np.uint8)
+float16 = half = np.dtype(np.float16)
 long, int, float, double, bool = int64, int32, float32, float64, bool_  # noqa: A001
+
+
+class _NoSuchDtype:
+    """A torch dtype numpy lacks: the name exists, so a table of dtypes can be written (as
+    nanoGPT's {'float32': torch.float32, 'bfloat16': torch.bfloat16, …}); using it as a
+    dtype is an error whose message says why."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"minitensor.{self.name} (not available: numpy has no {self.name}; use float32)"
+
+
+bfloat16 = _NoSuchDtype("bfloat16")
+
+from . import amp, backends  # noqa: E402
 
 
 class cuda:
     """torch.cuda stand-in: minitensor runs on the CPU, so no GPU is ever available."""
+
+    amp = amp                   # torch.cuda.amp.GradScaler: the older spelling of amp's
 
     @staticmethod
     def is_available():
@@ -74,5 +94,5 @@ __all__ = [
     "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where", "argsort", "cumsum",
     "einsum", "multinomial", "scatter", "sort", "topk", "viz", "autograd", "config",
     "GradcheckError", "ShapeError", "current_scope", "get_rng_state", "set_rng_state",
-    "is_grad_enabled",
+    "is_grad_enabled", "amp", "backends", "float16", "half", "bfloat16",
 ]

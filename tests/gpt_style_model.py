@@ -11,8 +11,9 @@ F.scaled_dot_product_attention(is_causal=True) or a torch.tril buffer with
 masked_fill(bias[:, :, :T, :T] == 0, float('-inf')), nn.GELU, weight tying, self.apply(init)
 with nn.init.normal_/zeros_, AdamW with decay and no-decay groups, a cosine learning rate
 written into param_group['lr'], gradient accumulation, clip_grad_norm_,
-zero_grad(set_to_none=True), @torch.no_grad() on generate and estimate_loss, top-k sampling
-with torch.topk, torch.multinomial and torch.cat, and a torch.save/torch.load checkpoint.
+zero_grad(set_to_none=True), a GradScaler, torch.backends' TF32 switches, @torch.no_grad() on
+generate and estimate_loss, top-k sampling with torch.topk, torch.multinomial and torch.cat,
+and a torch.save/torch.load checkpoint.
 """
 import inspect
 import math
@@ -246,8 +247,15 @@ lr_decay_iters = 5
 min_lr = 1e-3
 eval_iters = 2
 device = 'cpu'
+dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'
+torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
+torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
 device_type = 'cuda' if 'cuda' in device else 'cpu'
-ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type)
+ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+ctx = nullcontext() if device_type == 'cpu' else \
+    torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+# loss scaling for float16 gradients (a no-op if enabled=False)
+scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 
 
 def get_batch(data, ix):
@@ -317,11 +325,13 @@ def train(model, optimizer, data, offsets):
             with ctx:
                 logits, loss = model(X, Y)
                 loss = loss / gradient_accumulation_steps  # the mean over the micro-batches
-            loss.backward()
+            scaler.scale(loss).backward()
             lossf += loss.item()
         if grad_clip != 0.0:
+            scaler.unscale_(optimizer)  # the gradients' true norm is what is clipped
             torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
+        scaler.step(optimizer)  # skipped if a gradient overflowed
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}")
         losses.append(lossf)

@@ -1,7 +1,7 @@
 """tests/gpt_style_model.py — a nanoGPT-style GPT with its training, evaluation, sampling and
 checkpoint code — run under torch and under minitensor with only its imports switched (no
-edits at all): same weights give the same logits, loss, gradients, AdamW steps with clipping and
-the cosine rate, greedy generations and checkpoints."""
+edits at all): same weights give the same logits, loss, gradients, AdamW steps with loss
+scaling, clipping and the cosine rate, greedy generations and checkpoints."""
 import numpy as np
 import pytest
 
@@ -134,6 +134,8 @@ def test_training_steps_match_torch(cfg):
                                    err_msg=name)
     for p in ours.parameters():
         assert p.grad is None                                  # zero_grad(set_to_none=True)
+    assert m_src.scaler.is_enabled() and t_src.scaler.is_enabled()    # 'cpu': it scales
+    assert m_src.scaler.get_scale() == t_src.scaler.get_scale() == 2.0 ** 16
 
 
 def test_estimate_loss_and_its_report_match_torch():

@@ -1022,3 +1022,84 @@ def test_interop_from_torch_loads_a_tied_generator():
     model = interop.from_torch(Transformer(cfg), twin)
     assert model.generator.weight is model.tgt_embed.token.weight
     np.testing.assert_array_equal(model.generator.weight.data, twin.generator.weight.detach())
+
+
+def _scaler_run(lib, scaler, steps):
+    """A few SGD steps of one Linear under `scaler`; `steps` lists which ones overflow."""
+    lib.manual_seed(0)
+    model = lib.nn.Linear(3, 2)
+    if lib is mt:
+        model.load_state_dict(_scaler_run.start)
+    else:
+        _scaler_run.start = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = lib.optim.SGD(model.parameters(), lr=0.1)
+    x = lib.tensor(rand(4, 3, seed=2).astype(np.float32))
+    scales = []
+    for overflow in steps:
+        loss = (model(x) ** 2).mean()
+        scaler.scale(loss).backward()
+        if overflow:
+            model.bias.grad[0] = float("inf")
+        scaler.unscale_(opt)
+        lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        scales.append(scaler.get_scale())
+    return model, scales
+
+
+def test_grad_scaler_on_the_cpu_scales_skips_and_grows_as_torch():
+    steps = [False, True, False, False, False]
+    kw = dict(init_scale=2.0 ** 10, growth_interval=2)
+    theirs, t_scales = _scaler_run(torch, torch.amp.GradScaler("cpu", **kw), steps)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                        # clipping an inf: no warning
+        ours, scales = _scaler_run(mt, mt.amp.GradScaler("cpu", **kw), steps)
+    assert scales == t_scales == [1024.0, 512.0, 512.0, 1024.0, 1024.0]   # halve, then grow
+    for name, p in theirs.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[name], p.numpy(), rtol=1e-6, err_msg=name)
+    scaler, t_scaler = mt.amp.GradScaler("cpu", **kw), torch.amp.GradScaler("cpu", **kw)
+    assert scaler.state_dict() == t_scaler.state_dict()
+    opt = mt.optim.SGD([nn.Parameter(np.ones(2, np.float32))], lr=0.1)
+    scaler.step(opt)                                          # unscales first, once
+    with pytest.raises(RuntimeError, match=r"unscale_\(\) has already been called"):
+        scaler.unscale_(opt)
+    scaler.update()
+    with pytest.raises(AssertionError, match="no inf checks were recorded"):
+        scaler.update()
+
+
+def test_grad_scaler_for_cuda_is_disabled_with_torch_warning():
+    for make in (lambda lib: lib.amp.GradScaler("cuda"), lambda lib: lib.cuda.amp.GradScaler()):
+        with pytest.warns(UserWarning, match="CUDA is not available.  Disabling"):
+            scaler = make(mt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t_scaler = make(torch)
+        assert scaler.is_enabled() is t_scaler.is_enabled() is False
+        assert scaler.get_scale() == t_scaler.get_scale() == 1.0
+        assert scaler.state_dict() == t_scaler.state_dict() == {}
+        loss = mt.tensor(2.0)
+        assert scaler.scale(loss) is loss
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                        # enabled=False: no warning
+        assert not mt.amp.GradScaler("cuda", enabled=False).is_enabled()
+    with pytest.raises(RuntimeError, match="GradScaler: device 'mps' is not available"):
+        mt.amp.GradScaler("mps")
+
+
+def test_backends_switches_and_dtype_names_gpu_code_sets():
+    for lib in (mt, torch):
+        lib.backends.cuda.matmul.allow_tf32 = True
+        lib.backends.cudnn.allow_tf32 = True
+        assert lib.backends.cuda.matmul.allow_tf32 and lib.backends.cudnn.allow_tf32
+        assert lib.backends.mps.is_available() is False or lib is torch
+    mt.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    assert mt.float16 == mt.half == torch.zeros(1, dtype=torch.float16).numpy().dtype
+    check(mt.ones(2, dtype=mt.float16), torch.ones(2, dtype=torch.float16))
+    table = {"float32": mt.float32, "bfloat16": mt.bfloat16, "float16": mt.float16}
+    assert table["float16"] == np.float16                     # nanoGPT's ptdtype table builds
+    with pytest.raises(TypeError, match="bfloat16 .not available: numpy has no bfloat16"):
+        mt.zeros(2, dtype=mt.bfloat16)

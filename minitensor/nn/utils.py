@@ -50,7 +50,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if coef < 1.0:
         for p in params:
             g = p.grad
-            np.multiply(g.data, g.dtype.type(coef), out=g.data)
+            # an infinite norm gives coef 0 and inf · 0 = NaN, as in torch (a GradScaler then
+            # skips the step): expected, so numpy's warning is silenced
+            with np.errstate(invalid="ignore"):
+                np.multiply(g.data, g.dtype.type(coef), out=g.data)
             g.bump_version()
     return np.float64(total)
 
