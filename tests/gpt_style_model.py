@@ -364,6 +364,7 @@ def resume(out_dir):
         if k.startswith(unwanted_prefix):
             state_dict[k[len(unwanted_prefix):]] = state_dict.pop(k)
     model.load_state_dict(state_dict)
+    model.to(device)
     optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2),
                                            device_type)
     optimizer.load_state_dict(checkpoint['optimizer'])
