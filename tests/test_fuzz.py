@@ -162,6 +162,15 @@ def test_clip_cat_stack_where_of_integers_promote_as_torch():
     assert F.cat([mt.tensor([True]), ints]).dtype == mt.int64
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 0), (2, 0, 1, 3, 4)])
+def test_softmax_of_an_empty_5d_tensor(shape):
+    x = mt.tensor(np.zeros(shape, np.float32), requires_grad=True)
+    with mt.kernels.use_backend("numba"):
+        y = F.softmax(x, mask=np.zeros(shape[-1], bool))
+        y.sum().backward()
+    assert y.shape == shape and x.grad.shape == shape
+
+
 def test_softmax_backward_over_a_size_0_axis():
     x = mt.tensor(np.zeros((3, 0), np.float32), requires_grad=True)
     with mt.kernels.use_backend("numba"):

@@ -161,9 +161,10 @@ def _as_4d(x, mask):
         if mask.dtype != np.bool_:
             mask = mask.astype(x.dtype, copy=False)
         mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)
-    if x.ndim > 4:
-        mask = np.broadcast_to(mask, x.shape).reshape(-1, *x.shape[-3:])
-        x = x.reshape(-1, *x.shape[-3:])
+    if x.ndim > 4:              # the leading axes as one (its size, not −1: x may be empty)
+        lead = int(np.prod(x.shape[:-3]))
+        mask = np.broadcast_to(mask, x.shape).reshape(lead, *x.shape[-3:])
+        x = x.reshape(lead, *x.shape[-3:])
     x = x.reshape((1,) * (4 - x.ndim) + x.shape)
     mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
     mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:3] + (n,)))
