@@ -351,6 +351,16 @@ def save_checkpoint(model, optimizer, model_args, iter_num, best_val_loss, out_d
     torch.save(checkpoint, os.path.join(out_dir, 'ckpt.pt'))
 
 
+def checkpoint_if_better(model, optimizer, model_args, losses, best_val_loss, iter_num,
+                         out_dir, always_save_checkpoint=False):
+    """train.py's evaluation step: save when the validation loss (a 0-d tensor) improved."""
+    if losses['val'] < best_val_loss or always_save_checkpoint:
+        best_val_loss = losses['val']
+        if iter_num > 0:
+            save_checkpoint(model, optimizer, model_args, iter_num, best_val_loss, out_dir)
+    return best_val_loss
+
+
 def resume(out_dir):
     """The model and optimizer rebuilt from out_dir/ckpt.pt, and the checkpoint itself."""
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')

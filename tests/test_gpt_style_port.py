@@ -172,6 +172,7 @@ def test_sampling_runs_and_keeps_to_the_top_k():
     top5 = np.argsort(logits.data[:, -1], axis=-1)[:, -5:]
     assert all(out.data[b, -1] in top5[b] for b in range(2))
     assert out.requires_grad is False and out.grad_fn is None  # @torch.no_grad() on generate
+    assert ours.generate(idx, 3).shape == (2, 6)              # no top-k: the whole softmax
 
 
 def test_crop_block_size_matches_torch():
@@ -187,24 +188,55 @@ def test_crop_block_size_matches_torch():
     assert list(ours.state_dict()) == list(theirs.state_dict())
 
 
-def test_checkpoint_round_trip(tmp_path):
-    _, (m_src, ours) = models(flash=False)
+@pytest.mark.parametrize("backend", ["torch", "minitensor"])
+def test_checkpoint_round_trip(tmp_path, backend):
+    (t_src, theirs), (m_src, ours) = models(flash=False)
+    src, model = (t_src, theirs) if backend == "torch" else (m_src, ours)
     data = corpus()
-    optimizer = ours.configure_optimizers(0.1, 1e-2, (0.9, 0.95), "cpu")
-    m_src.train(ours, optimizer, data, offsets("minitensor", (6, 2)))
+    optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.95), "cpu")
+    src.train(model, optimizer, data, offsets(backend, (6, 2)))
     model_args = dict(vocab_size=VOCAB, flash=False)
-    best = m_src.estimate_loss(ours, {"train": data, "val": data},
-                               {s: offsets("minitensor", (1, 2))[0] for s in ("train", "val")})
-    m_src.save_checkpoint(ours, optimizer, model_args, 6, best["val"], str(tmp_path))
-    model, opt, ckpt = m_src.resume(str(tmp_path))             # torch.load(map_location=)
+    best = src.estimate_loss(model, {"train": data, "val": data},
+                             {s: offsets(backend, (1, 2))[0] for s in ("train", "val")})
+    assert src.checkpoint_if_better(model, optimizer, model_args, best, 1e9, 0,
+                                    str(tmp_path)) is best["val"]     # iter 0: not saved
+    worse = {"val": best["val"] + 1}
+    assert src.checkpoint_if_better(model, optimizer, model_args, worse, best["val"], 6,
+                                    str(tmp_path)) is best["val"]     # not better: not saved
+    assert not list(tmp_path.iterdir())
+    src.checkpoint_if_better(model, optimizer, model_args, best, 1e9, 6, str(tmp_path))
+    resumed, opt, ckpt = src.resume(str(tmp_path))             # torch.load(map_location=)
     assert ckpt["iter_num"] == 6 and ckpt["best_val_loss"].item() == best["val"].item()
-    assert model.transformer.wte.weight is model.lm_head.weight
-    for name, value in ours.state_dict().items():
-        np.testing.assert_array_equal(model.state_dict()[name], value, name)
+    assert resumed.transformer.wte.weight is resumed.lm_head.weight
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(shim.numpy(resumed.state_dict()[name]), shim.numpy(value),
+                                      name)
+    if backend == "minitensor":     # our checkpoint's weights load into torch's GPT, strictly
+        theirs.load_state_dict({k: torch.tensor(v) for k, v in ckpt["model"].items()})
     # the resumed run continues exactly as the original one would have
-    more = offsets("minitensor", (1, 2), seed=9)
-    m_src.max_iters = 1
+    more = offsets(backend, (1, 2), seed=9)
+    src.max_iters = 1
     try:
-        assert m_src.train(model, opt, data, more) == m_src.train(ours, optimizer, data, more)
+        assert src.train(resumed, opt, data, more) == src.train(model, optimizer, data, more)
     finally:
-        m_src.max_iters = 6
+        src.max_iters = 6
+
+
+@pytest.mark.parametrize("flash", [True, False])
+def test_dropout_is_off_in_eval_and_on_in_train(flash):
+    (t_src, theirs), (m_src, ours) = models(flash=flash, dropout=0.2)
+    idx = np.random.default_rng(3).integers(0, VOCAB, (2, 10))
+    theirs.eval()
+    ours.eval()
+    t_logits, _ = theirs(torch.tensor(idx))                 # no targets: the last position
+    logits, loss = ours(shim.tensor("minitensor", idx))
+    assert logits.shape == (2, 1, VOCAB) and loss is None
+    np.testing.assert_allclose(shim.numpy(logits), shim.numpy(t_logits), atol=1e-5)
+    ours.train()
+    X, Y = (shim.tensor("minitensor", a) for a in (idx, np.roll(idx, -1, axis=1)))
+    _, dropped = ours(X, Y)
+    ours.eval()
+    _, kept = ours(X, Y)
+    assert np.isfinite(dropped.item()) and dropped.item() != kept.item()
+    dropped.backward()
+    assert all(p.grad is not None for p in ours.parameters())
