@@ -52,7 +52,9 @@ def _adam_kernel(param, grad, m, v, v_max, beta1, one_minus_beta1, beta2, one_mi
         m[i] = m[i] * beta1 + grad[i] * one_minus_beta1
         v[i] = v[i] * beta2 + (grad[i] * grad[i]) * one_minus_beta2
         v_max[i] = np.maximum(v_max[i], v[i])        # NaN-propagating, like the twin
-        param[i] = param[i] - (m[i] / (np.sqrt(v_max[i]) / c2 + eps)) * step_size
+        # np.divide, not /: numba's / tests each divisor for zero (to raise Python's
+        # ZeroDivisionError), a branch that keeps the serial build from vectorising
+        param[i] = param[i] - np.divide(m[i], np.divide(np.sqrt(v_max[i]), c2) + eps) * step_size
 
 
 def adam_update_numba(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work):
