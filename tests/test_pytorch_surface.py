@@ -876,6 +876,10 @@ def test_a_one_element_integer_tensor_is_an_index_as_in_torch():
     np.testing.assert_array_equal(slices, [data[i:i + 3] for i in tix])
     t, tt = pair(np.array(4))
     assert list(range(t)) == list(range(tt)) and "abcdef"[t] == "abcdef"[tt] == "e"
+    for index in ([3], [[1, 2]], [True] * 20):              # numpy indexed by a tensor
+        ours, theirs = pair(np.array(index), requires_grad=False)
+        np.testing.assert_array_equal(data[ours], data[theirs])
+        assert data[ours].shape == data[theirs].shape
     for bad in (np.array(3.0), np.array([1, 2])):
         ours, theirs = pair(bad, requires_grad=False)
         with pytest.raises(TypeError, match="only integer tensors of a single element"):
