@@ -600,7 +600,41 @@ def _layer_norm_mt(x, *wb, normalized_shape, eps, weight=False, bias=False):
     return F.layer_norm(x, normalized_shape, w, bb, eps=eps)
 
 
+class _CrossEntropyRef(torch.autograd.Function):
+    """`_cross_entropy_torch` with its backward taken at a finite upstream gradient: where the
+    upstream is ±∞, torch's composed backward (nll, then log_softmax's g − p·Σg) computes
+    ∞ − ∞ = NaN at the target, while the gradient is (p − q)·g, ±∞ there; minitensor's fused
+    kernel gives that limit. The vector-Jacobian product is linear in g, row by row: it is
+    taken at sign(g) and multiplied by ∞ (ignored rows stay 0)."""
+
+    @staticmethod
+    def forward(ctx, x, targets, *params):
+        ctx.save_for_backward(x, targets)
+        ctx.params = params
+        return _cross_entropy_torch(x, targets, *params)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, targets = ctx.saved_tensors
+        ignore_index, _, reduction = ctx.params
+        inf = torch.isinf(grad)
+        with torch.enable_grad():
+            xx = x.detach().requires_grad_()
+            out = _cross_entropy_torch(xx, targets, *ctx.params)
+            (dx,) = torch.autograd.grad(out, xx, torch.where(inf, torch.sign(grad), grad))
+        if reduction == "none":
+            inf = inf.unsqueeze(1)              # per row, over the class axis
+        dx = dx * torch.where(inf, math.inf, 1.0).to(dx.dtype)
+        ignored = (targets == ignore_index).unsqueeze(1)
+        return (torch.where(ignored, torch.zeros((), dtype=dx.dtype), dx),) + (None,) * 4
+
+
 def _cross_entropy_ref(logits, targets, ignore_index, label_smoothing, reduction):
+    return _CrossEntropyRef.apply(_float(logits), targets, ignore_index, label_smoothing,
+                                  reduction)
+
+
+def _cross_entropy_torch(logits, targets, ignore_index, label_smoothing, reduction):
     """A 'mean' over targets that are all ignored is 0 in minitensor (documented in
     ops.nn.CrossEntropy), NaN in torch. An ignored target's row of logits gets no gradient in
     minitensor (it contributes nothing), even where it holds NaN or ±inf; torch's gets NaN
@@ -660,7 +694,7 @@ OPS = {
     "F.add": Op(*binary(F.add, torch.add), gen_binary, bound=binary(None, torch.add)[1]),
     "F.sub": Op(*binary(F.sub, torch.sub), gen_binary, bound=binary(None, torch.add)[1]),
     "F.mul": Op(*binary(F.mul, torch.mul), gen_binary, bound=binary(None, torch.mul)[1]),
-    "F.div": Op(*binary(F.div, torch.div), gen_binary),
+    "F.div": Op(*binary(F.div, torch.div), gen_binary, bound=binary(None, torch.div)[1]),
     "F.pow": Op(*binary(F.pow, _pow_ref), gen_pow),
     "F.maximum": Op(*binary(F.maximum, lambda a, b: torch.maximum(a, torch.as_tensor(b))),
                     gen_binary),
