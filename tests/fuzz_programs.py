@@ -556,30 +556,51 @@ def _softmax_ref(x, mask=None, axis=-1, scale=1.0):
     return TF.softmax(z.masked_fill(empty, 0.0), dim=axis).masked_fill(empty, 0.0)
 
 
+class _Float64WhereNaN(torch.autograd.Function):
+    """fn(*xs), except where a float32 result — value or gradient — is NaN and fn's float64
+    result is not: there the float64 result, rounded. For torch's float32 layer_norm, which
+    loses range where minitensor's x̂-based kernels do not: its backward forms b·μ with
+    b ∝ rstd³ (∞ − ∞ for a row of 1e18 under a large upstream gradient), and the squares of
+    deviations of 1e30 overflow its forward."""
+
+    @staticmethod
+    def forward(ctx, fn, *xs):
+        ctx.fn = fn
+        ctx.save_for_backward(*xs)
+        out = fn(*xs)
+        if out.dtype == torch.float32:
+            out64 = fn(*(x.double() for x in xs)).float()
+            out = torch.where(torch.isnan(out) & ~torch.isnan(out64), out64, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xs = ctx.saved_tensors
+
+        def vjp(dtype):
+            with torch.enable_grad():
+                leaves = [x.detach().to(dtype).requires_grad_() for x in xs]
+                return torch.autograd.grad(ctx.fn(*leaves), leaves, grad.to(dtype))
+
+        g = vjp(xs[0].dtype)
+        if xs[0].dtype == torch.float32:
+            g = tuple(torch.where(torch.isnan(a) & ~torch.isnan(b), b.float(), a)
+                      for a, b in zip(g, vjp(torch.float64)))
+        return (None,) + g
+
+
 def _layer_norm_ref(x, *wb, normalized_shape, eps, weight=False, bias=False):
-    """torch's layer_norm, except on float32 rows whose variance is beyond float32's range
-    (deviations of 1e30): torch's float32 kernel overflows there and gives NaN or 0 (torch's
-    limitation), minitensor sums those squares in float64 (kernels/layer_norm.py), so the
-    reference there is torch's float64 result."""
-    wb = list(wb)
-    w = wb.pop(0) if weight else None
-    bb = wb.pop(0) if bias else None
+    """torch's layer_norm; where its float32 kernel gives NaN that its float64 kernel does not,
+    the float64 result (`_Float64WhereNaN`)."""
     # torch refuses a weight of another float dtype; minitensor computes in x's dtype
     x = _float(x)
-    w, bb = (None if p is None else p.to(x.dtype) for p in (w, bb))
-    out = TF.layer_norm(x, normalized_shape, w, bb, eps)
-    if x.dtype != torch.float32:
-        return out
-    dims = tuple(range(-len(normalized_shape), 0))
-    wide = x.detach().double().var(dims, unbiased=False, keepdim=True) > torch.finfo().max
-    if not wide.any():
-        return out
-    # each branch sees zeros in the other's rows, so neither sends a NaN gradient there
-    zero = torch.zeros((), dtype=x.dtype)
-    out = TF.layer_norm(torch.where(wide, zero, x), normalized_shape, w, bb, eps)
-    w, bb = (None if p is None else p.double() for p in (w, bb))
-    out64 = TF.layer_norm(torch.where(wide, x, zero).double(), normalized_shape, w, bb, eps)
-    return torch.where(wide, out64.float(), out)
+    wb = [p.to(x.dtype) for p in wb]
+
+    def fn(x, *wb):
+        wb = list(wb)
+        w = wb.pop(0) if weight else None
+        return TF.layer_norm(x, normalized_shape, w, wb.pop(0) if bias else None, eps)
+    return _Float64WhereNaN.apply(fn, x, *wb)
 
 
 def _layer_norm_bound(x, *wb, normalized_shape, eps, weight=False, bias=False):
