@@ -717,10 +717,12 @@ OPS = {
     "F.mul": Op(*binary(F.mul, torch.mul), gen_binary, bound=binary(None, torch.mul)[1]),
     "F.div": Op(*binary(F.div, torch.div), gen_binary, bound=binary(None, torch.div)[1]),
     "F.pow": Op(*binary(F.pow, _pow_ref), gen_pow),
+    # maximum, minimum and where sum an operand's gradient over its broadcast axes: |a| + |b|
+    # (|a| and |b| for where) bounds the terms, which may cancel as for add
     "F.maximum": Op(*binary(F.maximum, lambda a, b: torch.maximum(a, torch.as_tensor(b))),
-                    gen_binary),
+                    gen_binary, bound=binary(None, torch.add)[1]),
     "F.minimum": Op(*binary(F.minimum, lambda a, b: torch.minimum(a, torch.as_tensor(b))),
-                    gen_binary),
+                    gen_binary, bound=binary(None, torch.add)[1]),
     "F.gt": Op(F.gt, torch.gt, gen_compare),
     "F.le": Op(F.le, torch.le, gen_compare),
     # reductions (torch.amax/amin: ties share the gradient evenly, as minitensor documents)
@@ -752,7 +754,8 @@ OPS = {
                 lambda *xs, axis: torch.cat(xs, dim=axis), gen_cat),
     "F.stack": Op(lambda *xs, axis: F.stack(list(xs), axis=axis),
                   lambda *xs, axis: torch.stack(xs, dim=axis), lambda b: gen_cat(b, stack=True)),
-    "F.where": Op(F.where, lambda c, a, b: torch.where(c, *_promote(a, b)), gen_where),
+    "F.where": Op(F.where, lambda c, a, b: torch.where(c, *_promote(a, b)), gen_where,
+                  bound=lambda c, a, b: torch.where(c, *_promote(a, b))),
     "F.masked_fill": Op(F.masked_fill, lambda x, m, value: x.masked_fill(m, value),
                         gen_masked_fill),
     # linear algebra
