@@ -957,8 +957,8 @@ def replay(step, args, dtype=None, upstream=None, absolute=False):
     targs = [_to_torch(a, dtype) for a in args]
     fn, params = OPS[step.op].torch, step.params
     if absolute:
-        targs = [t.detach().abs().requires_grad_(t.requires_grad) if t.is_floating_point() else t
-                 for t in targs]
+        targs = [t if t.dtype == torch.bool else t.detach().abs().requires_grad_(t.requires_grad)
+                 for t in targs]            # integers too: −3 in |a| + |b| would lower the bound
         fn = OPS[step.op].bound
         params = {k: abs(v) if k == "scalar" else v for k, v in params.items()}
     out = fn(*targs, **params)
