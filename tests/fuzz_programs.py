@@ -243,11 +243,15 @@ def _dims(x, axis):
     return tuple(range(x.ndim)) if axis is None else axis
 
 
+_INT_TO = [torch.float32]       # what `_float` makes of integers: float64 while `replay` runs
+                                # an op at float64 to measure torch's float32 rounding
+
+
 def _float(x):
     """int/bool → torch's default float: minitensor's rule for float-only ops (issue 12 #7:
     follow torch's promotion, as torch.exp does; torch's gelu/silu/softmax/layer_norm refuse
     integers instead)."""
-    return x if x.is_floating_point() else x.to(torch.float32)
+    return x if x.is_floating_point() else x.to(_INT_TO[0])
 
 
 class _GeluRef(torch.autograd.Function):
@@ -954,6 +958,16 @@ def replay(step, args, dtype=None, upstream=None, absolute=False):
     given the upstream gradient, its vector-Jacobian product for each argument (None where an
     argument needs no gradient). absolute=True runs it on |args| and |upstream| (the rounding
     bound of a sum or a product)."""
+    if dtype is not None and not absolute:      # integer inputs of float-only ops too
+        _INT_TO[0] = torch.float64 if dtype == np.float64 else torch.float32
+        try:
+            return _replay(step, args, dtype, upstream)
+        finally:
+            _INT_TO[0] = torch.float32
+    return _replay(step, args, dtype, upstream, absolute)
+
+
+def _replay(step, args, dtype, upstream, absolute=False):
     targs = [_to_torch(a, dtype) for a in args]
     fn, params = OPS[step.op].torch, step.params
     if absolute:
