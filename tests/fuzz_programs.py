@@ -614,7 +614,7 @@ def _layer_norm_bound(x, *wb, normalized_shape, eps, weight=False, bias=False):
     dims = tuple(range(-len(normalized_shape), 0))
     r = torch.rsqrt(torch.var(x, dims, unbiased=False, keepdim=True) + eps).detach()
     q = ((x * r) ** 2).sum(dims, keepdim=True) / 2     # the gradient mixes the whole row
-    out = x * r + q - q.detach()
+    out = x * r + (q - q.detach())      # (q − q) first: 0 exactly, where x·r + q loses x·r
     return out * wb[0] if weight else out       # the weight's gradient: ~eps·|x|·rstd·|g|
 
 
@@ -686,11 +686,16 @@ def _var_bound(x, axis, keepdims):
     """A bound (in units of eps) on the rounding error of a two-pass variance: the mean is off
     by up to ~n·eps32·max|x| (the float32 eps also stands in, loosely, for float64's), which
     enters the variance squared and its gradient linearly: 3e4 + N(0, 1) loses digits in any
-    order of summation, and which order is luckier differs between torch and minitensor."""
+    order of summation, and which order is luckier differs between torch and minitensor. The
+    mean's error also shifts every element's gradient 2(x − μ)/(n − 1), by up to ~eps·Σ|x|
+    (where 1e30 and −1e30 cancel, what they absorbed first depends on the order): the last
+    term's gradient is 2·Σ|x|/n at every element, and it adds nothing to the value."""
     x = _float(x)
-    n = max(x.numel() // max(torch.amax(x, _dims(x, axis), keepdim=keepdims).numel(), 1), 1)
-    m = torch.amax(x, _dims(x, axis), keepdim=keepdims)
-    return n * n * 1.2e-7 * m * m
+    dims = _dims(x, axis)
+    n = max(x.numel() // max(torch.amax(x, dims, keepdim=keepdims).numel(), 1), 1)
+    m = torch.amax(x, dims, keepdim=keepdims)
+    total = x.sum(dims, keepdim=keepdims)
+    return n * n * 1.2e-7 * m * m + 2 * total.detach() / n * (total - total.detach())
 
 
 def _matmul(fn):
