@@ -1031,22 +1031,25 @@ def _other_precision(dtype):
     return np.float32, np.finfo(np.float64).eps / np.finfo(np.float32).eps
 
 
-def _slack(ref, other, factor, lin):
+def _slack(ref, other, factor, lin, computed_in=None):
     """The conditioning part of the tolerance, K·|ref − other|·factor + K·eps·lin, and the
     elements that rounding order alone decides (lin beyond the dtype's range: the sum may or
-    may not overflow)."""
+    may not overflow). eps is that of `computed_in` where the op computed in a less precise
+    dtype than ref's (a float64 weight of a float32 layer_norm: terms that cancel exactly keep
+    float32's rounding)."""
     r = ref.astype(np.float64)
     extra = np.zeros(r.shape)
     free = np.zeros(r.shape, dtype=bool)
     if ref.dtype.kind != "f":
         return extra, free
     fin = np.finfo(ref.dtype)
+    eps = max(float(fin.eps), float(np.finfo(computed_in).eps) if computed_in else 0.0)
     with np.errstate(invalid="ignore", over="ignore"):
         if other is not None:
             d = np.abs(r - other.astype(np.float64)) * factor
             extra += K * np.where(np.isfinite(r), np.nan_to_num(d, nan=np.inf), 0.0)
         if lin is not None:
-            extra += K * float(fin.eps) * lin
+            extra += K * eps * lin
             free |= ~(lin < float(fin.max) / 2)
     return extra, free
 
@@ -1071,7 +1074,8 @@ class _Expected:
         v = vjp.astype(np.float64)
         self.total = self.total + v
         self.scale = self.scale + np.abs(v)
-        extra, free = _slack(vjp, other, factor, lin)
+        extra, free = _slack(vjp, other, factor, lin,
+                             computed_in if vjp.dtype.kind == "f" else None)
         if computed_in is not None and vjp.dtype.kind == "f":
             extra = extra + max(RTOL[computed_in.type] - RTOL[vjp.dtype.type], 0) * np.abs(v)
         self.extra = self.extra + extra
