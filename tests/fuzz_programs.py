@@ -608,14 +608,15 @@ def _layer_norm_ref(x, *wb, normalized_shape, eps, weight=False, bias=False):
 
 
 def _layer_norm_bound(x, *wb, normalized_shape, eps, weight=False, bias=False):
-    """Value |x|·rstd·|w|: the rounding error of x̂ = (x − μ)·rstd is ~eps·|x|·rstd. Gradient
+    """Value (|x| + |μ|)·rstd·|w|: the rounding error of x̂ = (x − μ)·rstd. Gradient
     ≈ |x|·rstd²·Σ_row |g·w|: torch's backward works with x·rstd − μ·rstd, which for a row of
     −1e9 with eps=1e-12 (rstd = 1e6) leaves an error of ~1% that minitensor's does not have."""
     x = _float(x)                       # integers: float32, as the op computes them
     dims = tuple(range(-len(normalized_shape), 0))
     r = torch.rsqrt(torch.var(x, dims, unbiased=False, keepdim=True) + eps).detach()
     q = ((x * r) ** 2).sum(dims, keepdim=True) / 2     # the gradient mixes the whole row
-    out = x * r + (q - q.detach())      # (q − q) first: 0 exactly, where x·r + q loses x·r
+    # |x| + mean |x| ≥ |x − μ|: at x = 0, x̂ = −μ·rstd still carries the mean's rounding
+    out = (x + x.mean(dims, keepdim=True).detach()) * r + (q - q.detach())   # (q − q) first
     return out * wb[0] if weight else out       # the weight's gradient: ~eps·|x|·rstd·|g|
 
 
