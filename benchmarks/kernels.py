@@ -31,6 +31,7 @@ keeps its own default thread settings (minitensor's thread-pool defaults, set at
 for numpy and numba), and its OpenMP workers, which spin for a while after each op, cannot
 steal the second core from numba's workers. The child builds the same inputs (same seed).
 """
+
 import argparse
 import json
 import os
@@ -39,22 +40,23 @@ import subprocess
 import sys
 import time
 
-_ORIGINAL_ENV = dict(os.environ)           # before minitensor adds its thread-pool defaults
-if "--threads" in sys.argv:                # must reach numba before it loads
+_ORIGINAL_ENV = dict(os.environ)  # before minitensor adds its thread-pool defaults
+if "--threads" in sys.argv:  # must reach numba before it loads
     os.environ["NUMBA_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 # minitensor first: it sets the thread-pool defaults (minitensor/__init__.py) before numpy,
 # numba and torch load, so all three libraries run under the same settings
-from minitensor import kernels as K                      # noqa: E402
+from minitensor import kernels as K  # noqa: E402
 
-import numpy as np                                       # noqa: E402
+import numpy as np  # noqa: E402
 
 try:
     import torch
+
     torch.set_num_threads(2)
-except ImportError:                                      # torch is optional here
+except ImportError:  # torch is optional here
     torch = None
 
 
@@ -64,8 +66,9 @@ def median_us(fn, min_time=0.25, min_reps=30, max_reps=3000):
     for _ in range(5):
         fn()
     times, start = [], time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - start < min_time
-                                    and len(times) < max_reps):
+    while len(times) < min_reps or (
+        time.perf_counter() - start < min_time and len(times) < max_reps
+    ):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
@@ -76,7 +79,7 @@ class Case:
     def __init__(self, group, label, numba_fn, numpy_fn, torch_fn=None, path=""):
         self.group, self.label, self.path = group, label, path
         self.numba_fn, self.numpy_fn, self.torch_fn = numba_fn, numpy_fn, torch_fn
-        self.runs, self.times = {}, {}      # column → µs of each round; their median
+        self.runs, self.times = {}, {}  # column → µs of each round; their median
 
 
 def softmax_cases(rng, quick):
@@ -91,15 +94,29 @@ def softmax_cases(rng, quick):
         dy = rng.standard_normal(shape, dtype=np.float32)
         tx, ty, tdy = (torch.from_numpy(a) for a in (x, y, dy)) if torch else (None,) * 3
         what = "masked, scaled" if attention else "plain"
-        cases.append(Case("softmax", f"softmax fwd {shape} {what}",
-                          lambda x=x, s=scale, m=mask: K.softmax_forward.numba(x, s, m),
-                          lambda x=x, s=scale, m=mask: K.softmax_forward.numpy(x, s, m),
-                          torch and (lambda tx=tx: torch.softmax(tx, -1))))
-        cases.append(Case("softmax", f"softmax bwd {shape}",
-                          lambda y=y, dy=dy, s=scale: K.softmax_backward.numba(y, dy, s),
-                          lambda y=y, dy=dy, s=scale: K.softmax_backward.numpy(y, dy, s),
-                          torch and (lambda ty=ty, tdy=tdy: torch.ops.aten._softmax_backward_data(
-                              tdy, ty, -1, torch.float32))))
+        cases.append(
+            Case(
+                "softmax",
+                f"softmax fwd {shape} {what}",
+                lambda x=x, s=scale, m=mask: K.softmax_forward.numba(x, s, m),
+                lambda x=x, s=scale, m=mask: K.softmax_forward.numpy(x, s, m),
+                torch and (lambda tx=tx: torch.softmax(tx, -1)),
+            )
+        )
+        cases.append(
+            Case(
+                "softmax",
+                f"softmax bwd {shape}",
+                lambda y=y, dy=dy, s=scale: K.softmax_backward.numba(y, dy, s),
+                lambda y=y, dy=dy, s=scale: K.softmax_backward.numpy(y, dy, s),
+                torch
+                and (
+                    lambda ty=ty, tdy=tdy: torch.ops.aten._softmax_backward_data(
+                        tdy, ty, -1, torch.float32
+                    )
+                ),
+            )
+        )
     return cases
 
 
@@ -112,19 +129,29 @@ def bmm_cases(rng, quick):
                 w = rng.standard_normal((bh, L, L), dtype=np.float32)
                 v = rng.standard_normal((bh, L, d), dtype=np.float32)
                 k_t = np.swapaxes(k, 1, 2)
-                tq, tk, tw, tv = ((torch.from_numpy(a) for a in (q, k, w, v)) if torch
-                                  else (None,) * 4)
-                cases.append(Case("bmm", f"bmm q·kᵀ ({bh},{L},{d})@({bh},{d},{L})",
-                                  lambda q=q, k_t=k_t: K.matmul.numba(q, k_t),
-                                  lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
-                                  torch and (lambda tq=tq, tk=tk:
-                                             torch.bmm(tq, tk.transpose(1, 2))),
-                                  path=K.matmul_route(q, k_t)))
-                cases.append(Case("bmm", f"bmm w·v ({bh},{L},{L})@({bh},{L},{d})",
-                                  lambda w=w, v=v: K.matmul.numba(w, v),
-                                  lambda w=w, v=v: K.matmul.numpy(w, v),
-                                  torch and (lambda tw=tw, tv=tv: torch.bmm(tw, tv)),
-                                  path=K.matmul_route(w, v)))
+                tq, tk, tw, tv = (
+                    (torch.from_numpy(a) for a in (q, k, w, v)) if torch else (None,) * 4
+                )
+                cases.append(
+                    Case(
+                        "bmm",
+                        f"bmm q·kᵀ ({bh},{L},{d})@({bh},{d},{L})",
+                        lambda q=q, k_t=k_t: K.matmul.numba(q, k_t),
+                        lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
+                        torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
+                        path=K.matmul_route(q, k_t),
+                    )
+                )
+                cases.append(
+                    Case(
+                        "bmm",
+                        f"bmm w·v ({bh},{L},{L})@({bh},{L},{d})",
+                        lambda w=w, v=v: K.matmul.numba(w, v),
+                        lambda w=w, v=v: K.matmul.numpy(w, v),
+                        torch and (lambda tw=tw, tv=tv: torch.bmm(tw, tv)),
+                        path=K.matmul_route(w, v),
+                    )
+                )
     return cases
 
 
@@ -137,16 +164,26 @@ def bmm_blas_cases(rng, quick):
         w = rng.standard_normal((512, L, L), dtype=np.float32)
         k_t = np.swapaxes(k, 1, 2)
         tq, tk, tw = (torch.from_numpy(a) for a in (q, k, w)) if torch else (None,) * 3
-        cases.append(Case("bmm-blas", f"bmm q·kᵀ (512,{L},{d}) BLAS stack forced",
-                          lambda q=q, k_t=k_t: K.blas_matmul(q, k_t),
-                          lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
-                          torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
-                          path="gemm"))
-        cases.append(Case("bmm-blas", f"bmm w·v (512,{L},{L})@(512,{L},{d}) BLAS stack forced",
-                          lambda w=w, v=q: K.blas_matmul(w, v),
-                          lambda w=w, v=q: K.matmul.numpy(w, v),
-                          torch and (lambda tw=tw, tv=tq: torch.bmm(tw, tv)),
-                          path="gemm"))
+        cases.append(
+            Case(
+                "bmm-blas",
+                f"bmm q·kᵀ (512,{L},{d}) BLAS stack forced",
+                lambda q=q, k_t=k_t: K.blas_matmul(q, k_t),
+                lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
+                torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
+                path="gemm",
+            )
+        )
+        cases.append(
+            Case(
+                "bmm-blas",
+                f"bmm w·v (512,{L},{L})@(512,{L},{d}) BLAS stack forced",
+                lambda w=w, v=q: K.blas_matmul(w, v),
+                lambda w=w, v=q: K.matmul.numpy(w, v),
+                torch and (lambda tw=tw, tv=tq: torch.bmm(tw, tv)),
+                path="gemm",
+            )
+        )
     return cases[:2] if quick else cases
 
 
@@ -156,10 +193,16 @@ def matmul_cases(rng, quick):
     for n in sizes:
         a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
         ta, tb = (torch.from_numpy(t) for t in (a, b)) if torch else (None, None)
-        cases.append(Case("matmul", f"matmul {n}³", lambda a=a, b=b: K.matmul.numba(a, b),
-                          lambda a=a, b=b: K.matmul.numpy(a, b),
-                          torch and (lambda ta=ta, tb=tb: torch.mm(ta, tb)),
-                          path=K.matmul_route(a, b)))
+        cases.append(
+            Case(
+                "matmul",
+                f"matmul {n}³",
+                lambda a=a, b=b: K.matmul.numba(a, b),
+                lambda a=a, b=b: K.matmul.numpy(a, b),
+                torch and (lambda ta=ta, tb=tb: torch.mm(ta, tb)),
+                path=K.matmul_route(a, b),
+            )
+        )
     rows = 896
     for d_in, d_out in ((128, 384), (128, 512), (128, 128), (512, 128)):
         x = rng.standard_normal((rows, d_in), dtype=np.float32)
@@ -167,22 +210,38 @@ def matmul_cases(rng, quick):
         g = rng.standard_normal((rows, d_out), dtype=np.float32)
         tx, tw, tg = (torch.from_numpy(t) for t in (x, w, g)) if torch else (None,) * 3
         shape = f"({rows},{d_in})@({d_in},{d_out})"
-        cases.append(Case("matmul", f"Linear fwd {shape}", lambda x=x, w=w: K.matmul.numba(x, w),
-                          lambda x=x, w=w: K.matmul.numpy(x, w),
-                          torch and (lambda tx=tx, tw=tw: torch.mm(tx, tw)),
-                          path=K.matmul_route(x, w)))
+        cases.append(
+            Case(
+                "matmul",
+                f"Linear fwd {shape}",
+                lambda x=x, w=w: K.matmul.numba(x, w),
+                lambda x=x, w=w: K.matmul.numpy(x, w),
+                torch and (lambda tx=tx, tw=tw: torch.mm(tx, tw)),
+                path=K.matmul_route(x, w),
+            )
+        )
         if quick:
             continue
-        cases.append(Case("matmul", f"Linear dX=dY·Wᵀ {shape}",
-                          lambda g=g, w=w: K.matmul_grad_a.numba(g, w),
-                          lambda g=g, w=w: K.matmul_grad_a.numpy(g, w),
-                          torch and (lambda tg=tg, tw=tw: torch.mm(tg, tw.t())),
-                          path=K.matmul_route(g, w.T)))
-        cases.append(Case("matmul", f"Linear dW=Xᵀ·dY {shape}",
-                          lambda x=x, g=g: K.matmul_grad_b.numba(x, g),
-                          lambda x=x, g=g: K.matmul_grad_b.numpy(x, g),
-                          torch and (lambda tx=tx, tg=tg: torch.mm(tx.t(), tg)),
-                          path=K.matmul_route(x.T, g)))
+        cases.append(
+            Case(
+                "matmul",
+                f"Linear dX=dY·Wᵀ {shape}",
+                lambda g=g, w=w: K.matmul_grad_a.numba(g, w),
+                lambda g=g, w=w: K.matmul_grad_a.numpy(g, w),
+                torch and (lambda tg=tg, tw=tw: torch.mm(tg, tw.t())),
+                path=K.matmul_route(g, w.T),
+            )
+        )
+        cases.append(
+            Case(
+                "matmul",
+                f"Linear dW=Xᵀ·dY {shape}",
+                lambda x=x, g=g: K.matmul_grad_b.numba(x, g),
+                lambda x=x, g=g: K.matmul_grad_b.numpy(x, g),
+                torch and (lambda tx=tx, tg=tg: torch.mm(tx.t(), tg)),
+                path=K.matmul_route(x.T, g),
+            )
+        )
     return cases
 
 
@@ -194,38 +253,72 @@ def other_cases(rng, quick):
     y, mean, rstd = K.layer_norm_forward.numpy(x, w, b, 1e-5)
     dy = rng.standard_normal(x.shape, dtype=np.float32)
     tx, tw, tb, tdy = (torch.from_numpy(a) for a in (x, w, b, dy)) if torch else (None,) * 4
-    cases.append(Case("other", "layer_norm fwd (896,128)",
-                      lambda: K.layer_norm_forward.numba(x, w, b, 1e-5),
-                      lambda: K.layer_norm_forward.numpy(x, w, b, 1e-5),
-                      torch and (lambda: torch.nn.functional.layer_norm(tx, (128,), tw, tb))))
-    cases.append(Case("other", "layer_norm bwd (896,128)",
-                      lambda: K.layer_norm_backward.numba(dy, x, mean, rstd, w),
-                      lambda: K.layer_norm_backward.numpy(dy, x, mean, rstd, w)))
+    cases.append(
+        Case(
+            "other",
+            "layer_norm fwd (896,128)",
+            lambda: K.layer_norm_forward.numba(x, w, b, 1e-5),
+            lambda: K.layer_norm_forward.numpy(x, w, b, 1e-5),
+            torch and (lambda: torch.nn.functional.layer_norm(tx, (128,), tw, tb)),
+        )
+    )
+    cases.append(
+        Case(
+            "other",
+            "layer_norm bwd (896,128)",
+            lambda: K.layer_norm_backward.numba(dy, x, mean, rstd, w),
+            lambda: K.layer_norm_backward.numpy(dy, x, mean, rstd, w),
+        )
+    )
     logits = rng.standard_normal((640, 16), dtype=np.float32)
     targets = rng.integers(0, 16, 640)
     rows, lse = K.cross_entropy_forward.numpy(logits, targets, 0, 0.1)
     g = np.full(640, 1 / 640, np.float32)
     tl, tt = (torch.from_numpy(logits), torch.from_numpy(targets)) if torch else (None, None)
-    cases.append(Case("other", "cross_entropy fwd (640,16)",
-                      lambda: K.cross_entropy_forward.numba(logits, targets, 0, 0.1),
-                      lambda: K.cross_entropy_forward.numpy(logits, targets, 0, 0.1),
-                      torch and (lambda: torch.nn.functional.cross_entropy(
-                          tl, tt, ignore_index=0, label_smoothing=0.1, reduction="none"))))
-    cases.append(Case("other", "cross_entropy bwd (640,16)",
-                      lambda: K.cross_entropy_backward.numba(logits, targets, lse, g, 0, 0.1),
-                      lambda: K.cross_entropy_backward.numpy(logits, targets, lse, g, 0, 0.1)))
+    cases.append(
+        Case(
+            "other",
+            "cross_entropy fwd (640,16)",
+            lambda: K.cross_entropy_forward.numba(logits, targets, 0, 0.1),
+            lambda: K.cross_entropy_forward.numpy(logits, targets, 0, 0.1),
+            torch
+            and (
+                lambda: torch.nn.functional.cross_entropy(
+                    tl, tt, ignore_index=0, label_smoothing=0.1, reduction="none"
+                )
+            ),
+        )
+    )
+    cases.append(
+        Case(
+            "other",
+            "cross_entropy bwd (640,16)",
+            lambda: K.cross_entropy_backward.numba(logits, targets, lse, g, 0, 0.1),
+            lambda: K.cross_entropy_backward.numpy(logits, targets, lse, g, 0, 0.1),
+        )
+    )
     h = rng.standard_normal((128, 7, 512), dtype=np.float32)
     th = torch.from_numpy(h) if torch else None
-    cases.append(Case("other", "dropout p=0.1 (128,7,512)",
-                      lambda: K.dropout.numba(h, 12345, 0.1),
-                      lambda: K.dropout.numpy(h, 12345, 0.1),
-                      torch and (lambda: torch.nn.functional.dropout(th, 0.1, training=True))))
+    cases.append(
+        Case(
+            "other",
+            "dropout p=0.1 (128,7,512)",
+            lambda: K.dropout.numba(h, 12345, 0.1),
+            lambda: K.dropout.numpy(h, 12345, 0.1),
+            torch and (lambda: torch.nn.functional.dropout(th, 0.1, training=True)),
+        )
+    )
     params = [rng.standard_normal((128, 512), dtype=np.float32) for _ in range(4)]
     params[2] = np.abs(params[2])
     adam_args = (0.9, 0.98, 1e-3, 0.1, 1e-9, np.empty_like(params[0]))
-    cases.append(Case("other", "adam_update (128,512)",
-                      lambda: K.adam_update.numba(*params, params[2], *adam_args),
-                      lambda: K.adam_update.numpy(*params, params[2], *adam_args)))
+    cases.append(
+        Case(
+            "other",
+            "adam_update (128,512)",
+            lambda: K.adam_update.numba(*params, params[2], *adam_args),
+            lambda: K.adam_update.numpy(*params, params[2], *adam_args),
+        )
+    )
     return cases
 
 
@@ -240,13 +333,23 @@ def fusion_cases(rng, quick):
     torch_act = {"relu": torch and torch.relu, "gelu": torch and torch.nn.functional.gelu}
     for act in ("relu", "gelu"):
         _, saved = K.bias_activation_forward.numpy(h, b, act)
-        cases.append(Case("fusion", f"bias + {act} fwd (896,512)",
-                          lambda act=act: K.bias_activation_forward.numba(h, b, act),
-                          lambda act=act: K.bias_activation_forward.numpy(h, b, act),
-                          torch and (lambda act=act: torch_act[act](th + tb))))
-        cases.append(Case("fusion", f"bias + {act} bwd (896,512)",
-                          lambda act=act, s=saved: K.bias_activation_backward.numba(dy, s, act),
-                          lambda act=act, s=saved: K.bias_activation_backward.numpy(dy, s, act)))
+        cases.append(
+            Case(
+                "fusion",
+                f"bias + {act} fwd (896,512)",
+                lambda act=act: K.bias_activation_forward.numba(h, b, act),
+                lambda act=act: K.bias_activation_forward.numpy(h, b, act),
+                torch and (lambda act=act: torch_act[act](th + tb)),
+            )
+        )
+        cases.append(
+            Case(
+                "fusion",
+                f"bias + {act} bwd (896,512)",
+                lambda act=act, s=saved: K.bias_activation_backward.numba(dy, s, act),
+                lambda act=act, s=saved: K.bias_activation_backward.numpy(dy, s, act),
+            )
+        )
     return cases
 
 
@@ -255,11 +358,17 @@ class TorchChild:
     (see the module docstring): it builds the same cases and times the one it is asked for."""
 
     def __init__(self):
-        args_without_threads = [a for i, a in enumerate(sys.argv[1:])
-                                if a != "--threads" and sys.argv[i] != "--threads"]
-        command = [sys.executable, os.path.abspath(__file__), "--torch-child"] + args_without_threads
-        self.process = subprocess.Popen(command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+        args_without_threads = [
+            a for i, a in enumerate(sys.argv[1:]) if a != "--threads" and sys.argv[i] != "--threads"
+        ]
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--torch-child",
+        ] + args_without_threads
+        self.process = subprocess.Popen(
+            command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError("the torch child process did not start")
 
@@ -308,21 +417,35 @@ def compile_time():
     serial builds), first with an empty numba cache directory, then again with the cache it
     filled."""
     import tempfile
+
     with tempfile.TemporaryDirectory() as cache_dir:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, MINITENSOR_BACKEND="numba")
         for label in ("cold (empty cache)", "warm (on-disk cache)"):
             t0 = time.perf_counter()
-            done = subprocess.run([sys.executable, "-c", FIRST_USE], env=env,
-                                  capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [sys.executable, "-c", FIRST_USE],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             total = time.perf_counter() - t0
             import_s, first_calls_s = done.stdout.split()
             notices = done.stderr.count("minitensor: compiling")
-            print(f"{label:<22} process {total:5.1f} s = import {import_s} s + first kernel calls "
-                  f"{first_calls_s} s (+ interpreter start); compile notices printed: {notices}")
+            print(
+                f"{label:<22} process {total:5.1f} s = import {import_s} s + first kernel calls "
+                f"{first_calls_s} s (+ interpreter start); compile notices printed: {notices}"
+            )
 
 
-GROUPS = {"softmax": softmax_cases, "bmm": bmm_cases, "bmm-blas": bmm_blas_cases,
-          "matmul": matmul_cases, "other": other_cases, "fusion": fusion_cases}
+GROUPS = {
+    "softmax": softmax_cases,
+    "bmm": bmm_cases,
+    "bmm-blas": bmm_blas_cases,
+    "matmul": matmul_cases,
+    "other": other_cases,
+    "fusion": fusion_cases,
+}
 
 
 def main():
@@ -330,14 +453,24 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a few shapes, shorter timing")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch column")
     parser.add_argument("--only", choices=sorted(GROUPS), help="one group of kernels")
-    parser.add_argument("--threads", type=int,
-                        help="numba threads for minitensor (default: one per core; numpy's "
-                             "BLAS stays on 1; torch always gets 2)")
-    parser.add_argument("--compile-time", action="store_true",
-                        help="time the first use of every kernel, cold and from the cache")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="times each case is measured, taking turns with the others "
-                             "(default 3; the table shows the median)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="numba threads for minitensor (default: one per core; numpy's "
+        "BLAS stays on 1; torch always gets 2)",
+    )
+    parser.add_argument(
+        "--compile-time",
+        action="store_true",
+        help="time the first use of every kernel, cold and from the cache",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="times each case is measured, taking turns with the others "
+        "(default 3; the table shows the median)",
+    )
     parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.compile_time:
@@ -350,22 +483,27 @@ def main():
     cases = [c for g in groups for c in GROUPS[g](rng, args.quick)]
     min_time = 0.05 if args.quick else 0.25
 
-    if args.torch_child:                                 # we are the child: time torch only
+    if args.torch_child:  # we are the child: time torch only
         print("ready", flush=True)
-        for line in sys.stdin:                           # one case index per line
+        for line in sys.stdin:  # one case index per line
             case = cases[int(line)]
-            print(json.dumps(median_us(case.torch_fn, min_time) if case.torch_fn else None),
-                  flush=True)
+            print(
+                json.dumps(median_us(case.torch_fn, min_time) if case.torch_fn else None),
+                flush=True,
+            )
         return
 
     import numba
-    print(f"numba threads {numba.get_num_threads()} ({numba.threading_layer()}), BLAS threads "
-          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
-          f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
-          f"{len(cases)} cases, float32, median µs per call, median of {args.rounds} rounds",
-          file=sys.stderr)
+
+    print(
+        f"numba threads {numba.get_num_threads()} ({numba.threading_layer()}), BLAS threads "
+        f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
+        f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
+        f"{len(cases)} cases, float32, median µs per call, median of {args.rounds} rounds",
+        file=sys.stderr,
+    )
     child = TorchChild() if torch else None
-    for _ in range(args.rounds):          # each case's columns side by side, round after round
+    for _ in range(args.rounds):  # each case's columns side by side, round after round
         for index, case in enumerate(cases):
             case.runs.setdefault("numba", []).append(median_us(case.numba_fn, min_time))
             case.runs.setdefault("numpy", []).append(median_us(case.numpy_fn, min_time))
@@ -377,17 +515,21 @@ def main():
     for case in cases:
         case.times = {column: statistics.median(runs) for column, runs in case.runs.items()}
 
-    header = (f"| {'kernel, shape':<48} | {'path':<7} | {'numba µs':>9} | {'numpy µs':>9} | "
-              f"{'torch µs':>9} | {'numpy/numba':>11} | {'torch/numba':>11} |")
+    header = (
+        f"| {'kernel, shape':<48} | {'path':<7} | {'numba µs':>9} | {'numpy µs':>9} | "
+        f"{'torch µs':>9} | {'numpy/numba':>11} | {'torch/numba':>11} |"
+    )
     print(header)
     print("|" + "|".join("-" * (len(col)) for col in header.split("|")[1:-1]) + "|")
     for case in cases:
         t = case.times
         torch_us = f"{t['torch']:9.1f}" if "torch" in t else f"{'-':>9}"
         torch_ratio = f"{t['torch'] / t['numba']:11.2f}" if "torch" in t else f"{'-':>11}"
-        print(f"| {case.label:<48} | {case.path or 'kernel':<7} | {t['numba']:9.1f} | "
-              f"{t['numpy']:9.1f} | {torch_us} | {t['numpy'] / t['numba']:11.2f} | "
-              f"{torch_ratio} |")
+        print(
+            f"| {case.label:<48} | {case.path or 'kernel':<7} | {t['numba']:9.1f} | "
+            f"{t['numpy']:9.1f} | {torch_us} | {t['numpy'] / t['numba']:11.2f} | "
+            f"{torch_ratio} |"
+        )
 
 
 if __name__ == "__main__":

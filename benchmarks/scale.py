@@ -24,6 +24,7 @@ noisy: compare the ratios of one run.
 weights·V, with the L×L weights kept for backward) instead of the fused kernel.
 --quick: tiny versions of the cases, one step, one round — a smoke test of this script.
 """
+
 import argparse
 import gc
 import json
@@ -36,23 +37,44 @@ import time
 import numpy as np
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(_HERE))     # the repository, for minitensor and benchmarks.*
+sys.path.insert(0, os.path.dirname(_HERE))  # the repository, for minitensor and benchmarks.*
 
 from benchmarks.train_step import PAUSE_S, _ORIGINAL_ENV, torch_missing  # noqa: E402
 
 CASES = {
-    "addition": dict(model=dict(d_model=128, n_heads=4, num_encoder_layers=2,
-                                num_decoder_layers=2, d_ff=512),
-                     vocab=16, batch=128, src=7, tgt=5, steps=10),
-    "paper": dict(model=dict(d_model=512, n_heads=8, num_encoder_layers=6,
-                             num_decoder_layers=6, d_ff=2048),
-                  vocab=1000, batch=16, src=64, tgt=64, steps=3),
-    "long": dict(model=dict(d_model=128, n_heads=4, num_encoder_layers=2,
-                            num_decoder_layers=2, d_ff=512),
-                 vocab=1000, batch=8, src=512, tgt=512, steps=3),
+    "addition": dict(
+        model=dict(d_model=128, n_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=512),
+        vocab=16,
+        batch=128,
+        src=7,
+        tgt=5,
+        steps=10,
+    ),
+    "paper": dict(
+        model=dict(d_model=512, n_heads=8, num_encoder_layers=6, num_decoder_layers=6, d_ff=2048),
+        vocab=1000,
+        batch=16,
+        src=64,
+        tgt=64,
+        steps=3,
+    ),
+    "long": dict(
+        model=dict(d_model=128, n_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=512),
+        vocab=1000,
+        batch=8,
+        src=512,
+        tgt=512,
+        steps=3,
+    ),
 }
-QUICK = dict(model=dict(d_model=16, n_heads=2, num_encoder_layers=1, num_decoder_layers=1,
-                        d_ff=32), vocab=11, batch=2, src=6, tgt=5, steps=1)
+QUICK = dict(
+    model=dict(d_model=16, n_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+    vocab=11,
+    batch=2,
+    src=6,
+    tgt=5,
+    steps=1,
+)
 PAD, BOS = 0, 1
 
 
@@ -67,18 +89,24 @@ def make_batch(spec, rng):
     tgt = rng.integers(2, vocab, (b, lt + 1))
     tgt[:, 0] = BOS
     for row in range(b):
-        src[row, rng.integers(max(1, ls - 2), ls + 1):] = PAD
-        tgt[row, rng.integers(max(2, lt - 2), lt + 2):] = PAD
+        src[row, rng.integers(max(1, ls - 2), ls + 1) :] = PAD
+        tgt[row, rng.integers(max(2, lt - 2), lt + 2) :] = PAD
     return src, tgt[:, :-1], tgt[:, 1:]
 
 
 def build_ours(spec, seed=0):
     import minitensor as mt
     from transformer import Transformer, TransformerConfig
+
     mt.manual_seed(seed)
-    cfg = TransformerConfig(src_vocab_size=spec["vocab"], tgt_vocab_size=spec["vocab"],
-                            dropout=0.0, pad_id=PAD, max_len=max(64, spec["src"], spec["tgt"]),
-                            **spec["model"])
+    cfg = TransformerConfig(
+        src_vocab_size=spec["vocab"],
+        tgt_vocab_size=spec["vocab"],
+        dropout=0.0,
+        pad_id=PAD,
+        max_len=max(64, spec["src"], spec["tgt"]),
+        **spec["model"],
+    )
     return Transformer(cfg)
 
 
@@ -87,6 +115,7 @@ def ours_stepper(spec, attention):
     import minitensor.functional as F
     from transformer.attention import MultiHeadAttention
     from transformer.masks import padding_mask
+
     model = build_ours(spec)
     for m in model.modules():
         if isinstance(m, MultiHeadAttention):
@@ -97,15 +126,18 @@ def ours_stepper(spec, attention):
         src, tgt_in, tgt_out = batch
         opt.zero_grad()
         logits = model(src, tgt_in, padding_mask(src, PAD), padding_mask(tgt_in, PAD))
-        F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
-                        ignore_index=PAD).backward()
+        F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1), ignore_index=PAD
+        ).backward()
         opt.step()
+
     return step
 
 
 def torch_stepper(spec, threads):
     import torch
     from transformer.interop import to_torch
+
     torch.set_num_threads(threads)
     ours = build_ours(spec)
     twin = to_torch(ours)
@@ -119,9 +151,11 @@ def torch_stepper(spec, threads):
         src, tgt_in, tgt_out = (torch.from_numpy(a) for a in batch)
         opt.zero_grad()
         logits = twin(src, tgt_in, src == PAD, tgt_in == PAD)
-        torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tgt_out.reshape(-1),
-                                          ignore_index=PAD).backward()
+        torch.nn.functional.cross_entropy(
+            logits.reshape(-1, vocab), tgt_out.reshape(-1), ignore_index=PAD
+        ).backward()
         opt.step()
+
     return step
 
 
@@ -137,7 +171,7 @@ def _reset_peak_rss():
 
 def _peak_rss_mb():
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 1024 if sys.platform != "darwin" else peak / 2**20     # KiB on Linux
+    return peak / 1024 if sys.platform != "darwin" else peak / 2**20  # KiB on Linux
 
 
 def child(args):
@@ -147,9 +181,12 @@ def child(args):
     steps = args.steps or spec["steps"]
     rng = np.random.default_rng(0)
     batches = [make_batch(spec, rng) for _ in range(steps)]
-    step = (ours_stepper(spec, args.attention) if args.child == "ours"
-            else torch_stepper(spec, args.torch_threads))
-    step(batches[0])                                          # warm up (numba compiles)
+    step = (
+        ours_stepper(spec, args.attention)
+        if args.child == "ours"
+        else torch_stepper(spec, args.torch_threads)
+    )
+    step(batches[0])  # warm up (numba compiles)
     gc.collect()
     _reset_peak_rss()
     print("ready", flush=True)
@@ -157,7 +194,7 @@ def child(args):
         if line.strip() == "rss":
             print(json.dumps(_peak_rss_mb()), flush=True)
             continue
-        time.sleep(PAUSE_S)                  # the other library's idle workers stop spinning
+        time.sleep(PAUSE_S)  # the other library's idle workers stop spinning
         wall = []
         for b in batches:
             t0 = time.perf_counter()
@@ -170,11 +207,23 @@ class Child:
     """One library's steps in a process of its own."""
 
     def __init__(self, which, case, args):
-        command = [sys.executable, os.path.abspath(__file__), "--child", which, "--cases", case,
-                   "--steps", str(args.steps or 0), "--attention", args.attention,
-                   "--torch-threads", str(args.torch_threads)] + (["--quick"] if args.quick else [])
-        self.process = subprocess.Popen(command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child",
+            which,
+            "--cases",
+            case,
+            "--steps",
+            str(args.steps or 0),
+            "--attention",
+            args.attention,
+            "--torch-threads",
+            str(args.torch_threads),
+        ] + (["--quick"] if args.quick else [])
+        self.process = subprocess.Popen(
+            command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the {which} child process for case {case!r} did not start")
 
@@ -206,12 +255,17 @@ def run_case(case, args, with_torch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="addition,paper,long",
-                    help=f"comma-separated, from {', '.join(CASES)}")
+    ap.add_argument(
+        "--cases", default="addition,paper,long", help=f"comma-separated, from {', '.join(CASES)}"
+    )
     ap.add_argument("--steps", type=int, default=None, help="steps per block (default per case)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
-    ap.add_argument("--attention", choices=("fused", "explicit"), default="fused",
-                    help="minitensor's attention path")
+    ap.add_argument(
+        "--attention",
+        choices=("fused", "explicit"),
+        default="fused",
+        help="minitensor's attention path",
+    )
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="tiny cases, 1 step, 1 round")
     ap.add_argument("--no-torch", action="store_true")
@@ -230,9 +284,11 @@ def main():
         print("torch is not installed: timing minitensor alone")
         with_torch = False
 
-    print(f"training step, forward + backward + Adam, dropout 0; minitensor attention: "
-          f"{args.attention}; torch threads {args.torch_threads}; {args.rounds} rounds"
-          + (" (--quick: tiny models)" if args.quick else ""))
+    print(
+        f"training step, forward + backward + Adam, dropout 0; minitensor attention: "
+        f"{args.attention}; torch threads {args.torch_threads}; {args.rounds} rounds"
+        + (" (--quick: tiny models)" if args.quick else "")
+    )
     print("| case | minitensor ms/step | PyTorch ms/step | ratio | peak RSS ours / torch (MB) |")
     print("|---|---|---|---|---|")
     for case in cases:
@@ -240,8 +296,11 @@ def main():
         ours_ms, ours_rss, n = row["minitensor"]
         if "torch" in row:
             torch_ms, torch_rss, _ = row["torch"]
-            print(f"| {case} | {ours_ms:.1f} | {torch_ms:.1f} | {ours_ms / torch_ms:.2f}x | "
-                  f"{ours_rss:.0f} / {torch_rss:.0f} |", flush=True)
+            print(
+                f"| {case} | {ours_ms:.1f} | {torch_ms:.1f} | {ours_ms / torch_ms:.2f}x | "
+                f"{ours_rss:.0f} / {torch_rss:.0f} |",
+                flush=True,
+            )
         else:
             print(f"| {case} | {ours_ms:.1f} | – | – | {ours_rss:.0f} / – |", flush=True)
 

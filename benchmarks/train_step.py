@@ -24,6 +24,7 @@ process each pool's spinning workers would steal the core the other pool wants, 
 whichever ran second. The parent and the child take turns, one block of steps at a time, and
 each block starts after a short pause in which the other's workers go to sleep.
 """
+
 import argparse
 import cProfile
 import io
@@ -34,16 +35,16 @@ import subprocess
 import sys
 import time
 
-_ORIGINAL_ENV = dict(os.environ)       # for the torch child, before minitensor sets defaults
+_ORIGINAL_ENV = dict(os.environ)  # for the torch child, before minitensor sets defaults
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import minitensor as mt                                   # noqa: E402
-import minitensor.functional as F                         # noqa: E402
-from transformer import Transformer, TransformerConfig   # noqa: E402
-from transformer.masks import padding_mask               # noqa: E402
+import minitensor as mt  # noqa: E402
+import minitensor.functional as F  # noqa: E402
+from transformer import Transformer, TransformerConfig  # noqa: E402
+from transformer.masks import padding_mask  # noqa: E402
 
 VOCAB, PAD, BOS, EOS = 16, 0, 1, 2
 BATCH, SRC_LEN, TGT_LEN = 128, 7, 5
@@ -58,7 +59,7 @@ def make_batch(rng):
     lengths = rng.integers(3, TGT_LEN + 1, BATCH)
     for b, n in enumerate(lengths):
         tgt[b, n] = EOS
-        tgt[b, n + 1:] = PAD
+        tgt[b, n + 1 :] = PAD
     return src, tgt[:, :-1], tgt[:, 1:]
 
 
@@ -81,6 +82,7 @@ def ours_step(model, opt, batch):
 def make_torch(model, threads):
     import torch
     from transformer.interop import to_torch
+
     torch.set_num_threads(threads)
 
     twin = to_torch(model)
@@ -91,15 +93,17 @@ def make_torch(model, threads):
         src, tgt_in, tgt_out = (torch.from_numpy(a) for a in batch)
         opt.zero_grad()
         logits = twin(src, tgt_in, src == PAD, tgt_in == PAD)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1),
-                                                 ignore_index=PAD)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD
+        )
         loss.backward()
         opt.step()
         return loss.item()
+
     return step
 
 
-PAUSE_S = 0.05     # before each block: the other library's idle workers stop spinning
+PAUSE_S = 0.05  # before each block: the other library's idle workers stop spinning
 
 
 def timed(fn, batches):
@@ -121,7 +125,7 @@ def torch_child(args):
     batches = [make_batch(rng) for _ in range(args.steps)]
     step = make_torch(build(), args.torch_threads)
     for b in batches[:3]:
-        step(b)                                          # warm up
+        step(b)  # warm up
     print("ready", flush=True)
     for _ in sys.stdin:
         print(json.dumps(timed(step, batches)), flush=True)
@@ -131,10 +135,18 @@ class TorchChild:
     """The torch side, in its own process (see the module docstring)."""
 
     def __init__(self, args):
-        command = [sys.executable, os.path.abspath(__file__), "--torch-child",
-                   "--steps", str(args.steps), "--torch-threads", str(args.torch_threads)]
-        self.process = subprocess.Popen(command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--torch-child",
+            "--steps",
+            str(args.steps),
+            "--torch-threads",
+            str(args.torch_threads),
+        ]
+        self.process = subprocess.Popen(
+            command, env=_ORIGINAL_ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError("the torch child process did not start (is torch installed?)")
 
@@ -153,8 +165,9 @@ def torch_missing():
 
     Asked in a throw-away process with the torch child's environment: importing torch here
     would start its thread pool beside ours, which is what the child process avoids."""
-    probe = subprocess.run([sys.executable, "-c", "import torch"], env=_ORIGINAL_ENV,
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch"], env=_ORIGINAL_ENV, capture_output=True, text=True
+    )
     if probe.returncode == 0:
         return None
     lines = probe.stderr.strip().splitlines()
@@ -166,8 +179,12 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="steps per block")
     ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
     ap.add_argument("--torch-threads", type=int, default=2, help="torch.set_num_threads")
-    ap.add_argument("--our-threads", type=int, default=None,
-                    help="numba threads for minitensor (default: one per core)")
+    ap.add_argument(
+        "--our-threads",
+        type=int,
+        default=None,
+        help="numba threads for minitensor (default: one per core)",
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile our steps")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
@@ -176,20 +193,23 @@ def main():
         return torch_child(args)
 
     import numba
+
     if args.our_threads is not None:
         numba.set_num_threads(args.our_threads)
     rng = np.random.default_rng(0)
     batches = [make_batch(rng) for _ in range(args.steps)]
     model = build()
     opt = mt.optim.Adam(model.parameters(), lr=1e-4)
-    for b in batches[:3]:                                 # warm up (numba compiles, caches)
+    for b in batches[:3]:  # warm up (numba compiles, caches)
         ours_step(model, opt, b)
     child = None
     if not args.no_torch:
         missing = torch_missing()
         if missing:
-            print(f"torch is not installed ({missing}): timing minitensor alone "
-                  f"(pip install torch==2.13.0 to compare; --no-torch skips this check)")
+            print(
+                f"torch is not installed ({missing}): timing minitensor alone "
+                f"(pip install torch==2.13.0 to compare; --no-torch skips this check)"
+            )
         else:
             child = TorchChild(args)
 
@@ -205,21 +225,31 @@ def main():
     if child:
         child.close()
 
-    print(f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
-          f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)")
+    print(
+        f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
+        f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)"
+    )
     print(f"kernels backend: {mt.get_backend()}")
-    print(f"threads: torch {args.torch_threads}, minitensor numba {numba.get_num_threads()} "
-          f"(BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}); {len(ours)} steps "
-          f"each; wall = elapsed, cpu = process CPU time summed over threads")
+    print(
+        f"threads: torch {args.torch_threads}, minitensor numba {numba.get_num_threads()} "
+        f"(BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}); {len(ours)} steps "
+        f"each; wall = elapsed, cpu = process CPU time summed over threads"
+    )
     med, cmed = float(np.median(ours)) * 1e3, float(np.median(ours_cpu)) * 1e3
-    print(f"minitensor: median {med:7.1f} ms/step wall (min {min(ours) * 1e3:.1f}), "
-          f"{cmed:7.1f} ms cpu")
+    print(
+        f"minitensor: median {med:7.1f} ms/step wall (min {min(ours) * 1e3:.1f}), "
+        f"{cmed:7.1f} ms cpu"
+    )
     if theirs:
         tmed, tcmed = float(np.median(theirs)) * 1e3, float(np.median(theirs_cpu)) * 1e3
-        print(f"torch     : median {tmed:7.1f} ms/step wall (min {min(theirs) * 1e3:.1f}), "
-              f"{tcmed:7.1f} ms cpu")
-        print(f"ratio minitensor / torch: {med / tmed:.2f}x wall (medians), "
-              f"{min(ours) / min(theirs):.2f}x (minima), {cmed / tcmed:.2f}x cpu")
+        print(
+            f"torch     : median {tmed:7.1f} ms/step wall (min {min(theirs) * 1e3:.1f}), "
+            f"{tcmed:7.1f} ms cpu"
+        )
+        print(
+            f"ratio minitensor / torch: {med / tmed:.2f}x wall (medians), "
+            f"{min(ours) / min(theirs):.2f}x (minima), {cmed / tcmed:.2f}x cpu"
+        )
 
     if args.profile:
         prof = cProfile.Profile()

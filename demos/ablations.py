@@ -28,6 +28,7 @@ What to look for:
 
 Writes the table to --out/ablations.md as well.
 """
+
 import argparse
 import os
 import sys
@@ -49,16 +50,24 @@ VARIANTS = {
     "no-positional": ("no positional encoding", {"positional": "none"}, False),
     "no-scale": ("scores not divided by √d_k", {"attention_scale": False}, False),
     "pre-norm": ("Pre-Norm instead of Post-Norm", {"norm_first": True}, False),
-    "embed-scale": ("embeddings ×√d_model, init N(0, 1/d_model)", {"scale_embeddings": True}, False),
+    "embed-scale": (
+        "embeddings ×√d_model, init N(0, 1/d_model)",
+        {"scale_embeddings": True},
+        False,
+    ),
     "embed-scale-N01": ("embeddings ×√d_model, init N(0, 1)", {"scale_embeddings": True}, True),
 }
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--variants", default=",".join(VARIANTS),
-                   help="comma-separated subset of: " + ", ".join(VARIANTS))
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated subset of: " + ", ".join(VARIANTS),
+    )
     p.add_argument("--steps", type=int, default=600, help="training steps per variant")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--d-model", type=int, default=64)
@@ -80,8 +89,9 @@ def short_name(path):
 
 def run_variant(name, args, task):
     _, changes, n01 = VARIANTS[name]
-    base = add.parse_args(["--d-model", str(args.d_model), "--heads", str(args.heads),
-                           "--layers", str(args.layers)])
+    base = add.parse_args(
+        ["--d-model", str(args.d_model), "--heads", str(args.heads), "--layers", str(args.layers)]
+    )
     config = add.build_config(base, len(task.tokenizer)).replace(**changes)
     mt.manual_seed(args.seed)
     model = Transformer(config)
@@ -91,33 +101,53 @@ def run_variant(name, args, task):
     rng = np.random.default_rng(args.seed)
     optimizer = mt.optim.Adam(model.parameters(), lr=args.lr)
     scheduler = mt.optim.lr_scheduler.WarmupCosineLR(
-        optimizer, warmup_steps=min(200, args.steps // 3), total_steps=args.steps,
-        min_lr=args.lr * 0.05)
-    history = train(model, optimizer, lambda s: seq2seq_batch(*task.batch(args.batch_size, rng)),
-                    steps=args.steps, scheduler=scheduler, max_grad_norm=base.clip or None,
-                    quiet=args.quiet, desc=name)
+        optimizer,
+        warmup_steps=min(200, args.steps // 3),
+        total_steps=args.steps,
+        min_lr=args.lr * 0.05,
+    )
+    history = train(
+        model,
+        optimizer,
+        lambda s: seq2seq_batch(*task.batch(args.batch_size, rng)),
+        steps=args.steps,
+        scheduler=scheduler,
+        max_grad_norm=base.clip or None,
+        quiet=args.quiet,
+        desc=name,
+    )
     heldout_src, heldout_tgt = task.heldout()
     correct, _ = add.heldout_exact_match(model, task, heldout_src)
     # one teacher-forced forward on held-out problems: the score statistics come from it
     val = evaluate(model, [seq2seq_batch(heldout_src[:256], heldout_tgt[:256])])
     stats = model.score_stats()
     final_loss = float(np.mean(history.losses[-20:]))
-    return {"variant": name, "exact_match": float(correct.mean()), "final_loss": final_loss,
-            "val_loss": val["loss"], "seconds": history.seconds,
-            "max_score": {short_name(p): s["max_abs_score"] for p, s in stats.items()},
-            "saturation": float(np.mean([s["max_weight_mean"] for s in stats.values()]))}
+    return {
+        "variant": name,
+        "exact_match": float(correct.mean()),
+        "final_loss": final_loss,
+        "val_loss": val["loss"],
+        "seconds": history.seconds,
+        "max_score": {short_name(p): s["max_abs_score"] for p, s in stats.items()},
+        "saturation": float(np.mean([s["max_weight_mean"] for s in stats.values()])),
+    }
 
 
 def table(rows):
     layers = list(rows[0]["max_score"])
-    head = ("| variant | what changes | held-out exact match | final train loss | held-out loss | "
-            + " | ".join(f"max\\|score\\| {k}" for k in layers) + " | saturation |")
+    head = (
+        "| variant | what changes | held-out exact match | final train loss | held-out loss | "
+        + " | ".join(f"max\\|score\\| {k}" for k in layers)
+        + " | saturation |"
+    )
     lines = [head, "|" + "---|" * (6 + len(layers))]
     for r in rows:
-        lines.append(f"| {r['variant']} | {VARIANTS[r['variant']][0]} | {100 * r['exact_match']:.1f}% | "
-                     f"{r['final_loss']:.3f} | {r['val_loss']:.3f} | "
-                     + " | ".join(f"{r['max_score'].get(k, float('nan')):.1f}" for k in layers)
-                     + f" | {r['saturation']:.2f} |")
+        lines.append(
+            f"| {r['variant']} | {VARIANTS[r['variant']][0]} | {100 * r['exact_match']:.1f}% | "
+            f"{r['final_loss']:.3f} | {r['val_loss']:.3f} | "
+            + " | ".join(f"{r['max_score'].get(k, float('nan')):.1f}" for k in layers)
+            + f" | {r['saturation']:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -133,11 +163,15 @@ def main(argv=None):
     for name in names:
         rows.append(run_variant(name, args, task))
         if args.quiet:
-            print(f"{name}: {100 * rows[-1]['exact_match']:.1f}% ({rows[-1]['seconds']:.0f} s)",
-                  flush=True)
-    text = (f"Addition task, {args.steps} steps per variant, batch {args.batch_size}, d_model "
-            f"{args.d_model}, {args.heads} heads, {args.layers}+{args.layers} layers, seed "
-            f"{args.seed}.\n\n" + table(rows) + "\n")
+            print(
+                f"{name}: {100 * rows[-1]['exact_match']:.1f}% ({rows[-1]['seconds']:.0f} s)",
+                flush=True,
+            )
+    text = (
+        f"Addition task, {args.steps} steps per variant, batch {args.batch_size}, d_model "
+        f"{args.d_model}, {args.heads} heads, {args.layers}+{args.layers} layers, seed "
+        f"{args.seed}.\n\n" + table(rows) + "\n"
+    )
     print()
     print(text)
     os.makedirs(args.out, exist_ok=True)

@@ -23,6 +23,7 @@ What it does:
 
 The recipe (defaults) and why: see docs/addition_recipe.md.
 """
+
 import argparse
 import os
 import sys
@@ -42,11 +43,17 @@ from transformer.viz import save_attention, token_labels  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--digits", type=int, default=3, help="digits per operand")
-    p.add_argument("--steps", type=int, default=3000, help="step budget (training stops earlier "
-                   "at --target accuracy); also the length of the cosine learning-rate decay")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=3000,
+        help="step budget (training stops earlier "
+        "at --target accuracy); also the length of the cosine learning-rate decay",
+    )
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
@@ -54,29 +61,57 @@ def parse_args(argv=None):
     p.add_argument("--d-ff", type=int, default=None, help="feed-forward width (default 4·d_model)")
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (Adam)")
     p.add_argument("--warmup", type=int, default=200, help="linear warmup steps")
-    p.add_argument("--clip", type=float, default=1.0,
-                   help="clip the gradients' global norm to this (0: no clipping)")
+    p.add_argument(
+        "--clip",
+        type=float,
+        default=1.0,
+        help="clip the gradients' global norm to this (0: no clipping)",
+    )
     p.add_argument("--beta2", type=float, default=0.999, help="Adam's second-moment decay")
     p.add_argument("--label-smoothing", type=float, default=0.0)
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--norm-first", action="store_true", help="Pre-Norm instead of the paper's Post-Norm")
-    p.add_argument("--no-positional-encoding", action="store_true",
-                   help="drop the sinusoidal positions (the model then cannot tell 123 from 321)")
+    p.add_argument(
+        "--norm-first", action="store_true", help="Pre-Norm instead of the paper's Post-Norm"
+    )
+    p.add_argument(
+        "--no-positional-encoding",
+        action="store_true",
+        help="drop the sinusoidal positions (the model then cannot tell 123 from 321)",
+    )
     p.add_argument("--no-scale", action="store_true", help="drop the 1/√d_k in attention")
-    p.add_argument("--scale-embeddings", action="store_true",
-                   help="multiply token embeddings by √d_model as the paper does")
-    p.add_argument("--normal-order", action="store_true",
-                   help="emit the sum most-significant digit first (slower to learn)")
+    p.add_argument(
+        "--scale-embeddings",
+        action="store_true",
+        help="multiply token embeddings by √d_model as the paper does",
+    )
+    p.add_argument(
+        "--normal-order",
+        action="store_true",
+        help="emit the sum most-significant digit first (slower to learn)",
+    )
     p.add_argument("--target", type=float, default=0.995, help="stop at this held-out exact match")
     p.add_argument("--eval-every", type=int, default=100, help="held-out evaluation interval")
-    p.add_argument("--diagnostics", type=int, default=0, metavar="N",
-                   help="print gradient norms, attention score ranges and train/val loss every N steps")
-    p.add_argument("--trace", action="store_true", help="print every op of the first step (mt.viz.trace)")
+    p.add_argument(
+        "--diagnostics",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print gradient norms, attention score ranges and train/val loss every N steps",
+    )
+    p.add_argument(
+        "--trace", action="store_true", help="print every op of the first step (mt.viz.trace)"
+    )
     p.add_argument("--out", default="runs/addition", help="output folder")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz up to "
-                   "--steps (the checkpoint's model and task settings win over the flags)")
-    p.add_argument("--eval-only", action="store_true", help="load OUT/checkpoint.npz, evaluate, draw")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT/checkpoint.npz up to "
+        "--steps (the checkpoint's model and task settings win over the flags)",
+    )
+    p.add_argument(
+        "--eval-only", action="store_true", help="load OUT/checkpoint.npz, evaluate, draw"
+    )
     p.add_argument("--no-figures", action="store_true", help="skip the PNG/SVG files")
     p.add_argument("--quiet", action="store_true", help="no progress bar; only the final report")
     return p.parse_args(argv)
@@ -84,13 +119,22 @@ def parse_args(argv=None):
 
 def build_config(args, vocab_size):
     return TransformerConfig(
-        src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=args.d_model,
-        n_heads=args.heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
-        d_ff=args.d_ff or 4 * args.d_model, dropout=args.dropout, activation="relu",
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        d_model=args.d_model,
+        n_heads=args.heads,
+        num_encoder_layers=args.layers,
+        num_decoder_layers=args.layers,
+        d_ff=args.d_ff or 4 * args.d_model,
+        dropout=args.dropout,
+        activation="relu",
         norm_first=args.norm_first,
         positional="none" if args.no_positional_encoding else "sinusoidal",
-        scale_embeddings=args.scale_embeddings, attention_scale=not args.no_scale,
-        max_len=32, pad_id=0)
+        scale_embeddings=args.scale_embeddings,
+        attention_scale=not args.no_scale,
+        max_len=32,
+        pad_id=0,
+    )
 
 
 def heldout_exact_match(model, task, heldout_src, n=None):
@@ -99,8 +143,15 @@ def heldout_exact_match(model, task, heldout_src, n=None):
     was = model.training
     model.eval()
     try:
-        pred = _ids(greedy_decode(model, heldout_src[:n], max_len=task.tgt_len,
-                                  bos_id=task.tokenizer.bos_id, eos_id=task.tokenizer.eos_id))
+        pred = _ids(
+            greedy_decode(
+                model,
+                heldout_src[:n],
+                max_len=task.tgt_len,
+                bos_id=task.tokenizer.bos_id,
+                eos_id=task.tokenizer.eos_id,
+            )
+        )
     finally:
         model.train(was)
     return task.correct(pred, task.heldout_a[:n], task.heldout_b[:n]), pred
@@ -118,7 +169,7 @@ def report(task, correct, pred, say, n_show=8):
     right = np.flatnonzero(correct)
     if task.reverse_answer:
         say("(the model writes the sum least-significant digit first; shown here in normal order)")
-    shown = list(wrong[:n_show // 2]) + list(right[:n_show - min(len(wrong), n_show // 2)])
+    shown = list(wrong[: n_show // 2]) + list(right[: n_show - min(len(wrong), n_show // 2)])
     if len(wrong):
         say(f"{len(wrong)} failures, e.g.:")
     for i in shown:
@@ -157,19 +208,24 @@ def main(argv=None):
         rng = np.random.default_rng(args.seed)
 
     optimizer = mt.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, args.beta2))
-    scheduler = mt.optim.lr_scheduler.WarmupCosineLR(optimizer, warmup_steps=min(args.warmup, args.steps),
-                                                      total_steps=args.steps,
-                                                      min_lr=args.lr * 0.05)
+    scheduler = mt.optim.lr_scheduler.WarmupCosineLR(
+        optimizer,
+        warmup_steps=min(args.warmup, args.steps),
+        total_steps=args.steps,
+        min_lr=args.lr * 0.05,
+    )
     if ckpt is not None and "optimizer" in ckpt and not args.eval_only:
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
 
     if not args.quiet:
-        say(f"{task.digits}-digit addition: source {task.problem_text(123 % task.high, 456 % task.high)!r}"
+        say(
+            f"{task.digits}-digit addition: source {task.problem_text(123 % task.high, 456 % task.high)!r}"
             f" → target {task.answer_text(123 % task.high + 456 % task.high)!r}"
             f"{' (sum reversed)' if task.reverse_answer else ''}; "
             f"{model.num_parameters():,} parameters; d_model {config.d_model}, {config.n_heads} "
-            f"heads, {config.num_encoder_layers}+{config.num_decoder_layers} layers")
+            f"heads, {config.num_encoder_layers}+{config.num_decoder_layers} layers"
+        )
 
     def eval_fn(m):
         # Greedy decoding of all 1,000 held-out problems costs several training steps, so
@@ -181,21 +237,39 @@ def main(argv=None):
         return {"exact_match": float(correct.mean()), "evaluated_on": correct.size}
 
     remaining = max(0, args.steps - start_step)
-    written = []            # files this run wrote (--eval-only only reads the checkpoint)
+    written = []  # files this run wrote (--eval-only only reads the checkpoint)
     if not args.eval_only and remaining > 0:
         history = train(
-            model, optimizer, lambda step: seq2seq_batch(*task.batch(args.batch_size, rng)),
-            steps=remaining, scheduler=scheduler, label_smoothing=args.label_smoothing,
+            model,
+            optimizer,
+            lambda step: seq2seq_batch(*task.batch(args.batch_size, rng)),
+            steps=remaining,
+            scheduler=scheduler,
+            label_smoothing=args.label_smoothing,
             max_grad_norm=args.clip or None,
-            eval_fn=eval_fn, eval_every=args.eval_every,
+            eval_fn=eval_fn,
+            eval_every=args.eval_every,
             stop_when=lambda metrics: metrics.get("exact_match", 0.0) >= args.target,
-            val_batches=val_batches, diagnostics=args.diagnostics > 0,
-            diagnostics_every=max(1, args.diagnostics), trace=args.trace, quiet=args.quiet,
-            start_step=start_step, history=history, desc="addition")
-        common.save_checkpoint(ckpt_path, model, config, optimizer=optimizer, scheduler=scheduler,
-                               step=history.last_step, history=history, data_rng=rng,
-                               extra={"task": f"addition-{task.digits}",
-                                      "reverse_answer": task.reverse_answer})
+            val_batches=val_batches,
+            diagnostics=args.diagnostics > 0,
+            diagnostics_every=max(1, args.diagnostics),
+            trace=args.trace,
+            quiet=args.quiet,
+            start_step=start_step,
+            history=history,
+            desc="addition",
+        )
+        common.save_checkpoint(
+            ckpt_path,
+            model,
+            config,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            step=history.last_step,
+            history=history,
+            data_rng=rng,
+            extra={"task": f"addition-{task.digits}", "reverse_answer": task.reverse_answer},
+        )
         written.append(ckpt_path)
 
     model.eval()
@@ -206,9 +280,11 @@ def main(argv=None):
     report(task, correct, pred, say)
     if history is not None and history.steps:
         val = evaluate(model, val_batches)
-        say(f"steps: {history.last_step}  training time: {history.seconds:.1f} s  "
+        say(
+            f"steps: {history.last_step}  training time: {history.seconds:.1f} s  "
             f"held-out loss: {val['loss']:.4f}  "
-            f"{'(stopped at the target)' if history.stopped_early else ''}")
+            f"{'(stopped at the target)' if history.stopped_early else ''}"
+        )
 
     if not args.no_figures:
         written += draw_figures(model, task, history, args.out, rng_seed=args.seed)
@@ -228,24 +304,36 @@ def draw_figures(model, task, history, out, rng_seed=0):
     src, _ = task.encode(a, b)
     model.eval()
     with mt.no_grad():
-        out_ids = _ids(greedy_decode(model, src, max_len=task.tgt_len, bos_id=tok.bos_id,
-                                     eos_id=tok.eos_id))
+        out_ids = _ids(
+            greedy_decode(model, src, max_len=task.tgt_len, bos_id=tok.bos_id, eos_id=tok.eos_id)
+        )
         tgt_in = shift_right(out_ids, tok.bos_id)
         model(src, tgt_in)
     maps = model.attention_maps()
     answer = tok.decode(out_ids[0])
     # rows: the token each decoder position writes (its output), e.g. 9 7 5 0 <eos>
-    written += save_attention(maps, token_labels(tok, src[0]), token_labels(tok, out_ids[0]), out,
-                              title=f"{task.problem_text(a[0], b[0])} → {answer!r}")
+    written += save_attention(
+        maps,
+        token_labels(tok, src[0]),
+        token_labels(tok, out_ids[0]),
+        out,
+        title=f"{task.problem_text(a[0], b[0])} → {answer!r}",
+    )
     # 2. the graph of one training step (forward + loss, gradients shown after backward)
     model.train()
     src, tgt = task.batch(8, np.random.default_rng(rng_seed))
     batch = seq2seq_batch(src, tgt)
     logits = model(batch["src"], batch["tgt_in"])
     loss = sequence_loss(logits, batch["tgt_out"])
-    loss.backward(retain_graph=True)    # graph nodes keep their gradients for the picture
-    written.append(common.draw_step_graph(loss, model, os.path.join(out, "graph_train_step"),
-                                          title="one training step of the addition model"))
+    loss.backward(retain_graph=True)  # graph nodes keep their gradients for the picture
+    written.append(
+        common.draw_step_graph(
+            loss,
+            model,
+            os.path.join(out, "graph_train_step"),
+            title="one training step of the addition model",
+        )
+    )
     model.zero_grad()
     model.eval()
     # 3. loss and accuracy

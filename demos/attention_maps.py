@@ -13,6 +13,7 @@ digit reads — for reversed sums, the units digits first).
 
 Only our own .npz checkpoints are loaded (no pickle).
 """
+
 import argparse
 import os
 import re
@@ -30,11 +31,17 @@ from transformer.viz import save_attention, token_labels  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--checkpoint", default="runs/addition/checkpoint.npz",
-                   help="a checkpoint.npz written by addition_task.py or copy_task.py")
-    p.add_argument("--input", default="123+456", help='e.g. "123+456" (or a string for a copy/reverse model)')
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "--checkpoint",
+        default="runs/addition/checkpoint.npz",
+        help="a checkpoint.npz written by addition_task.py or copy_task.py",
+    )
+    p.add_argument(
+        "--input", default="123+456", help='e.g. "123+456" (or a string for a copy/reverse model)'
+    )
     p.add_argument("--out", default="runs/attention_maps", help="folder for the PNGs")
     return p.parse_args(argv)
 
@@ -47,8 +54,9 @@ def task_from_checkpoint(ckpt):
         digits = int(name.split("-")[1]) if "-" in name else 3
         return AdditionTask(digits=digits, reverse_answer=bool(extra.get("reverse_answer", True)))
     cls = ReverseTask if name == "reverse" else CopyTask
-    return cls(alphabet=str(extra.get("alphabet", "abcdefgh")),
-               max_len=int(ckpt["config"]["max_len"]) - 2)
+    return cls(
+        alphabet=str(extra.get("alphabet", "abcdefgh")), max_len=int(ckpt["config"]["max_len"]) - 2
+    )
 
 
 def encode_input(task, text):
@@ -56,13 +64,17 @@ def encode_input(task, text):
     if isinstance(task, AdditionTask):
         m = re.fullmatch(r"\s*(\d+)\s*\+\s*(\d+)\s*", text)
         if not m or int(m.group(1)) >= task.high or int(m.group(2)) >= task.high:
-            raise SystemExit(f"attention_maps: expected two numbers of at most {task.digits} digits "
-                             f"like '123+456', got {text!r}")
+            raise SystemExit(
+                f"attention_maps: expected two numbers of at most {task.digits} digits "
+                f"like '123+456', got {text!r}"
+            )
         a, b = int(m.group(1)), int(m.group(2))
         src, _ = task.encode([a], [b])
         return src, (a, b)
     if not 1 <= len(text) <= task.max_len:
-        raise SystemExit(f"attention_maps: this model reads 1 to {task.max_len} characters, got {text!r}")
+        raise SystemExit(
+            f"attention_maps: this model reads 1 to {task.max_len} characters, got {text!r}"
+        )
     src, _ = task.encode([text])
     return src, text
 
@@ -75,9 +87,16 @@ def main(argv=None):
     src, problem = encode_input(task, args.input)
     pad = src == tok.pad_id
     with mt.no_grad():
-        out_ids = np.asarray(greedy_decode(model, src, max_len=task.tgt_len, bos_id=tok.bos_id,
-                                           eos_id=tok.eos_id,
-                                           src_padding_mask=pad if pad.any() else None))
+        out_ids = np.asarray(
+            greedy_decode(
+                model,
+                src,
+                max_len=task.tgt_len,
+                bos_id=tok.bos_id,
+                eos_id=tok.eos_id,
+                src_padding_mask=pad if pad.any() else None,
+            )
+        )
         tgt_in = shift_right(out_ids, tok.bos_id)
         model(src, tgt_in, src_padding_mask=pad if pad.any() else None)
     answer = tok.decode(out_ids[0])
@@ -87,9 +106,13 @@ def main(argv=None):
         print(f"{problem!r} → {answer!r} (expected {task.transform(problem)!r})")
     maps = model.attention_maps()
     # rows: the token each decoder position writes; <pad> columns shown (and empty) if any
-    files = save_attention(maps, token_labels(tok, src[0], keep_pad=True),
-                           token_labels(tok, out_ids[0]), args.out,
-                           title=f"{tok.decode(src[0])} → {answer!r}")
+    files = save_attention(
+        maps,
+        token_labels(tok, src[0], keep_pad=True),
+        token_labels(tok, out_ids[0]),
+        args.out,
+        title=f"{tok.decode(src[0])} → {answer!r}",
+    )
     for name, w in maps.items():
         top = w[0].max(axis=-1).mean()
         print(f"  {name:<28} weights {tuple(w.shape)}  mean of each row's largest weight {top:.2f}")

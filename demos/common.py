@@ -4,13 +4,14 @@ the library's: `transformer.viz.plot_attention` / `save_attention`).
 Nothing here is needed to understand the model; it is the plumbing that turns a trained model
 into files a learner opens (PNG, SVG, .npz). Figures use matplotlib's Agg backend (no display).
 """
+
 import json
 import os
 import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:          # so `python demos/x.py` works from a fresh checkout too
+if ROOT not in sys.path:  # so `python demos/x.py` works from a fresh checkout too
     sys.path.insert(0, ROOT)
 
 # minitensor before numpy: it chooses the BLAS/numba thread settings, which only take effect
@@ -21,17 +22,33 @@ import numpy as np  # noqa: E402
 
 def matplotlib_pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
 # --------------------------------------------------------------------------- checkpoints
-def save_checkpoint(path, model, config, *, optimizer=None, scheduler=None, step=0,
-                    history=None, data_rng=None, extra=None):
+def save_checkpoint(
+    path,
+    model,
+    config,
+    *,
+    optimizer=None,
+    scheduler=None,
+    step=0,
+    history=None,
+    data_rng=None,
+    extra=None,
+):
     """Write everything needed to resume or inspect a run into one .npz (no pickle)."""
-    ckpt = {"model": model.state_dict(), "config": config.to_dict(), "step": int(step),
-            "rng": mt.get_rng_state()}
+    ckpt = {
+        "model": model.state_dict(),
+        "config": config.to_dict(),
+        "step": int(step),
+        "rng": mt.get_rng_state(),
+    }
     if optimizer is not None:
         ckpt["optimizer"] = optimizer.state_dict()
     if scheduler is not None:
@@ -55,9 +72,12 @@ def load_model(path):
     A missing file ends the demo with one line that says what to run (SystemExit: no traceback,
     the demo did nothing wrong)."""
     from transformer import Transformer, TransformerConfig
+
     if not os.path.exists(path):
-        raise SystemExit(f"no checkpoint at {path}: train first (python demos/addition_task.py, "
-                         f"or --checkpoint to name another file)")
+        raise SystemExit(
+            f"no checkpoint at {path}: train first (python demos/addition_task.py, "
+            f"or --checkpoint to name another file)"
+        )
     ckpt = mt.load(path)
     config = TransformerConfig(**ckpt["config"])
     model = Transformer(config)
@@ -69,6 +89,7 @@ def load_model(path):
 def restore_history(ckpt):
     """The training.History stored in a checkpoint (for --resume)."""
     from transformer.training import History
+
     h = History()
     arrays = ckpt.get("history")
     if arrays is not None:
@@ -99,8 +120,14 @@ def plot_curves(history, path, metric="exact_match", metric_label="held-out exac
     evals = [e for e in history.evals if metric in e]
     if evals:
         ax2 = ax.twinx()
-        ax2.plot([e["step"] for e in evals], [100 * e[metric] for e in evals], "o-",
-                 color="tab:red", ms=3, label=metric_label)
+        ax2.plot(
+            [e["step"] for e in evals],
+            [100 * e[metric] for e in evals],
+            "o-",
+            color="tab:red",
+            ms=3,
+            label=metric_label,
+        )
         ax2.set_ylim(-2, 102)
         ax2.set_ylabel(f"{metric_label} (%)", color="tab:red")
     ax.set_title("training curve")

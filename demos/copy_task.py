@@ -11,6 +11,7 @@ example: its ``<pad>`` columns are drawn, and they are empty — nothing attends
 
 Writes into --out: checkpoint.npz, attention_*.png, curves.png.
 """
+
 import argparse
 import os
 import sys
@@ -29,8 +30,9 @@ from transformer.viz import save_attention, token_labels  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--task", choices=("reverse", "copy"), default="reverse")
     p.add_argument("--alphabet", default="abcdefgh")
     p.add_argument("--max-len", type=int, default=6)
@@ -51,9 +53,14 @@ def exact_match(model, task, texts, src):
     was = model.training
     model.eval()
     with mt.no_grad():
-        pred = greedy_decode(model, src, max_len=task.tgt_len, bos_id=task.tokenizer.bos_id,
-                             eos_id=task.tokenizer.eos_id,
-                             src_padding_mask=src == task.tokenizer.pad_id)
+        pred = greedy_decode(
+            model,
+            src,
+            max_len=task.tgt_len,
+            bos_id=task.tokenizer.bos_id,
+            eos_id=task.tokenizer.eos_id,
+            src_padding_mask=src == task.tokenizer.pad_id,
+        )
     model.train(was)
     pred = np.asarray(pred.data if isinstance(pred, mt.Tensor) else pred)
     return task.correct(pred, texts), pred
@@ -73,16 +80,20 @@ def draw_attention(model, tok, texts, src_all, pred, args):
     """Heatmaps of one padded held-out example, replaying the model's own output through the
     decoder with the padding mask: the <pad> columns are drawn, and they are empty."""
     i = padded_example(texts, src_all, tok.pad_id)
-    src = src_all[i:i + 1]
+    src = src_all[i : i + 1]
     pad = np.asarray(src) == tok.pad_id
     model.eval()
     with mt.no_grad():
-        tgt_in = shift_right(pred[i:i + 1], tok.bos_id)
+        tgt_in = shift_right(pred[i : i + 1], tok.bos_id)
         model(src, tgt_in, src_padding_mask=pad if pad.any() else None)
     note = f"\n{int(pad.sum())} <pad> columns: nothing attends to them" if pad.any() else ""
-    return save_attention(model.attention_maps(), token_labels(tok, src[0], keep_pad=True),
-                          token_labels(tok, pred[i]), args.out,
-                          title=f"{texts[i]!r} → {tok.decode(pred[i])!r}{note}")
+    return save_attention(
+        model.attention_maps(),
+        token_labels(tok, src[0], keep_pad=True),
+        token_labels(tok, pred[i]),
+        args.out,
+        title=f"{texts[i]!r} → {tok.decode(pred[i])!r}{note}",
+    )
 
 
 def main(argv=None):
@@ -98,30 +109,53 @@ def main(argv=None):
     held_src, held_tgt = task.encode(held_texts)
     val = [seq2seq_batch(held_src, held_tgt)]
 
-    config = TransformerConfig(len(tok), len(tok), d_model=args.d_model, n_heads=args.heads,
-                               num_encoder_layers=args.layers, num_decoder_layers=args.layers,
-                               d_ff=2 * args.d_model, dropout=0.0, scale_embeddings=False,
-                               max_len=args.max_len + 2)
+    config = TransformerConfig(
+        len(tok),
+        len(tok),
+        d_model=args.d_model,
+        n_heads=args.heads,
+        num_encoder_layers=args.layers,
+        num_decoder_layers=args.layers,
+        d_ff=2 * args.d_model,
+        dropout=0.0,
+        scale_embeddings=False,
+        max_len=args.max_len + 2,
+    )
     model = Transformer(config)
     optimizer = mt.optim.Adam(model.parameters(), lr=args.lr)
 
     def eval_fn(m):
         return {"exact_match": float(exact_match(m, task, held_texts, held_src)[0].mean())}
 
-    history = train(model, optimizer, lambda step: seq2seq_batch(*task.batch(args.batch_size, rng)),
-                    steps=args.steps, eval_fn=eval_fn, eval_every=args.eval_every,
-                    stop_when=lambda m: m["exact_match"] >= 1.0, val_batches=val,
-                    quiet=args.quiet, desc=args.task)
+    history = train(
+        model,
+        optimizer,
+        lambda step: seq2seq_batch(*task.batch(args.batch_size, rng)),
+        steps=args.steps,
+        eval_fn=eval_fn,
+        eval_every=args.eval_every,
+        stop_when=lambda m: m["exact_match"] >= 1.0,
+        val_batches=val,
+        quiet=args.quiet,
+        desc=args.task,
+    )
     correct, pred = exact_match(model, task, held_texts, held_src)
     token_acc = evaluate(model, val)["token_accuracy"]
-    print(f"\n{args.task}: held-out exact match {correct.mean():.1%}, token accuracy "
-          f"{token_acc:.1%} after {history.last_step} steps ({history.seconds:.1f} s)")
+    print(
+        f"\n{args.task}: held-out exact match {correct.mean():.1%}, token accuracy "
+        f"{token_acc:.1%} after {history.last_step} steps ({history.seconds:.1f} s)"
+    )
     for text, p in list(zip(held_texts, tok.decode_batch(pred)))[:5]:
         print(f"  {text!r:>12} → {p!r}")
 
-    ckpt = common.save_checkpoint(os.path.join(args.out, "checkpoint.npz"), model, config,
-                                  step=history.last_step, history=history,
-                                  extra={"task": args.task, "alphabet": args.alphabet})
+    ckpt = common.save_checkpoint(
+        os.path.join(args.out, "checkpoint.npz"),
+        model,
+        config,
+        step=history.last_step,
+        history=history,
+        extra={"task": args.task, "alphabet": args.alphabet},
+    )
     files = draw_attention(model, tok, held_texts, held_src, pred, args)
     files.append(common.plot_curves(history, os.path.join(args.out, "curves.png")))
     print("wrote " + ", ".join([ckpt] + files))

@@ -17,6 +17,7 @@ layers (it is not built in, which is the point). Four steps, each printed as it 
 
 Writes --out/graph_ffn.svg (.dot without Graphviz): the graph of one FFN with the new op.
 """
+
 import argparse
 import os
 import sys
@@ -34,22 +35,24 @@ from transformer.training import evaluate, seq2seq_batch, train  # noqa: E402
 # --------------------------------------------------------------------------- 1. write it
 class SquaredReLU(mt.Function):
     """y = relu(x)² elementwise; dy/dx = 2·relu(x)."""
-    name = "squared_relu"            # how the op is called in graphs, traces and errors
+
+    name = "squared_relu"  # how the op is called in graphs, traces and errors
 
     @staticmethod
     def forward(ctx, x):
         r = np.maximum(x, 0)
-        ctx.save_for_backward(r)      # backward needs relu(x), not x
+        ctx.save_for_backward(r)  # backward needs relu(x), not x
         return r * r
 
     @staticmethod
     def backward(ctx, grad):
         (r,) = ctx.saved_tensors
-        return grad * 2 * r           # chain rule: dL/dx = dL/dy · 2·relu(x)
+        return grad * 2 * r  # chain rule: dL/dx = dL/dy · 2·relu(x)
 
 
 class SquaredReLUWrong(SquaredReLU):
     """The same op with a classic mistake: the factor 2 of the derivative is forgotten."""
+
     name = "squared_relu_wrong"
 
     @staticmethod
@@ -63,8 +66,9 @@ def squared_relu(x):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=300, help="training steps on the reverse task")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/custom_op")
@@ -101,9 +105,19 @@ def main(argv=None):
     print("3. inside a Transformer: every FFN now uses the op")
     task = ReverseTask(alphabet="abcdef", max_len=5)
     tok = task.tokenizer
-    cfg = TransformerConfig(len(tok), len(tok), d_model=32, n_heads=2, num_encoder_layers=1,
-                            num_decoder_layers=1, d_ff=64, dropout=0.0, scale_embeddings=False,
-                            max_len=8, activation=squared_relu)     # your op, in every FFN
+    cfg = TransformerConfig(
+        len(tok),
+        len(tok),
+        d_model=32,
+        n_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=64,
+        dropout=0.0,
+        scale_embeddings=False,
+        max_len=8,
+        activation=squared_relu,
+    )  # your op, in every FFN
     model = Transformer(cfg)
     print("   " + repr(model.encoder.layers[0].ffn).replace("\n", "\n   "))
     src, tgt = task.batch(2, rng)
@@ -115,8 +129,13 @@ def main(argv=None):
             print("   trace: " + rec.line())
     ffn = model.encoder.layers[0].ffn
     h = ffn(mt.randn(1, 3, cfg.d_model))
-    graph = common.draw_step_graph(h.sum(), ffn, os.path.join(args.out, "graph_ffn"), depth=None,
-                                   title="FeedForward with the custom squared_relu op")
+    graph = common.draw_step_graph(
+        h.sum(),
+        ffn,
+        os.path.join(args.out, "graph_ffn"),
+        depth=None,
+        title="FeedForward with the custom squared_relu op",
+    )
     print(f"   graph of one FFN: {graph}")
 
     print(f"4. train the reverse task for {args.steps} steps: gradients flow through the new op")
@@ -124,14 +143,26 @@ def main(argv=None):
     before = evaluate(model, val)
     optimizer = mt.optim.Adam(model.parameters(), lr=3e-3)
     data_rng = np.random.default_rng(args.seed)
-    history = train(model, optimizer, lambda s: seq2seq_batch(*task.batch(64, data_rng)),
-                    steps=args.steps, quiet=args.quiet, desc="reverse")
+    history = train(
+        model,
+        optimizer,
+        lambda s: seq2seq_batch(*task.batch(64, data_rng)),
+        steps=args.steps,
+        quiet=args.quiet,
+        desc="reverse",
+    )
     after = evaluate(model, val)
-    print(f"   held-out loss {before['loss']:.3f} → {after['loss']:.3f}, token accuracy "
-          f"{before['token_accuracy']:.1%} → {after['token_accuracy']:.1%} "
-          f"({history.last_step} steps, {history.seconds:.1f} s)")
-    return {"wrong_caught": wrong_caught, "loss_before": before["loss"],
-            "loss_after": after["loss"], "graph": graph}
+    print(
+        f"   held-out loss {before['loss']:.3f} → {after['loss']:.3f}, token accuracy "
+        f"{before['token_accuracy']:.1%} → {after['token_accuracy']:.1%} "
+        f"({history.last_step} steps, {history.seconds:.1f} s)"
+    )
+    return {
+        "wrong_caught": wrong_caught,
+        "loss_before": before["loss"],
+        "loss_after": after["loss"],
+        "graph": graph,
+    }
 
 
 if __name__ == "__main__":

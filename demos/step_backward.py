@@ -22,6 +22,7 @@ The walk is `loss.backward_steps()`: the same engine `loss.backward()` runs, so 
 demo checks the gradients equal those of a plain `backward()`. In a notebook,
 `mt.viz.step_graph(step, loss)` draws a frame inline and `mt.viz.describe_step(step)` is the text.
 """
+
 import argparse
 import math
 import os
@@ -49,10 +50,10 @@ class TinyAttention(nn.Module):
         self.norm = nn.LayerNorm(d_model)
 
     def forward(self, x):
-        query, key, value = self.w_q(x), self.w_k(x), self.w_v(x)       # (B, L, d_model) each
-        scores = query @ key.transpose(-1, -2)                            # (B, L, L)
-        weights = F.softmax(scores, scale=1 / math.sqrt(self.d_model))    # rows sum to 1
-        return self.norm(x + weights @ value)                             # (B, L, d_model)
+        query, key, value = self.w_q(x), self.w_k(x), self.w_v(x)  # (B, L, d_model) each
+        scores = query @ key.transpose(-1, -2)  # (B, L, L)
+        weights = F.softmax(scores, scale=1 / math.sqrt(self.d_model))  # rows sum to 1
+        return self.norm(x + weights @ value)  # (B, L, d_model)
 
 
 class Block(nn.Module):
@@ -74,7 +75,7 @@ def build(n_tokens=3, d_model=4, seed=0):
     x.name = "x"
     target = mt.randn(1, n_tokens, d_model)
     target.name = "target"
-    with mt.autograd.keep_intermediates():     # so the frames can show every node's values
+    with mt.autograd.keep_intermediates():  # so the frames can show every node's values
         y = model(x)
         loss = ((y - target) ** 2).mean()
     return model, x, loss
@@ -82,10 +83,11 @@ def build(n_tokens=3, d_model=4, seed=0):
 
 # ----------------------------------------------------------------------------- printing a step
 
-describe_step = mt.viz.describe_step       # the lines printed for one BackwardStep
+describe_step = mt.viz.describe_step  # the lines printed for one BackwardStep
 
 
 # ----------------------------------------------------------------------------- frames
+
 
 class FrameWriter:
     """Writes each frame as an SVG through `dot`, or as .dot text when `dot` is missing."""
@@ -115,12 +117,16 @@ class FrameWriter:
 
 # ----------------------------------------------------------------------------- the walk
 
+
 def walk(args, read=input, out=sys.stdout):
     """Step through backward; returns the number of steps taken."""
     model, x, loss = build(args.tokens, args.d_model, args.seed)
     frames = FrameWriter(args.out) if args.out else None
-    print(f"Tiny attention block: {args.tokens} tokens, d_model {args.d_model}; "
-          f"loss = {loss.item():.5f}", file=out)
+    print(
+        f"Tiny attention block: {args.tokens} tokens, d_model {args.d_model}; "
+        f"loss = {loss.item():.5f}",
+        file=out,
+    )
     if frames:
         g = mt.viz.draw_graph(loss, show_values=True, model=model, title="forward pass")
         print(f"frame: {frames.write(g, 'frame_000_forward')}", file=out)
@@ -151,8 +157,9 @@ def check_against_backward(model, args, out):
     again, _, loss = build(args.tokens, args.d_model, args.seed)
     loss.backward()
     stepped = dict(model.named_parameters())
-    same = all(np.array_equal(p.grad.data, stepped[name].grad.data)
-               for name, p in again.named_parameters())
+    same = all(
+        np.array_equal(p.grad.data, stepped[name].grad.data) for name, p in again.named_parameters()
+    )
     print(f"done: gradients equal those of loss.backward(): {'yes' if same else 'NO'}", file=out)
     return same
 
@@ -160,11 +167,16 @@ def check_against_backward(model, args, out):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description="Step through the backward pass of a tiny attention block "
-                    "(Enter: next step, q: quit).")
+        "(Enter: next step, q: quit)."
+    )
     p.add_argument("--all", action="store_true", help="run every step without waiting for Enter")
-    p.add_argument("--out", metavar="DIR", default=os.path.join("runs", "step_backward"),
-                   help="write each frame into DIR (SVG with Graphviz's dot, else .dot text; "
-                        "default: %(default)s)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        default=os.path.join("runs", "step_backward"),
+        help="write each frame into DIR (SVG with Graphviz's dot, else .dot text; "
+        "default: %(default)s)",
+    )
     p.add_argument("--no-frames", action="store_true", help="do not write frames")
     p.add_argument("--tokens", type=int, default=3, help="number of tokens (default 3)")
     p.add_argument("--d-model", type=int, default=4, help="model width (default 4)")

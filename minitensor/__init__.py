@@ -1,12 +1,13 @@
 """minitensor: a small, readable tensor library with reverse-mode autograd.
 
-    import minitensor as mt
-    import minitensor.functional as F
+import minitensor as mt
+import minitensor.functional as F
 
-    x = mt.randn(3, 4, requires_grad=True, name="x")
-    loss = F.relu(x @ mt.randn(4, 2)).sum()
-    loss.backward()          # x.grad now holds d loss / d x
+x = mt.randn(3, 4, requires_grad=True, name="x")
+loss = F.relu(x @ mt.randn(4, 2)).sum()
+loss.backward()          # x.grad now holds d loss / d x
 """
+
 # Process-wide settings (OpenBLAS on one thread, malloc keeping freed memory, OpenMP's spin
 # count): each documented and switchable in config.py. Several only work before numpy or numba
 # load, hence here, first.
@@ -18,9 +19,27 @@ import numpy as np  # noqa: E402
 
 from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
-from .creation import (FloatTensor, LongTensor, arange, empty, eye, from_numpy, full, full_like,
-                       linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
-                       tensor, zeros, zeros_like)
+from .creation import (
+    FloatTensor,
+    LongTensor,
+    arange,
+    empty,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
 from .function import Context, Function, ShapeError, unbroadcast
 from .gradcheck import GradcheckError, gradcheck
 from .random import get_rng_state, manual_seed, set_rng_state
@@ -30,12 +49,58 @@ from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 from . import functional  # noqa: E402
 from . import functional as F  # noqa: E402,F401
-from .functional import (abs, allclose, argmax, argmin, argsort, bmm, cat, chunk, clip,  # noqa
-                         concat, cos, cumsum, einsum, exp, flatten, gather, index_select, log,
-                         log_softmax, masked_fill, matmul, max, maximum, mean, min, minimum,
-                         multinomial, nonzero, relu, reshape, scatter, sigmoid, sin, softmax,
-                         sort, split, sqrt, squeeze, stack, std, sum, tanh, topk, transpose,
-                         tril, triu, unsqueeze, var, where)
+from .functional import (
+    abs,
+    allclose,
+    argmax,
+    argmin,
+    argsort,
+    bmm,
+    cat,
+    chunk,
+    clip,  # noqa
+    concat,
+    cos,
+    cumsum,
+    einsum,
+    exp,
+    flatten,
+    gather,
+    index_select,
+    log,
+    log_softmax,
+    masked_fill,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    multinomial,
+    nonzero,
+    relu,
+    reshape,
+    scatter,
+    sigmoid,
+    sin,
+    softmax,
+    sort,
+    split,
+    sqrt,
+    squeeze,
+    stack,
+    std,
+    sum,
+    tanh,
+    topk,
+    transpose,
+    tril,
+    triu,
+    unsqueeze,
+    var,
+    where,
+)
+
 clamp = clip
 
 # PyTorch's dtype names (numpy dtypes here): torch.long is int64, torch.float is float32, …
@@ -64,7 +129,7 @@ from . import amp, backends  # noqa: E402
 class cuda:
     """torch.cuda stand-in: minitensor runs on the CPU, so no GPU is ever available."""
 
-    amp = amp                   # torch.cuda.amp.GradScaler: the older spelling of amp's
+    amp = amp  # torch.cuda.amp.GradScaler: the older spelling of amp's
 
     @staticmethod
     def is_available():
@@ -73,6 +138,8 @@ class cuda:
     @staticmethod
     def device_count():
         return 0
+
+
 from .kernels import get_backend, set_backend  # noqa: E402
 from . import nn  # noqa: E402
 from . import viz  # noqa: E402
@@ -80,19 +147,118 @@ from . import optim  # noqa: E402
 from .io import CheckpointError, load, save  # noqa: E402
 
 __all__ = [
-    "Tensor", "Function", "Context", "tensor", "zeros", "ones", "full", "randn", "rand",
-    "randint", "arange", "eye", "zeros_like", "ones_like", "full_like", "randn_like",
-    "rand_like", "manual_seed", "no_grad", "enable_grad", "detect_anomaly", "gradcheck",
-    "scope", "unbroadcast", "float32", "float64", "int32", "int64", "bool_", "nn", "functional",
-    "set_backend", "get_backend",
-    "optim", "save", "load", "CheckpointError", "empty", "linspace", "LongTensor",
-    "FloatTensor", "from_numpy", "device", "cuda", "uint8", "long", "int", "float", "double",
-    "bool", "abs", "allclose", "argmax", "argmin", "bmm", "cat", "chunk", "clamp", "clip",
-    "concat", "cos", "exp", "flatten", "gather", "index_select", "log", "log_softmax",
-    "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "nonzero", "relu",
-    "reshape", "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum",
-    "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where", "argsort", "cumsum",
-    "einsum", "multinomial", "scatter", "sort", "topk", "viz", "autograd", "config",
-    "GradcheckError", "ShapeError", "current_scope", "get_rng_state", "set_rng_state",
-    "is_grad_enabled", "amp", "backends", "float16", "half", "bfloat16",
+    "Tensor",
+    "Function",
+    "Context",
+    "tensor",
+    "zeros",
+    "ones",
+    "full",
+    "randn",
+    "rand",
+    "randint",
+    "arange",
+    "eye",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "randn_like",
+    "rand_like",
+    "manual_seed",
+    "no_grad",
+    "enable_grad",
+    "detect_anomaly",
+    "gradcheck",
+    "scope",
+    "unbroadcast",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "bool_",
+    "nn",
+    "functional",
+    "set_backend",
+    "get_backend",
+    "optim",
+    "save",
+    "load",
+    "CheckpointError",
+    "empty",
+    "linspace",
+    "LongTensor",
+    "FloatTensor",
+    "from_numpy",
+    "device",
+    "cuda",
+    "uint8",
+    "long",
+    "int",
+    "float",
+    "double",
+    "bool",
+    "abs",
+    "allclose",
+    "argmax",
+    "argmin",
+    "bmm",
+    "cat",
+    "chunk",
+    "clamp",
+    "clip",
+    "concat",
+    "cos",
+    "exp",
+    "flatten",
+    "gather",
+    "index_select",
+    "log",
+    "log_softmax",
+    "masked_fill",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
+    "nonzero",
+    "relu",
+    "reshape",
+    "sigmoid",
+    "sin",
+    "softmax",
+    "split",
+    "sqrt",
+    "squeeze",
+    "stack",
+    "std",
+    "sum",
+    "tanh",
+    "transpose",
+    "tril",
+    "triu",
+    "unsqueeze",
+    "var",
+    "where",
+    "argsort",
+    "cumsum",
+    "einsum",
+    "multinomial",
+    "scatter",
+    "sort",
+    "topk",
+    "viz",
+    "autograd",
+    "config",
+    "GradcheckError",
+    "ShapeError",
+    "current_scope",
+    "get_rng_state",
+    "set_rng_state",
+    "is_grad_enabled",
+    "amp",
+    "backends",
+    "float16",
+    "half",
+    "bfloat16",
 ]

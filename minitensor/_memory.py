@@ -12,6 +12,7 @@ until it exits, as a caching allocator does.
 Applied once, at `import minitensor`, on Linux with glibc. MINITENSOR_KEEP_FREED_MEMORY=0 leaves
 malloc alone; so does any MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ you set yourself.
 """
+
 import ctypes
 import ctypes.util
 import os
@@ -19,21 +20,25 @@ import sys
 
 # mallopt's parameter numbers (glibc's malloc.h)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MMAP_THRESHOLD = 32 << 20          # glibc's largest allowed value: 32 MiB on 64-bit machines
-TRIM_THRESHOLD = 2**31 - 1         # mallopt takes a C int: 2 GiB, never reached in practice
+MMAP_THRESHOLD = 32 << 20  # glibc's largest allowed value: 32 MiB on 64-bit machines
+TRIM_THRESHOLD = 2**31 - 1  # mallopt takes a C int: 2 GiB, never reached in practice
 
 
 def keep_freed_memory():
     """Set the two malloc parameters above; True if they were set."""
-    if (os.environ.get("MINITENSOR_KEEP_FREED_MEMORY", "1") == "0"
-            or not sys.platform.startswith("linux")
-            or "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ):
+    if (
+        os.environ.get("MINITENSOR_KEEP_FREED_MEMORY", "1") == "0"
+        or not sys.platform.startswith("linux")
+        or "MALLOC_MMAP_THRESHOLD_" in os.environ
+        or "MALLOC_TRIM_THRESHOLD_" in os.environ
+    ):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt              # glibc (and a few others) have it; musl does not
+        mallopt = libc.mallopt  # glibc (and a few others) have it; musl does not
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
-        bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )

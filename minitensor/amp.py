@@ -16,6 +16,7 @@ step() is optimizer.step()). A scaler for 'cpu' scales as torch's does; the scal
 two, so multiplying and dividing by it changes no float32 digit and the steps are the unscaled
 ones.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -30,13 +31,22 @@ class GradScaler:
     """torch.amp.GradScaler(device, init_scale, growth_factor, backoff_factor,
     growth_interval, enabled): dynamic loss scaling (see the module's docstring)."""
 
-    def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16,
-                 growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        device: str = "cuda",
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ) -> None:
         kind = str(getattr(device, "type", device)).split(":")[0]
         if enabled and kind == "cuda":
-            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
-                          "Disabling.", UserWarning, stacklevel=2)
+            warnings.warn(
+                "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
+                UserWarning,
+                stacklevel=2,
+            )
             enabled = False
         elif kind != "cuda":
             check_device(device, "GradScaler")
@@ -44,7 +54,7 @@ class GradScaler:
         self._scale = np.float32(init_scale)
         self._growth_factor, self._backoff_factor = growth_factor, backoff_factor
         self._growth_interval, self._growth_tracker = growth_interval, 0
-        self._found_inf: dict[int, bool] = {}    # id(optimizer) → inf seen, since update()
+        self._found_inf: dict[int, bool] = {}  # id(optimizer) → inf seen, since update()
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -65,9 +75,11 @@ class GradScaler:
         if not self._enabled:
             return
         if id(optimizer) in self._found_inf:
-            raise RuntimeError("GradScaler.unscale_: unscale_() has already been called on "
-                               "this optimizer since the last update()")
-        inv = np.float32(1.0 / np.float64(self._scale))   # torch: the reciprocal in float64
+            raise RuntimeError(
+                "GradScaler.unscale_: unscale_() has already been called on "
+                "this optimizer since the last update()"
+            )
+        inv = np.float32(1.0 / np.float64(self._scale))  # torch: the reciprocal in float64
         found = False
         for group in optimizer.param_groups:
             for p in group["params"]:
@@ -96,8 +108,10 @@ class GradScaler:
         if new_scale is not None:
             self._scale = np.float32(new_scale)
         elif not self._found_inf:
-            raise AssertionError("GradScaler.update: no inf checks were recorded prior to "
-                                 "update() (call step(optimizer) or unscale_(optimizer) first)")
+            raise AssertionError(
+                "GradScaler.update: no inf checks were recorded prior to "
+                "update() (call step(optimizer) or unscale_(optimizer) first)"
+            )
         elif any(self._found_inf.values()):
             self._scale = np.float32(self._scale * self._backoff_factor)
             self._growth_tracker = 0
@@ -111,10 +125,13 @@ class GradScaler:
     def state_dict(self) -> dict[str, Any]:
         if not self._enabled:
             return {}
-        return {"scale": float(self._scale), "growth_factor": self._growth_factor,
-                "backoff_factor": self._backoff_factor,
-                "growth_interval": self._growth_interval,
-                "_growth_tracker": self._growth_tracker}
+        return {
+            "scale": float(self._scale),
+            "growth_factor": self._growth_factor,
+            "backoff_factor": self._backoff_factor,
+            "growth_interval": self._growth_interval,
+            "_growth_tracker": self._growth_tracker,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not self._enabled:

@@ -1,6 +1,7 @@
 """Anomaly mode (`mt.autograd.detect_anomaly()`): every forward output and every gradient is
 checked for NaN/Inf, and the first one found names the op, its module scope and the user's
 line that created it. The mode is per thread (see `state`)."""
+
 from __future__ import annotations
 
 import linecache
@@ -58,7 +59,8 @@ def check_forward(fn, arrays, result):
         where, line, _ = _where_created(fn, result)
         raise FloatingPointError(
             f"anomaly: {where} produced {bad} in its output of shape {out.shape}{line} "
-            f"(inputs: {describe_inputs(arrays)})")
+            f"(inputs: {describe_inputs(arrays)})"
+        )
     # An op may name a further thing worth reporting about its output (Softmax: rows whose
     # every key was masked). It is reported as a warning: such rows can be legitimate.
     check = getattr(fn, "anomaly_check", None)
@@ -79,4 +81,5 @@ def check_backward(node, grads):
             raise FloatingPointError(
                 f"anomaly: the backward of {node.where()} produced {bad} in the gradient for "
                 f"input {i} (shape {g.shape})"
-                + (f"; the node was created by: {line}" if line else ""))
+                + (f"; the node was created by: {line}" if line else "")
+            )

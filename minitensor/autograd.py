@@ -6,6 +6,7 @@ The rest of autograd has its own modules, re-exported here so that ``mt.autograd
 and `keep_intermediates` (`grad_mode.py`), anomaly mode (`anomaly.py`), forward hooks
 (`hooks.py`) and the per-thread state they keep (`state.py`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from .hooks import register_forward_hook
 from .state import state
 from .typing import ArrayLike
 
-if TYPE_CHECKING:                   # for annotations only: both modules import this one
+if TYPE_CHECKING:  # for annotations only: both modules import this one
     from .function import Context
     from .tensor import Tensor
 
@@ -41,6 +42,7 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- the engine
 
+
 def topological_order(*roots: Context) -> list[Context]:
     """The nodes reachable from `roots` (nodes), each before every node that feeds it.
 
@@ -55,7 +57,7 @@ def topological_order(*roots: Context) -> list[Context]:
         while stack:
             node, inputs_done = stack.pop()
             if inputs_done:
-                order.append(node)          # after every node that feeds it
+                order.append(node)  # after every node that feeds it
                 continue
             if id(node) in visited:
                 continue
@@ -76,21 +78,29 @@ class BackwardStep:
     input, None where nothing), ``saved`` (the arrays it saved for backward).
     """
 
-    root = None             # the walk's first node (the loss's): what a step draws from
-    _display_hook = None    # set by minitensor.viz: (step, include, exclude) -> a mime bundle
+    root = None  # the walk's first node (the loss's): what a step draws from
+    _display_hook = None  # set by minitensor.viz: (step, include, exclude) -> a mime bundle
 
-    def __init__(self, index: int, total: int, node: Context, grad_output: np.ndarray,
-                 grad_inputs: tuple[np.ndarray | None, ...], saved: tuple[Any, ...],
-                 run: list[int], n_run: int) -> None:
+    def __init__(
+        self,
+        index: int,
+        total: int,
+        node: Context,
+        grad_output: np.ndarray,
+        grad_inputs: tuple[np.ndarray | None, ...],
+        saved: tuple[Any, ...],
+        run: list[int],
+        n_run: int,
+    ) -> None:
         self.index, self.total, self.node = index, total, node
         self.grad_output, self.grad_inputs, self.saved = grad_output, grad_inputs, saved
-        self._run, self._n_run = run, n_run   # the walk's shared run list, and its length now
+        self._run, self._n_run = run, n_run  # the walk's shared run list, and its length now
 
     @property
     def done(self) -> frozenset[int]:
         """Ids of the nodes whose backward had run when this step was taken (this one
         included). A snapshot: it does not grow as the walk goes on."""
-        return frozenset(self._run[:self._n_run])
+        return frozenset(self._run[: self._n_run])
 
     @property
     def op(self) -> str:
@@ -111,8 +121,10 @@ class BackwardStep:
         return hook(self, include, exclude) if hook else {"text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        return (f"<step {self.index + 1}/{self.total}: {self.node.where()} "
-                f"grad_output {self.grad_output.shape}>")
+        return (
+            f"<step {self.index + 1}/{self.total}: {self.node.where()} "
+            f"grad_output {self.grad_output.shape}>"
+        )
 
 
 def _initial_grad(tensor, grad):
@@ -121,12 +133,14 @@ def _initial_grad(tensor, grad):
             raise RuntimeError(
                 f"backward: a gradient can be implied only for a single-element output, but this "
                 f"tensor has shape {tensor.shape}. Pass grad= with that shape (or reduce it, "
-                f"e.g. loss.sum()).")
+                f"e.g. loss.sum())."
+            )
         return np.ones_like(tensor.data)
     g = grad if isinstance(grad, np.ndarray) else np.asarray(getattr(grad, "data", grad))
     if g.shape != tensor.shape:
-        raise ValueError(f"backward: grad has shape {g.shape} but the output has shape "
-                         f"{tensor.shape}")
+        raise ValueError(
+            f"backward: grad has shape {g.shape} but the output has shape {tensor.shape}"
+        )
     return g.astype(tensor.dtype, copy=False)
 
 
@@ -138,7 +152,8 @@ def _check_versions(node):
                 f"modified by an inplace operation: {what} of {node.where()} — {kind} — was "
                 f"saved for backward and then modified in place (version {version} -> "
                 f"{counter[0]}); its gradient would be silently wrong. Use an out-of-place op "
-                f"(x = x + y instead of x.add_(y)) or clone first.")
+                f"(x = x + y instead of x.add_(y)) or clone first."
+            )
 
 
 def _normalise_grads(node, grads):
@@ -148,7 +163,8 @@ def _normalise_grads(node, grads):
     if len(grads) != len(node.inputs):
         raise RuntimeError(
             f"backward of {node.where()} returned {len(grads)} gradients for "
-            f"{len(node.inputs)} inputs")
+            f"{len(node.inputs)} inputs"
+        )
     out = []
     for i, (t, g) in enumerate(zip(node.inputs, grads)):
         if g is None or t is None or not t.requires_grad:
@@ -158,15 +174,17 @@ def _normalise_grads(node, grads):
         if g.shape != t.shape:
             raise RuntimeError(
                 f"backward of {node.where()} returned a gradient of shape {g.shape} for input {i} "
-                f"of shape {t.shape} (reduce broadcast gradients with mt.unbroadcast)")
+                f"of shape {t.shape} (reduce broadcast gradients with mt.unbroadcast)"
+            )
         if g.dtype != t.dtype:
             g = g.astype(t.dtype)
         out.append(g)
     return tuple(out)
 
 
-def backward_steps(tensor: Tensor, grad: Tensor | ArrayLike | None = None,
-                   retain_graph: bool = False) -> Iterator[BackwardStep]:
+def backward_steps(
+    tensor: Tensor, grad: Tensor | ArrayLike | None = None, retain_graph: bool = False
+) -> Iterator[BackwardStep]:
     """Run backward from `tensor` one node at a time, yielding a `BackwardStep` after each.
 
     Consuming every step leaves exactly the gradients ``tensor.backward()`` leaves: `backward`
@@ -179,9 +197,10 @@ def backward_steps(tensor: Tensor, grad: Tensor | ArrayLike | None = None,
     if not tensor.requires_grad:
         raise RuntimeError(
             f"backward: this tensor (shape {tensor.shape}) does not require grad and has no "
-            f"graph; did you compute it under no_grad, or from tensors without requires_grad?")
+            f"graph; did you compute it under no_grad, or from tensors without requires_grad?"
+        )
     g0 = _initial_grad(tensor, grad)
-    if tensor.grad_fn is None:                      # backward on a leaf itself
+    if tensor.grad_fn is None:  # backward on a leaf itself
         tensor._accumulate_grad(g0)
         return iter(())
     order = topological_order(tensor.grad_fn)
@@ -194,30 +213,30 @@ def backward_steps(tensor: Tensor, grad: Tensor | ArrayLike | None = None,
 def _walk(order, g0, retain_graph):
     """The engine proper: visit the nodes in topological order, sending each node's output
     gradient through its backward to its inputs."""
-    grads = {id(order[0]): g0}      # gradients that reached each node's output, so far
-    run = []                        # ids of the nodes whose backward has run, in order
-    grads_before = {}               # .grad of every tensor this pass touched, to undo a failure
+    grads = {id(order[0]): g0}  # gradients that reached each node's output, so far
+    run = []  # ids of the nodes whose backward has run, in order
+    grads_before = {}  # .grad of every tensor this pass touched, to undo a failure
     anomaly = state.anomaly
 
-    def give(t, g):                 # accumulate into a leaf's (or retained tensor's) .grad
+    def give(t, g):  # accumulate into a leaf's (or retained tensor's) .grad
         grads_before.setdefault(id(t), (t, t.grad))
         t._accumulate_grad(g)
 
     try:
         for index, node in enumerate(order):
             g_out = grads.pop(id(node), None)
-            if g_out is None:       # no gradient reached this node (e.g. an unused branch)
+            if g_out is None:  # no gradient reached this node (e.g. an unused branch)
                 continue
             saved = node.saved_tensors
-            if node._grad_dtype is not None:    # forward computed in float32 (float16 input)
+            if node._grad_dtype is not None:  # forward computed in float32 (float16 input)
                 g_out = g_out.astype(node._grad_dtype)
             g_in = _normalise_grads(node, node.fn.backward(node, g_out))
             if anomaly:
                 check_backward(node, g_in)
-            if retain_graph:        # kept for the graph viewer (show_grad); otherwise every
-                node.grad = g_out   # node's output gradient would live as long as the graph
+            if retain_graph:  # kept for the graph viewer (show_grad); otherwise every
+                node.grad = g_out  # node's output gradient would live as long as the graph
             retained = node._retained() if node._retained is not None else None
-            if retained is not None:                  # Tensor.retain_grad()
+            if retained is not None:  # Tensor.retain_grad()
                 give(retained, g_out)
             for t, g in zip(node.inputs, g_in):
                 if g is None:
@@ -246,8 +265,9 @@ def _walk(order, g0, retain_graph):
         raise
 
 
-def backward(tensor: Tensor, grad: Tensor | ArrayLike | None = None,
-             retain_graph: bool = False) -> None:
+def backward(
+    tensor: Tensor, grad: Tensor | ArrayLike | None = None, retain_graph: bool = False
+) -> None:
     """Compute the gradient of `tensor` with respect to every leaf that requires grad."""
     for _ in backward_steps(tensor, grad, retain_graph):
         pass

@@ -7,6 +7,7 @@ They choose GPU kernels (TF32 matmuls, cuDNN's autotuning). minitensor runs on t
 torch ignores them too: here they are plain attributes that keep what was set and change
 nothing, and every `is_available()` is False.
 """
+
 from types import SimpleNamespace
 
 
@@ -14,10 +15,15 @@ def _unavailable() -> bool:
     return False
 
 
-cuda = SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False,
-                                              allow_fp16_reduced_precision_reduction=True,
-                                              allow_bf16_reduced_precision_reduction=True),
-                       is_built=_unavailable)
-cudnn = SimpleNamespace(allow_tf32=True, benchmark=False, deterministic=False, enabled=True,
-                        is_available=_unavailable)
+cuda = SimpleNamespace(
+    matmul=SimpleNamespace(
+        allow_tf32=False,
+        allow_fp16_reduced_precision_reduction=True,
+        allow_bf16_reduced_precision_reduction=True,
+    ),
+    is_built=_unavailable,
+)
+cudnn = SimpleNamespace(
+    allow_tf32=True, benchmark=False, deterministic=False, enabled=True, is_available=_unavailable
+)
 mps = SimpleNamespace(is_available=_unavailable, is_built=_unavailable)

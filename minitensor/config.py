@@ -42,6 +42,7 @@ Why each one:
   when all of its threads get a core. Numbers: benchmarks/README.md, "Threads on a shared
   machine"; the reasoning: docs/kernels.md.
 """
+
 import os
 import sys
 
@@ -51,14 +52,18 @@ SPIN_COUNT = "10000"
 # switch variable → (what it does, the variables a user may have set that make it stand aside)
 SETTINGS = {
     "MINITENSOR_SINGLE_THREADED_BLAS": ("OPENBLAS_NUM_THREADS=1", ("OPENBLAS_NUM_THREADS",)),
-    "MINITENSOR_KEEP_FREED_MEMORY": ("glibc keeps freed memory for reuse (mallopt)",
-                                     ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")),
+    "MINITENSOR_KEEP_FREED_MEMORY": (
+        "glibc keeps freed memory for reuse (mallopt)",
+        ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"),
+    ),
     "MINITENSOR_SERIAL_AFTER_FORK": ("kernels run serially in a forked child", ()),
-    "MINITENSOR_POLITE_THREADS": (f"GOMP_SPINCOUNT={SPIN_COUNT}; one thread while the CPUs "
-                                  f"are busy", ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")),
+    "MINITENSOR_POLITE_THREADS": (
+        f"GOMP_SPINCOUNT={SPIN_COUNT}; one thread while the CPUs are busy",
+        ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"),
+    ),
 }
 
-applied = {}        # switch → what was done in this process (or why not)
+applied = {}  # switch → what was done in this process (or why not)
 
 
 def enabled(switch):
@@ -72,9 +77,10 @@ def _user_set(names):
 
 
 def _single_threaded_blas():
-    if "numpy" in sys.modules:        # BLAS already loaded: limit it at run time, if we can
+    if "numpy" in sys.modules:  # BLAS already loaded: limit it at run time, if we can
         try:
             import threadpoolctl
+
             threadpoolctl.threadpool_limits(1, user_api="blas")
         except ImportError:
             pass
@@ -84,6 +90,7 @@ def _single_threaded_blas():
 
 def _keep_freed_memory():
     from ._memory import keep_freed_memory
+
     return "mallopt set" if keep_freed_memory() else "not available here (not glibc)"
 
 
@@ -118,12 +125,16 @@ def apply():
 def polite_threads():
     """True when the one-thread-while-busy rule is on: switched on, and the user has not
     fixed numba's thread count or OpenMP's wait policy themselves."""
-    return (applied.get("MINITENSOR_POLITE_THREADS", "").startswith("GOMP_SPINCOUNT")
-            and "NUMBA_NUM_THREADS" not in os.environ)
+    return (
+        applied.get("MINITENSOR_POLITE_THREADS", "").startswith("GOMP_SPINCOUNT")
+        and "NUMBA_NUM_THREADS" not in os.environ
+    )
 
 
 def report(file=None):
     """Print each process-wide setting, its switch and what was done in this process."""
     for switch, (what, _) in SETTINGS.items():
-        print(f"{switch:34s} {what}\n{'':34s} → {applied.get(switch, 'not applied')}",
-              file=file or sys.stdout)
+        print(
+            f"{switch:34s} {what}\n{'':34s} → {applied.get(switch, 'not applied')}",
+            file=file or sys.stdout,
+        )

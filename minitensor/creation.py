@@ -4,6 +4,7 @@
 Floating-point results are float32 unless dtype= says otherwise. Random ones draw from the
 generator that `mt.manual_seed` seeds.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,8 +22,13 @@ def _float(dtype):
     return np.dtype(dtype) if dtype is not None else _DEFAULT_FLOAT
 
 
-def tensor(data: Tensor | ArrayLike, dtype: DType | None = None, requires_grad: bool = False,
-           name: str | None = None, device: Any = None) -> Tensor:
+def tensor(
+    data: Tensor | ArrayLike,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
     check_device(device, "tensor")
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
@@ -33,11 +39,15 @@ def from_numpy(array: np.ndarray, requires_grad: bool = False, name: str | None 
     not `tensor`'s float32 default): changes to one show in the other. For code above the core
     (models, decoding caches) that builds arrays with numpy and hands them to ops."""
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy: expects a numpy array, got {type(array).__name__}; use "
-                        f"mt.tensor for lists and numbers")
+        raise TypeError(
+            f"from_numpy: expects a numpy array, got {type(array).__name__}; use "
+            f"mt.tensor for lists and numbers"
+        )
     if array.dtype.kind not in "fiub":
-        raise TypeError(f"from_numpy: cannot wrap an array of dtype {array.dtype} (shape "
-                        f"{array.shape}); tensors hold bool, integer or floating data")
+        raise TypeError(
+            f"from_numpy: cannot wrap an array of dtype {array.dtype} (shape "
+            f"{array.shape}); tensors hold bool, integer or floating data"
+        )
     t = Tensor._make(array)
     if requires_grad:
         t.requires_grad_(True)
@@ -45,20 +55,36 @@ def from_numpy(array: np.ndarray, requires_grad: bool = False, name: str | None 
     return t
 
 
-def zeros(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-          name: str | None = None, device: Any = None) -> Tensor:
+def zeros(
+    *shape: int | Sequence[int],
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     check_device(device, "zeros")
     return Tensor(np.zeros(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
-def ones(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-         name: str | None = None, device: Any = None) -> Tensor:
+def ones(
+    *shape: int | Sequence[int],
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     check_device(device, "ones")
     return Tensor(np.ones(shape_arg(shape)), requires_grad, dtype=_float(dtype), name=name)
 
 
-def full(shape: int | Sequence[int], value: Scalar, dtype: DType | None = None,
-         requires_grad: bool = False, name: str | None = None, device: Any = None) -> Tensor:
+def full(
+    shape: int | Sequence[int],
+    value: Scalar,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """A tensor of `shape` filled with `value` (a float value gives float32 by default)."""
     check_device(device, "full")
     if dtype is None:
@@ -67,32 +93,49 @@ def full(shape: int | Sequence[int], value: Scalar, dtype: DType | None = None,
     return Tensor(np.full(shape, value, dtype), requires_grad, dtype=dtype, name=name)
 
 
-def randn(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-          name: str | None = None, device: Any = None) -> Tensor:
+def randn(
+    *shape: int | Sequence[int],
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """Standard normal samples."""
     check_device(device, "randn")
     data = generator().standard_normal(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def rand(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-         name: str | None = None, device: Any = None) -> Tensor:
+def rand(
+    *shape: int | Sequence[int],
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """Uniform samples in [0, 1)."""
     check_device(device, "rand")
     data = generator().random(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
-def randint(low: int, high: int | Sequence[int] | None = None,
-            size: int | Sequence[int] | None = None, dtype: DType = np.int64,
-            name: str | None = None, device: Any = None) -> Tensor:
+def randint(
+    low: int,
+    high: int | Sequence[int] | None = None,
+    size: int | Sequence[int] | None = None,
+    dtype: DType = np.int64,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """Integers uniform in [low, high): randint(low, high, size), or torch's
     randint(high, size) and randint(high, size=size) with low 0."""
     check_device(device, "randint")
     if size is None:
         if high is None or isinstance(high, int):
-            raise TypeError(f"randint({low}, {high}): give a size, randint(high, size) or "
-                            f"randint(low, high, size)")
+            raise TypeError(
+                f"randint({low}, {high}): give a size, randint(high, size) or "
+                f"randint(low, high, size)"
+            )
         low, high, size = 0, low, high
     elif high is None:
         low, high = 0, low
@@ -100,8 +143,15 @@ def randint(low: int, high: int | Sequence[int] | None = None,
     return Tensor(generator().integers(low, high, size=size), dtype=dtype, name=name)
 
 
-def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | None = None,
-           requires_grad: bool = False, name: str | None = None, device: Any = None) -> Tensor:
+def arange(
+    start: Scalar,
+    stop: Scalar | None = None,
+    step: Scalar = 1,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """start, start + step, ... up to (not including) stop; integers stay int64, floats are
     float32 unless dtype= says otherwise."""
     check_device(device, "arange")
@@ -113,22 +163,39 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: D
     return Tensor(data, requires_grad, dtype=dtype, name=name)
 
 
-def eye(n: int, m: int | None = None, dtype: DType | None = None, requires_grad: bool = False,
-        name: str | None = None, device: Any = None) -> Tensor:
+def eye(
+    n: int,
+    m: int | None = None,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     check_device(device, "eye")
     return Tensor(np.eye(n, m), requires_grad, dtype=_float(dtype), name=name)
 
 
-def empty(*shape: int | Sequence[int], dtype: DType | None = None, requires_grad: bool = False,
-          name: str | None = None, device: Any = None) -> Tensor:
+def empty(
+    *shape: int | Sequence[int],
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """A tensor of `shape` to be overwritten next (filled with zeros here, so never garbage)."""
     check_device(device, "empty")
     return zeros(*shape, dtype=dtype, requires_grad=requires_grad, name=name)
 
 
-def linspace(start: Scalar, end: Scalar, steps: int, dtype: DType | None = None,
-             requires_grad: bool = False, name: str | None = None,
-             device: Any = None) -> Tensor:
+def linspace(
+    start: Scalar,
+    end: Scalar,
+    steps: int,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """`steps` evenly spaced values from start to end, both included (1-D, float32 default)."""
     check_device(device, "linspace")
     return Tensor(np.linspace(start, end, steps), requires_grad, dtype=_float(dtype), name=name)
@@ -144,34 +211,70 @@ def FloatTensor(data: Tensor | ArrayLike) -> Tensor:
     return Tensor(data, dtype=np.float32)
 
 
-def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-               name: str | None = None, device: Any = None) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
-                 name=name, device=device)
+def zeros_like(
+    t: Tensor,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
+    return zeros(
+        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
+    )
 
 
-def ones_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-              name: str | None = None, device: Any = None) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
-                name=name, device=device)
+def ones_like(
+    t: Tensor,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
+    return ones(
+        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
+    )
 
 
-def full_like(t: Tensor, value: Scalar, dtype: DType | None = None, requires_grad: bool = False,
-              name: str | None = None, device: Any = None) -> Tensor:
-    return full(t.shape, value, dtype=dtype or t.dtype, requires_grad=requires_grad,
-                name=name, device=device)
+def full_like(
+    t: Tensor,
+    value: Scalar,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
+    return full(
+        t.shape,
+        value,
+        dtype=dtype or t.dtype,
+        requires_grad=requires_grad,
+        name=name,
+        device=device,
+    )
 
 
-def randn_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-               name: str | None = None, device: Any = None) -> Tensor:
-    return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
-                 name=name, device=device)
+def randn_like(
+    t: Tensor,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
+    return randn(
+        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
+    )
 
 
-def rand_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
-              name: str | None = None, device: Any = None) -> Tensor:
-    return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad,
-                name=name, device=device)
+def rand_like(
+    t: Tensor,
+    dtype: DType | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
+    return rand(
+        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
+    )
 
 
 def empty_like_shape(shape: Shape, dtype: DType | None = None) -> np.ndarray:

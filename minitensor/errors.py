@@ -4,6 +4,7 @@ They sit below `Function` and `Tensor` (this module imports only the scope), so 
 shape helpers that Tensor, the ops and functional share can raise them without importing the
 graph machinery.
 """
+
 from __future__ import annotations
 
 from .scope import current_scope
@@ -13,6 +14,7 @@ __all__ = ["ShapeError", "named_error", "op_error", "op_in_scope"]
 
 class ShapeError(ValueError):
     """A ValueError whose message already names the shapes involved."""
+
     names_shapes = True
 
 
@@ -35,7 +37,7 @@ def named_error(kind: type[Exception], message: str) -> Exception:
     """kind(message), marked as already naming its op (Function.apply passes it on as it is)."""
     try:
         err = kind(message)
-    except Exception:           # an exception class with an unusual constructor
+    except Exception:  # an exception class with an unusual constructor
         err = RuntimeError(message)
-    err.op_named = True         # type: ignore[attr-defined]
+    err.op_named = True  # type: ignore[attr-defined]
     return err

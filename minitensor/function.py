@@ -20,6 +20,7 @@ node: the `Context` object itself. The node remembers what the graph viewer, the
 and error messages need: the op's name, its inputs, the module scope, the user's source line,
 the output's shape and what was saved for backward.
 """
+
 from __future__ import annotations
 
 import linecache
@@ -38,8 +39,15 @@ from .source import describe_inputs, describe_source, user_frame
 from .state import state
 from .tensor import Tensor
 
-__all__ = ["Context", "Function", "NodeInput", "ShapeError", "describe_inputs", "op_error",
-           "unbroadcast"]
+__all__ = [
+    "Context",
+    "Function",
+    "NodeInput",
+    "ShapeError",
+    "describe_inputs",
+    "op_error",
+    "unbroadcast",
+]
 
 
 class Context:
@@ -71,8 +79,8 @@ class Context:
         self._saved = ()
         self._saved_versions = ()
         self._released = False
-        self._retained = None       # weakref to the output, set by Tensor.retain_grad()
-        self._grad_dtype = None     # float32 when forward computed float16 inputs in float32
+        self._retained = None  # weakref to the output, set by Tensor.retain_grad()
+        self._grad_dtype = None  # float32 when forward computed float16 inputs in float32
 
     def save_for_backward(self, *arrays: Any) -> None:
         """Keep arrays (inputs, outputs or intermediates) for backward."""
@@ -89,7 +97,8 @@ class Context:
             raise RuntimeError(
                 f"backward through {self.where()} a second time: its saved tensors were freed "
                 "after the first backward. Call backward(retain_graph=True) the first time if you "
-                "need to backward twice.")
+                "need to backward twice."
+            )
 
     def release(self) -> None:
         """Free what was saved for backward (done after backward unless retain_graph=True)."""
@@ -136,7 +145,7 @@ class NodeInput:
     __slots__ = ("grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data", "_name")
 
     def __init__(self, tensor: Tensor) -> None:
-        data = tensor._data             # not the properties: this runs for most op inputs
+        data = tensor._data  # not the properties: this runs for most op inputs
         self.grad_fn, self.requires_grad = tensor._grad_fn, tensor.requires_grad
         self.shape, self.dtype = data.shape, data.dtype
         self._tensor, self._data = weakref.ref(tensor), weakref.ref(data)
@@ -184,14 +193,16 @@ class Function:
 
     is_view = False
     name = None
-    float_inputs = ()   # positions of inputs that must be floating (see _as_float)
+    float_inputs = ()  # positions of inputs that must be floating (see _as_float)
 
     # It always raises; annotated None, as NoReturn would make type checkers read the class
     # itself as uncallable (and refuse MyOp.apply)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         name = type(self).__name__
-        raise TypeError(f"{name}(...) is an op class, not a function: call {name}.apply(x) "
-                        "(apply runs forward and records the graph node)")
+        raise TypeError(
+            f"{name}(...) is an op class, not a function: call {name}.apply(x) "
+            "(apply runs forward and records the graph node)"
+        )
 
     @classmethod
     def op_name(cls) -> str:
@@ -202,8 +213,9 @@ class Function:
         raise NotImplementedError
 
     @staticmethod
-    def backward(ctx: Context,
-                 grad: np.ndarray) -> np.ndarray | tuple[np.ndarray | None, ...] | None:
+    def backward(
+        ctx: Context, grad: np.ndarray
+    ) -> np.ndarray | tuple[np.ndarray | None, ...] | None:
         raise NotImplementedError
 
     @classmethod
@@ -240,15 +252,19 @@ def _unwrap(args, params):
             tensors.append((f"argument `{name}`", value))
             value = value.data
         elif isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value):
-            tensors += [(f"argument `{name}`[{j}]", v) for j, v in enumerate(value)
-                        if isinstance(v, Tensor)]
+            tensors += [
+                (f"argument `{name}`[{j}]", v) for j, v in enumerate(value) if isinstance(v, Tensor)
+            ]
             value = type(value)(v.data if isinstance(v, Tensor) else v for v in value)
         plain[name] = value
     return arrays, plain, tensors
 
 
-_COMPUTE_DTYPE = {np.dtype(np.float32): None, np.dtype(np.float64): None,
-                  np.dtype(np.float16): np.dtype(np.float16)}
+_COMPUTE_DTYPE = {
+    np.dtype(np.float32): None,
+    np.dtype(np.float64): None,
+    np.dtype(np.float16): np.dtype(np.float16),
+}
 
 
 def _as_float(cls, arrays):
@@ -267,9 +283,13 @@ def _as_float(cls, arrays):
                 arrays[i] = a.astype(np.float32)
                 out_dtype = out_dtype or _COMPUTE_DTYPE[a.dtype]
         else:
-            raise op_error(cls.op_name(), f"input {i} has dtype {a.dtype} (shape {a.shape}); "
-                                          f"it computes in float32 or float64: convert with "
-                                          f".float() or .double()", TypeError)
+            raise op_error(
+                cls.op_name(),
+                f"input {i} has dtype {a.dtype} (shape {a.shape}); "
+                f"it computes in float32 or float64: convert with "
+                f".float() or .double()",
+                TypeError,
+            )
     return arrays, out_dtype
 
 
@@ -281,8 +301,8 @@ def _naming_errors(cls, arrays):
     except (ValueError, IndexError, TypeError) as e:
         err = _op_error(cls, e, arrays)
         if err is e or isinstance(e, ShapeError):
-            raise err from None     # a deliberate, complete message: no traceback noise
-        raise err from e            # keep the original traceback: it may be a bug in forward
+            raise err from None  # a deliberate, complete message: no traceback noise
+        raise err from e  # keep the original traceback: it may be a bug in forward
 
 
 def _wrap(cls, out, args, arrays, record, out_dtype=None):

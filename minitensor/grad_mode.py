@@ -1,6 +1,7 @@
 """Gradient mode: whether ops record a graph. `no_grad` turns recording off (inference,
 optimizer updates), `enable_grad` back on; `keep_intermediates` makes the nodes recorded keep
 their input tensors. The modes are per thread (see `state`)."""
+
 from __future__ import annotations
 
 import functools
@@ -10,7 +11,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from .state import state
 
-_Fn = TypeVar("_Fn", bound=Callable[..., Any])     # a function no_grad decorates
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])  # a function no_grad decorates
 
 
 def is_grad_enabled() -> bool:
@@ -37,9 +38,10 @@ class _GradMode:
     def __call__(self, fn: _Fn) -> _Fn:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with _GradMode(self.enabled):       # a fresh one per call: calls may overlap
+            with _GradMode(self.enabled):  # a fresh one per call: calls may overlap
                 return fn(*args, **kwargs)
-        return wrapper          # type: ignore[return-value]  (wraps keeps fn's signature)
+
+        return wrapper  # type: ignore[return-value]  (wraps keeps fn's signature)
 
 
 # With no argument (a context manager, or `@no_grad()`) the mode; given a function (`@no_grad`),

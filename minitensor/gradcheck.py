@@ -6,6 +6,7 @@ Jacobian of a vector-valued f, we check the gradient of a scalar: the outputs do
 fixed random weights w. If backward is right for a random w it is right for all (a wrong
 Jacobian entry would need an accident of measure zero to hide).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -26,8 +27,14 @@ def _outputs(result):
     return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
 
 
-def gradcheck(fn: Callable[..., Tensor | Sequence[Tensor]], *inputs: Any, eps: float = 1e-6,
-              atol: float = 1e-5, rtol: float = 1e-4, seed: int = 0) -> bool:
+def gradcheck(
+    fn: Callable[..., Tensor | Sequence[Tensor]],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    seed: int = 0,
+) -> bool:
     """Check fn's analytic gradients against finite differences, in float64.
 
     fn: called as fn(*inputs), returns a Tensor or a tuple of Tensors.
@@ -42,15 +49,21 @@ def gradcheck(fn: Callable[..., Tensor | Sequence[Tensor]], *inputs: Any, eps: f
         raise ValueError("gradcheck: no input requires grad; pass tensors with requires_grad=True")
     for i, t in checked:
         if t.dtype != np.float64:
-            raise TypeError(f"gradcheck: input {i} is {t.dtype}; use float64 inputs "
-                            f"(mt.tensor(..., dtype=mt.float64) or t.double())")
+            raise TypeError(
+                f"gradcheck: input {i} is {t.dtype}; use float64 inputs "
+                f"(mt.tensor(..., dtype=mt.float64) or t.double())"
+            )
         if not t.is_leaf:
-            raise ValueError(f"gradcheck: input {i} of shape {t.shape} was made by "
-                             f"`{t.grad_fn.name}`, so it gets no .grad; pass a leaf "
-                             f"(t.detach().requires_grad_()) and do the op inside fn")
+            raise ValueError(
+                f"gradcheck: input {i} of shape {t.shape} was made by "
+                f"`{t.grad_fn.name}`, so it gets no .grad; pass a leaf "
+                f"(t.detach().requires_grad_()) and do the op inside fn"
+            )
         if not t.data.flags.c_contiguous:
-            raise ValueError(f"gradcheck: input {i} of shape {t.shape} is not contiguous; pass "
-                             f"a contiguous copy (and make the non-contiguous view inside fn)")
+            raise ValueError(
+                f"gradcheck: input {i} of shape {t.shape} is not contiguous; pass "
+                f"a contiguous copy (and make the non-contiguous view inside fn)"
+            )
 
     grads_before = [t.grad for _, t in checked]
     try:
@@ -73,8 +86,11 @@ def _analytic_grads(fn, inputs, checked, rng):
         if not outs:
             raise ValueError("gradcheck: fn returned no floating-point Tensor")
         weights = [rng.standard_normal(o.shape) for o in outs]
-        terms = [(o * Tensor(w, dtype=np.float64)).sum()
-                 for o, w in zip(outs, weights) if o.requires_grad]
+        terms = [
+            (o * Tensor(w, dtype=np.float64)).sum()
+            for o, w in zip(outs, weights)
+            if o.requires_grad
+        ]
     if terms:
         total = terms[0]
         for term in terms[1:]:
@@ -86,12 +102,13 @@ def _analytic_grads(fn, inputs, checked, rng):
 
 def _numeric_grad(fn, inputs, t, weights, eps):
     """Central differences of Σ w·fn(inputs) with respect to each element of t."""
+
     def objective():
-        with no_grad():             # only the values matter here: record no graph
+        with no_grad():  # only the values matter here: record no graph
             outs = _outputs(fn(*inputs))
         return sum(float(np.sum(o.data * w)) for o, w in zip(outs, weights))
 
-    flat = t.data.reshape(-1)       # a view (t is contiguous): writing it perturbs t
+    flat = t.data.reshape(-1)  # a view (t is contiguous): writing it perturbs t
     numeric = np.zeros(t.numel())
     for j in range(flat.size):
         orig = flat[j]
@@ -112,4 +129,5 @@ def _compare(i, t, analytic, numeric, atol, rtol):
         raise GradcheckError(
             f"gradcheck: input {i}{name} of shape {t.shape}: gradient mismatch at index "
             f"{tuple(int(v) for v in k)}: analytic {analytic[k]:.8g}, numeric {numeric[k]:.8g} "
-            f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {t.numel()} elements differ)")
+            f"(atol={atol}, rtol={rtol}; {int((err > 0).sum())} of {t.numel()} elements differ)"
+        )

@@ -3,6 +3,7 @@
 Hooks are process-wide (a tracer sees the ops of every thread); anomaly mode's forward check
 runs here too, for the threads that turned it on.
 """
+
 from . import anomaly
 from .state import state
 
@@ -35,5 +36,5 @@ def active():
 def run_forward_hooks(fn, ctx, arrays, result, recorded):
     if state.anomaly:
         anomaly.check_forward(fn, arrays, result)
-    for hook in list(_forward_hooks):   # noqa: PERF101  (a hook may remove itself)
+    for hook in list(_forward_hooks):  # noqa: PERF101  (a hook may remove itself)
         hook(fn, ctx, arrays, result, recorded)

@@ -21,6 +21,7 @@ against the bytes the zip really holds before any array is allocated, so a small
 cannot ask for terabytes, and every way a file can be damaged ends in a `CheckpointError` that
 names the file and the member.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,9 @@ from .tensor import Tensor, check_device
 FORMAT = "minitensor-checkpoint"
 VERSION = 1
 _STRUCTURE = "__structure__"
-_MAX_NPY_HEADER = 10_000        # bytes of an .npy header's dict literal (numpy's own default)
-_DEFLATE_MAX_RATIO = 1032       # deflate never expands a byte stream by more than this
-_CHUNK = 1 << 24                # bytes read from a member at a time
+_MAX_NPY_HEADER = 10_000  # bytes of an .npy header's dict literal (numpy's own default)
+_DEFLATE_MAX_RATIO = 1032  # deflate never expands a byte stream by more than this
+_CHUNK = 1 << 24  # bytes read from a member at a time
 
 
 class CheckpointError(ValueError):
@@ -63,6 +64,7 @@ def _unsupported_dtype(dtype):
 
 # ----------------------------------------------------------------------------- save
 
+
 def save(obj: Any, path: str | os.PathLike[str]) -> None:
     """Write `obj` (nested dicts/lists/tuples of Tensors, numpy arrays and scalars, numbers,
     strings, bools, None) to `path` as a .npz checkpoint.
@@ -80,20 +82,21 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     members[_STRUCTURE] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     folder, name = os.path.split(os.path.abspath(path))
     _remove_stale_temporaries(folder, name)
-    fd, tmp = tempfile.mkstemp(prefix=f"{_temporary_prefix(name)}{os.getpid()}-",
-                               suffix=".npz", dir=folder)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f"{_temporary_prefix(name)}{os.getpid()}-", suffix=".npz", dir=folder
+    )
     try:
-        with os.fdopen(fd, "wb") as f:     # a file object: np.savez must not append ".npz"
+        with os.fdopen(fd, "wb") as f:  # a file object: np.savez must not append ".npz"
             np.savez(f, **members)
             f.flush()
-            os.fsync(f.fileno())           # the bytes reach the disk before the name does
-        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp made it private; use the usual mode
+            os.fsync(f.fileno())  # the bytes reach the disk before the name does
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp made it private; use the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-    _fsync_folder(folder)                  # and the rename itself survives a power cut
+    _fsync_folder(folder)  # and the rename itself survives a power cut
 
 
 def _temporary_prefix(name):
@@ -104,17 +107,17 @@ def _remove_stale_temporaries(folder, name):
     """Remove temporary files of earlier saves to `name` whose writer process no longer runs
     (it was killed mid-write, so it could not clean up). Each temporary's name carries its
     writer's process id, so a save still in progress in another process is left alone."""
-    if os.name != "posix":                 # os.kill(pid, 0) only probes a process on POSIX
+    if os.name != "posix":  # os.kill(pid, 0) only probes a process on POSIX
         return
     prefix = _temporary_prefix(name)
     for entry in os.listdir(folder):
         if not (entry.startswith(prefix) and entry.endswith(".npz")):
             continue
-        pid = entry[len(prefix):].split("-", 1)[0]
+        pid = entry[len(prefix) :].split("-", 1)[0]
         if pid.isdigit() and not _process_exists(int(pid)):
             try:
                 os.remove(os.path.join(folder, entry))
-            except FileNotFoundError:      # another save removed it first
+            except FileNotFoundError:  # another save removed it first
                 pass
 
 
@@ -123,7 +126,7 @@ def _process_exists(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:                # it exists, owned by someone else
+    except PermissionError:  # it exists, owned by someone else
         return True
     return True
 
@@ -143,7 +146,7 @@ def _fsync_folder(folder):
         return
     try:
         os.fsync(fd)
-    except OSError:                        # some file systems refuse fsync on a folder
+    except OSError:  # some file systems refuse fsync on a folder
         pass
     finally:
         os.close(fd)
@@ -170,23 +173,32 @@ def _encode(obj, arrays, where):
         items = []
         for k, v in obj.items():
             if not (k is None or isinstance(k, (str, int, float, bool))):
-                raise TypeError(f"mt.save: {where} has a key of type {type(k).__name__} "
-                                f"({k!r}); keys must be str, int, float, bool or None")
+                raise TypeError(
+                    f"mt.save: {where} has a key of type {type(k).__name__} "
+                    f"({k!r}); keys must be str, int, float, bool or None"
+                )
             items.append([_encode(k, arrays, where), _encode(v, arrays, f"{where}[{k!r}]")])
         return {"type": kind, "items": items}
-    raise TypeError(f"mt.save: {where} is a {type(obj).__name__}, which a checkpoint cannot "
-                    f"hold; use dicts, lists, tuples, Tensors, numpy arrays, numbers, strings, "
-                    f"bools and None (code such as functions or classes is never saved)")
+    raise TypeError(
+        f"mt.save: {where} is a {type(obj).__name__}, which a checkpoint cannot "
+        f"hold; use dicts, lists, tuples, Tensors, numpy arrays, numbers, strings, "
+        f"bools and None (code such as functions or classes is never saved)"
+    )
 
 
 def _encode_array(obj, arrays, where):
-    kind = "tensor" if isinstance(obj, Tensor) else (
-        "scalar" if isinstance(obj, np.generic) else "ndarray")
+    kind = (
+        "tensor"
+        if isinstance(obj, Tensor)
+        else ("scalar" if isinstance(obj, np.generic) else "ndarray")
+    )
     arr = obj.data if isinstance(obj, Tensor) else np.asarray(obj)
     problem = _unsupported_dtype(arr.dtype)
     if problem:
-        raise TypeError(f"mt.save: {where} is {problem}; a checkpoint holds plain arrays only "
-                        f"(and never uses pickle)")
+        raise TypeError(
+            f"mt.save: {where} is {problem}; a checkpoint holds plain arrays only "
+            f"(and never uses pickle)"
+        )
     key = f"arr_{len(arrays)}"
     arrays[key] = arr
     node = {"type": kind, "key": key, "dtype": arr.dtype.str, "shape": list(arr.shape)}
@@ -199,13 +211,26 @@ def _encode_array(obj, arrays, where):
 
 # What reading damaged or crafted bytes can raise, from zipfile, zlib, numpy's .npy header
 # parser (ast, tokenize), json and numpy's dtype parser: each becomes a CheckpointError.
-_READ_ERRORS = (zipfile.BadZipFile, zlib.error, struct.error, tokenize.TokenError, EOFError,
-                OSError, ValueError, TypeError, LookupError, ArithmeticError, RuntimeError,
-                MemoryError, SyntaxError)
+_READ_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    struct.error,
+    tokenize.TokenError,
+    EOFError,
+    OSError,
+    ValueError,
+    TypeError,
+    LookupError,
+    ArithmeticError,
+    RuntimeError,
+    MemoryError,
+    SyntaxError,
+)
 
 
-def load(path: str | os.PathLike[str], map_location: Any = None, *,
-         weights_only: bool | None = None) -> Any:
+def load(
+    path: str | os.PathLike[str], map_location: Any = None, *, weights_only: bool | None = None
+) -> Any:
     """Read a checkpoint written by `save`. Never unpickles; raises CheckpointError (naming
     the file, the member and the problem) for a file that is truncated, tampered with, not a
     checkpoint, or that holds arrays needing pickle. FileNotFoundError if there is no file.
@@ -231,20 +256,23 @@ def load(path: str | os.PathLike[str], map_location: Any = None, *,
     except CheckpointError:
         raise
     except _READ_ERRORS as e:
-        raise CheckpointError(f"mt.load({path!r}): the zip container is damaged — the file "
-                              f"is truncated or corrupted ({type(e).__name__}: {e})") from None
+        raise CheckpointError(
+            f"mt.load({path!r}): the zip container is damaged — the file "
+            f"is truncated or corrupted ({type(e).__name__}: {e})"
+        ) from None
     return obj
 
 
 def _check_signature(path):
-    with open(path, "rb") as f:        # FileNotFoundError names the path itself
+    with open(path, "rb") as f:  # FileNotFoundError names the path itself
         head = f.read(4)
     if not head:
         raise CheckpointError(f"mt.load({path!r}): the file is empty")
     if head != b"PK\x03\x04":
         what = "a single .npy array" if head == b"\x93NUM" else "not an .npz (zip) file"
-        raise CheckpointError(f"mt.load({path!r}): {what}; a checkpoint is an .npz written "
-                              f"by mt.save")
+        raise CheckpointError(
+            f"mt.load({path!r}): {what}; a checkpoint is an .npz written by mt.save"
+        )
 
 
 class _Archive:
@@ -254,17 +282,21 @@ class _Archive:
         self.zf, self.path = zf, path
         self.file_size = os.path.getsize(path)
         infos = zf.infolist()
-        self.members = {(i.filename[:-4] if i.filename.endswith(".npy") else i.filename): i
-                        for i in infos}
+        self.members = {
+            (i.filename[:-4] if i.filename.endswith(".npy") else i.filename): i for i in infos
+        }
         if len(self.members) != len(infos):
-            raise CheckpointError(f"mt.load({path!r}): two members of the zip have the same "
-                                  f"name; the file was altered after saving")
+            raise CheckpointError(
+                f"mt.load({path!r}): two members of the zip have the same "
+                f"name; the file was altered after saving"
+            )
         if _STRUCTURE not in self.members:
             names = ", ".join(sorted(self.members)) or "none"
             raise CheckpointError(
                 f"mt.load({path!r}): the .npz has no {_STRUCTURE} member, so it was not "
                 f"written by mt.save (its arrays: {names}); read plain .npz files with "
-                f"np.load(path, allow_pickle=False)")
+                f"np.load(path, allow_pickle=False)"
+            )
         self.read_keys = set()
 
     def fail(self, key, what):
@@ -283,13 +315,17 @@ class _Archive:
                     raise CheckpointError(
                         f"mt.load({self.path!r}): {where}: member {key!r} is {npy_dtype.str} "
                         f"{tuple(npy_shape)} but the structure says {dtype} {tuple(shape)}; "
-                        f"the file was damaged or altered")
+                        f"the file was damaged or altered"
+                    )
                 nbytes = math.prod(npy_shape) * npy_dtype.itemsize
                 if info.file_size != f.tell() + nbytes:
-                    self.fail(key, f"its header declares {npy_dtype.str} {tuple(npy_shape)} "
-                                   f"({nbytes} bytes of data) but the member holds "
-                                   f"{info.file_size - f.tell()} bytes; the file was damaged "
-                                   f"or altered")
+                    self.fail(
+                        key,
+                        f"its header declares {npy_dtype.str} {tuple(npy_shape)} "
+                        f"({nbytes} bytes of data) but the member holds "
+                        f"{info.file_size - f.tell()} bytes; the file was damaged "
+                        f"or altered",
+                    )
                 flat = self._data(key, f, npy_dtype, math.prod(npy_shape), nbytes)
         except CheckpointError:
             raise
@@ -304,14 +340,22 @@ class _Archive:
         if info.flag_bits & 0x1:
             self.fail(key, "it is encrypted; checkpoints are never encrypted")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            self.fail(key, f"zip compression method {info.compress_type} is not one a "
-                           f"checkpoint uses (stored or deflated)")
-        limit = (info.compress_size if info.compress_type == zipfile.ZIP_STORED
-                 else info.compress_size * _DEFLATE_MAX_RATIO + 1024)
-        if (info.file_size > limit or
-                info.header_offset + info.compress_size > self.file_size):
-            self.fail(key, f"it claims {info.file_size} bytes ({info.compress_size} stored) but "
-                           f"the file has {self.file_size} bytes; it is truncated or was altered")
+            self.fail(
+                key,
+                f"zip compression method {info.compress_type} is not one a "
+                f"checkpoint uses (stored or deflated)",
+            )
+        limit = (
+            info.compress_size
+            if info.compress_type == zipfile.ZIP_STORED
+            else info.compress_size * _DEFLATE_MAX_RATIO + 1024
+        )
+        if info.file_size > limit or info.header_offset + info.compress_size > self.file_size:
+            self.fail(
+                key,
+                f"it claims {info.file_size} bytes ({info.compress_size} stored) but "
+                f"the file has {self.file_size} bytes; it is truncated or was altered",
+            )
 
     def _npy_header(self, key, f):
         """(dtype, shape, fortran_order) from the .npy header of member `key`."""
@@ -324,8 +368,12 @@ class _Archive:
             self.fail(key, f".npy format version {version} is not one mt.save writes")
         problem = _unsupported_dtype(dtype)
         if problem:
-            self.fail(key, f"{problem}; refusing to load it, since unpickling can run "
-                           f"arbitrary code" if dtype.hasobject else problem)
+            self.fail(
+                key,
+                f"{problem}; refusing to load it, since unpickling can run arbitrary code"
+                if dtype.hasobject
+                else problem,
+            )
         if any(n < 0 for n in shape):
             self.fail(key, f"its header declares a negative shape {shape}")
         return dtype, shape, fortran
@@ -341,7 +389,7 @@ class _Archive:
             chunk = f.read(min(_CHUNK, nbytes - done))
             if not chunk:
                 self.fail(key, f"truncated: {done} of {nbytes} bytes of data")
-            buffer[done:done + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+            buffer[done : done + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
             done += len(chunk)
         if f.read(1):
             self.fail(key, "it holds more bytes than its header declares")
@@ -350,26 +398,35 @@ class _Archive:
     def check_all_read(self):
         unused = set(self.members) - self.read_keys
         if unused:
-            raise CheckpointError(f"mt.load({self.path!r}): the file has members the structure "
-                                  f"does not mention ({', '.join(sorted(unused))}): it was "
-                                  f"altered after saving")
+            raise CheckpointError(
+                f"mt.load({self.path!r}): the file has members the structure "
+                f"does not mention ({', '.join(sorted(unused))}): it was "
+                f"altered after saving"
+            )
 
 
 def _read_header(raw, path):
     if raw.dtype != np.uint8 or raw.ndim != 1:
-        raise CheckpointError(f"mt.load({path!r}): the {_STRUCTURE} member is {raw.dtype} of "
-                              f"shape {raw.shape}, expected UTF-8 bytes (uint8, 1-D)")
+        raise CheckpointError(
+            f"mt.load({path!r}): the {_STRUCTURE} member is {raw.dtype} of "
+            f"shape {raw.shape}, expected UTF-8 bytes (uint8, 1-D)"
+        )
     try:
         header = json.loads(raw.tobytes().decode("utf-8"))
-    except (ValueError, RecursionError) as e:     # bad UTF-8, bad JSON, an int too long
-        raise CheckpointError(f"mt.load({path!r}): the structure member is not valid JSON "
-                              f"({e}); the file was damaged or altered") from None
+    except (ValueError, RecursionError) as e:  # bad UTF-8, bad JSON, an int too long
+        raise CheckpointError(
+            f"mt.load({path!r}): the structure member is not valid JSON "
+            f"({e}); the file was damaged or altered"
+        ) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT or "root" not in header:
-        raise CheckpointError(f"mt.load({path!r}): the structure member is not a minitensor "
-                              f"checkpoint header")
+        raise CheckpointError(
+            f"mt.load({path!r}): the structure member is not a minitensor checkpoint header"
+        )
     if header.get("version") != VERSION:
-        raise CheckpointError(f"mt.load({path!r}): checkpoint format version "
-                              f"{header.get('version')!r}; this minitensor reads version {VERSION}")
+        raise CheckpointError(
+            f"mt.load({path!r}): checkpoint format version "
+            f"{header.get('version')!r}; this minitensor reads version {VERSION}"
+        )
     return header
 
 
@@ -381,8 +438,9 @@ class _Loader:
         self.seen = set()
 
     def fail(self, where, what):
-        raise CheckpointError(f"mt.load({self.path!r}): {where}: {what}; the file was damaged "
-                              f"or altered")
+        raise CheckpointError(
+            f"mt.load({self.path!r}): {where}: {what}; the file was damaged or altered"
+        )
 
     def decode(self, node, where):
         if node is None or isinstance(node, (bool, str, int, float)):
@@ -397,8 +455,9 @@ class _Loader:
                 self.fail(where, f"bad non-finite float {node.get('value')!r}")
             return float(node["value"])
         if kind == "tuple":
-            return tuple(self.decode(v, f"{where}[{i}]")
-                         for i, v in enumerate(self.items(node, where)))
+            return tuple(
+                self.decode(v, f"{where}[{i}]") for i, v in enumerate(self.items(node, where))
+            )
         if kind in ("dict", "ordereddict"):
             return self.mapping(node, kind, where)
         if kind in ("tensor", "ndarray", "scalar"):
@@ -408,28 +467,34 @@ class _Loader:
     def items(self, node, where):
         items = node.get("items")
         if not isinstance(items, list):
-            self.fail(where, f"the structure is malformed: a {node['type']} node without a "
-                             f"list of items")
+            self.fail(
+                where, f"the structure is malformed: a {node['type']} node without a list of items"
+            )
         return items
 
     def mapping(self, node, kind, where):
         out = OrderedDict() if kind == "ordereddict" else {}
         for pair in self.items(node, where):
             if not isinstance(pair, list) or len(pair) != 2:
-                self.fail(where, "the structure is malformed: a dict entry is not a "
-                                 "[key, value] pair")
+                self.fail(
+                    where, "the structure is malformed: a dict entry is not a [key, value] pair"
+                )
             key = self.decode(pair[0], where)
             if not (key is None or isinstance(key, (str, int, float, bool, np.generic))):
-                self.fail(where, f"the structure is malformed: a dict key is a "
-                                 f"{type(key).__name__}")
+                self.fail(
+                    where, f"the structure is malformed: a dict key is a {type(key).__name__}"
+                )
             out[key] = self.decode(pair[1], f"{where}[{key!r}]")
         return out
 
     def array(self, node, kind, where):
         key, dtype, shape = node.get("key"), node.get("dtype"), node.get("shape")
         if not (isinstance(key, str) and isinstance(dtype, str) and isinstance(shape, list)):
-            self.fail(where, f"the structure is malformed: an array node needs a member key, "
-                             f"a dtype and a shape, got {str(node)[:80]}")
+            self.fail(
+                where,
+                f"the structure is malformed: an array node needs a member key, "
+                f"a dtype and a shape, got {str(node)[:80]}",
+            )
         if key not in self.archive.members or key == _STRUCTURE:
             self.fail(where, f"the array member {key!r} is missing")
         if key in self.seen:

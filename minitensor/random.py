@@ -1,5 +1,6 @@
 """One random generator for the whole library, so `mt.manual_seed(n)` makes every random op
 (randn, dropout, init, sampling) reproducible."""
+
 from __future__ import annotations
 
 import json

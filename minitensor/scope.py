@@ -5,6 +5,7 @@ open a scope by hand (``with mt.scope("my_block"):``). The graph viewer groups n
 and error messages name it, so a failing op says *where* in the model it failed. Each thread
 has its own scope stack (see `state`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator

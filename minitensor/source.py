@@ -7,6 +7,7 @@ or ``<ipython-input-3-1b2c…>`` in older IPython) that means nothing to the rea
 keeps a map from that name to the cell's execution count, and its tracebacks say
 ``Cell In[3], line 5``. `describe_source` does the same: ``cell [3], line 5``.
 """
+
 import os
 import re
 import sys
@@ -48,6 +49,7 @@ def _ipython_cell(filename):
     if "IPython" not in sys.modules:
         return None
     from IPython.core.getipython import get_ipython
+
     shell = get_ipython()
     cells = getattr(getattr(shell, "compile", None), "_filename_map", None)
     if not isinstance(cells, dict):

@@ -4,6 +4,7 @@ Each thread has its own, as in PyTorch: a `no_grad` block in one thread does not
 thread from recording its graph, and two threads running modules do not mix their scopes. A
 new thread starts from the defaults below (gradients on, anomaly mode off, top-level scope).
 """
+
 import threading
 
 
@@ -12,12 +13,12 @@ class _ThreadState(threading.local):
     thread's first access)."""
 
     def __init__(self):
-        self.grad_enabled = True    # do ops record a graph? (no_grad / enable_grad)
-        self.anomaly = False        # check every output and gradient? (detect_anomaly)
-        self.keep_intermediates = False   # do nodes hold their input tensors? (autograd)
-        self.scopes = [""]          # the current module scope is scopes[-1]; "" = top level
-        self.module_depth = 0       # how many Module calls are active
-        self.module_base = [""]     # the scope current when the outermost Module call began
+        self.grad_enabled = True  # do ops record a graph? (no_grad / enable_grad)
+        self.anomaly = False  # check every output and gradient? (detect_anomaly)
+        self.keep_intermediates = False  # do nodes hold their input tensors? (autograd)
+        self.scopes = [""]  # the current module scope is scopes[-1]; "" = top level
+        self.module_depth = 0  # how many Module calls are active
+        self.module_base = [""]  # the scope current when the outermost Module call began
 
 
 state = _ThreadState()

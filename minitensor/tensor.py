@@ -6,6 +6,7 @@ for leaves); ``.name`` an optional label that the graph viewer shows.
 
 Every operator here is a thin call into `minitensor.functional`, where each op is a `Function`.
 """
+
 from __future__ import annotations
 
 import builtins  # Tensor has methods named bool and float: its annotations say builtins.bool
@@ -19,7 +20,7 @@ from . import autograd
 from .ops._axes import normalize_axis, shape_arg
 from .typing import ArrayLike, DType, Scalar, Shape
 
-if TYPE_CHECKING:                   # for annotations only: function.py imports this module
+if TYPE_CHECKING:  # for annotations only: function.py imports this module
     from .function import Context
 
 float32 = np.dtype(np.float32)
@@ -56,7 +57,8 @@ def _check_grad_dtype(dtype, shape, op="requires_grad"):
         raise TypeError(
             f"{op}: only floating-point tensors can require gradients; this tensor is "
             f"{np.dtype(dtype)} of shape {tuple(shape)} (ids and masks are integer/bool on "
-            f"purpose)")
+            f"purpose)"
+        )
 
 
 class Tensor:
@@ -68,14 +70,19 @@ class Tensor:
     tensor([[2., 4.], [6., 8.]])
     """
 
-    __array_priority__ = 1000   # numpy defers to Tensor's reflected operators
+    __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
     # numpy ufuncs refuse Tensors (np.exp(t) raises TypeError) instead of silently returning an
     # array that has left the graph: use t.exp() / F.exp(t), or t.data for plain numpy work.
     # It also makes `ndarray + Tensor` call Tensor.__radd__, so the result stays in the graph.
     __array_ufunc__ = None
 
-    def __init__(self, data: Tensor | ArrayLike, requires_grad: builtins.bool = False,
-                 dtype: DType | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        data: Tensor | ArrayLike,
+        requires_grad: builtins.bool = False,
+        dtype: DType | None = None,
+        name: str | None = None,
+    ) -> None:
         self._data = _as_array(data, dtype)
         self._init(requires_grad, name)
 
@@ -86,7 +93,7 @@ class Tensor:
         self.grad = None
         self._grad_fn = None
         self.name = name
-        self._vc = [0]          # version counter, shared with views; bumped by in-place ops
+        self._vc = [0]  # version counter, shared with views; bumped by in-place ops
 
     @classmethod
     def _make(cls, array, requires_grad=False):
@@ -181,8 +188,10 @@ class Tensor:
 
     def item(self) -> Scalar:
         if self._data.size != 1:
-            raise ValueError(f"item: only a one-element tensor converts to a Python number, "
-                             f"this one has shape {self.shape}")
+            raise ValueError(
+                f"item: only a one-element tensor converts to a Python number, "
+                f"this one has shape {self.shape}"
+            )
         return self._data.item()
 
     def tolist(self) -> list[Any] | Scalar:
@@ -198,8 +207,10 @@ class Tensor:
         # a one-element integer (or bool) tensor is an index, as in torch: data[i:i + n] for
         # i in a LongTensor of offsets, range(t), list[t]; a float tensor is not
         if self._data.size != 1 or self._data.dtype.kind not in "biu":
-            raise TypeError(f"__index__: only integer tensors of a single element can be "
-                            f"converted to an index (shape {self.shape}, dtype {self.dtype})")
+            raise TypeError(
+                f"__index__: only integer tensors of a single element can be "
+                f"converted to an index (shape {self.shape}, dtype {self.dtype})"
+            )
         return int(self._data.item())
 
     def __format__(self, spec: str) -> str:
@@ -223,15 +234,21 @@ class Tensor:
     def t(self) -> Tensor:
         """Transpose of a tensor of at most 2 axes (torch's t)."""
         if self.ndim > 2:
-            raise ValueError(f"t: expects at most 2 axes, got shape {self.shape}; "
-                             f"use transpose(dim0, dim1)")
+            raise ValueError(
+                f"t: expects at most 2 axes, got shape {self.shape}; use transpose(dim0, dim1)"
+            )
         return self.transpose() if self.ndim == 2 else self
 
-    def new_zeros(self, *shape: int | Sequence[int], dtype: DType | None = None,
-                  requires_grad: builtins.bool = False) -> Tensor:
+    def new_zeros(
+        self,
+        *shape: int | Sequence[int],
+        dtype: DType | None = None,
+        requires_grad: builtins.bool = False,
+    ) -> Tensor:
         """Zeros of the given shape, with this tensor's dtype unless `dtype` says otherwise."""
-        return Tensor(np.zeros(shape_arg(shape)), requires_grad=requires_grad,
-                      dtype=dtype or self.dtype)
+        return Tensor(
+            np.zeros(shape_arg(shape)), requires_grad=requires_grad, dtype=dtype or self.dtype
+        )
 
     def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         if requires_grad:
@@ -245,9 +262,14 @@ class Tensor:
         """Convert to `dtype` (differentiable between float types)."""
         return F.cast(self, dtype)
 
-    def to(self, *args: DType | str | Device | Tensor, dtype: DType | None = None,
-           device: str | Device | None = None, copy: builtins.bool = False,
-           non_blocking: builtins.bool = False) -> Tensor:
+    def to(
+        self,
+        *args: DType | str | Device | Tensor,
+        dtype: DType | None = None,
+        device: str | Device | None = None,
+        copy: builtins.bool = False,
+        non_blocking: builtins.bool = False,
+    ) -> Tensor:
         """torch's to: to(dtype), to('cpu'), to('cpu', dtype), to(other_tensor) (its dtype),
         to(device=, dtype=). minitensor runs on the CPU only; other devices are an error
         (non_blocking, an asynchronous copy to a GPU in torch, changes nothing here)."""
@@ -285,8 +307,9 @@ class Tensor:
         return self.astype(int64)
 
     # ------------------------------------------------------------------ autograd
-    def backward(self, grad: Tensor | ArrayLike | None = None,
-                 retain_graph: builtins.bool = False) -> None:
+    def backward(
+        self, grad: Tensor | ArrayLike | None = None, retain_graph: builtins.bool = False
+    ) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 
         `grad` may be omitted only for a single-element tensor (the usual loss).
@@ -294,8 +317,9 @@ class Tensor:
         """
         autograd.backward(self, grad, retain_graph)
 
-    def backward_steps(self, grad: Tensor | ArrayLike | None = None,
-                       retain_graph: builtins.bool = False) -> Iterator[autograd.BackwardStep]:
+    def backward_steps(
+        self, grad: Tensor | ArrayLike | None = None, retain_graph: builtins.bool = False
+    ) -> Iterator[autograd.BackwardStep]:
         """Walk backward one node at a time: see `mt.autograd.backward_steps`."""
         return autograd.backward_steps(self, grad, retain_graph)
 
@@ -304,8 +328,10 @@ class Tensor:
         get theirs). Useful to look at an activation's gradient."""
         if self._grad_fn is None:
             if not self.requires_grad:
-                raise RuntimeError(f"retain_grad: this tensor (shape {self.shape}) does not "
-                                   f"require grad, so it will never have a gradient")
+                raise RuntimeError(
+                    f"retain_grad: this tensor (shape {self.shape}) does not "
+                    f"require grad, so it will never have a gradient"
+                )
             return self
         self._grad_fn._retained = weakref.ref(self)
         return self
@@ -325,7 +351,8 @@ class Tensor:
             raise RuntimeError(
                 f"{op}: in-place change of a tensor that requires grad (shape {self.shape}); "
                 f"autograd cannot track it. Use the out-of-place op, or wrap the update in "
-                f"mt.no_grad() (as optimizers do).")
+                f"mt.no_grad() (as optimizers do)."
+            )
 
     def _inplace(self, op: str, compute: Callable[[np.ndarray], ArrayLike]) -> Tensor:
         """Overwrite self's elements with compute(self.data), checking first, so that a
@@ -335,8 +362,10 @@ class Tensor:
             vals = compute(self._data)
             np.copyto(self._data, vals, casting="same_kind")
         except (ValueError, TypeError, IndexError) as e:
-            raise type(e)(f"{op}: cannot update a tensor of shape {self.shape} and dtype "
-                          f"{self.dtype} in place: {e}") from None
+            raise type(e)(
+                f"{op}: cannot update a tensor of shape {self.shape} and dtype "
+                f"{self.dtype} in place: {e}"
+            ) from None
         return self.bump_version()
 
     def add_(self, other: Tensor | ArrayLike, alpha: Scalar = 1.0) -> Tensor:
@@ -378,17 +407,25 @@ class Tensor:
             out = d.copy()
             out[where] = _raw(value)
             return out
+
         return self._inplace("index_fill_", fill)
 
-    def scatter_(self, dim: int, index: Tensor | ArrayLike, src: Tensor | ArrayLike | None = None,
-                 value: Scalar | None = None) -> Tensor:
+    def scatter_(
+        self,
+        dim: int,
+        index: Tensor | ArrayLike,
+        src: Tensor | ArrayLike | None = None,
+        value: Scalar | None = None,
+    ) -> Tensor:
         """self[..., index[i][j], ...] = src[i][j] along `dim` (torch's scatter_): `src` a tensor
         shaped like `index`, or a number (also as value=). index: int64, same ndim as self."""
         src = value if src is None else src
         if isinstance(src, Tensor) and src.requires_grad and autograd.is_grad_enabled():
-            raise RuntimeError(f"scatter_: src requires grad, and an in-place op records no "
-                               f"graph here; write x = x.scatter(dim, index, src) (torch.scatter: "
-                               f"gradients reach x and src) (shape {self.shape})")
+            raise RuntimeError(
+                f"scatter_: src requires grad, and an in-place op records no "
+                f"graph here; write x = x.scatter(dim, index, src) (torch.scatter: "
+                f"gradients reach x and src) (shape {self.shape})"
+            )
         with autograd.no_grad():
             return self._inplace("scatter_", lambda d: F.scatter(d, dim, index, src).data)
 
@@ -407,116 +444,266 @@ class Tensor:
     # ------------------------------------------------------------------ operators
     # Each operator and op method is one call into minitensor.functional (F), where the op is
     # a Function; a method takes the same arguments as the F function after the tensor.
-    def __add__(self, other: Tensor | ArrayLike) -> Tensor: return F.add(self, other)
-    def __radd__(self, other: Tensor | ArrayLike) -> Tensor: return F.add(other, self)
-    def __sub__(self, other: Tensor | ArrayLike) -> Tensor: return F.sub(self, other)
-    def __rsub__(self, other: Tensor | ArrayLike) -> Tensor: return F.sub(other, self)
-    def __mul__(self, other: Tensor | ArrayLike) -> Tensor: return F.mul(self, other)
-    def __rmul__(self, other: Tensor | ArrayLike) -> Tensor: return F.mul(other, self)
-    def __truediv__(self, other: Tensor | ArrayLike) -> Tensor: return F.div(self, other)
-    def __rtruediv__(self, other: Tensor | ArrayLike) -> Tensor: return F.div(other, self)
-    def __pow__(self, other: Tensor | ArrayLike) -> Tensor: return F.pow(self, other)
-    def __rpow__(self, other: Tensor | ArrayLike) -> Tensor: return F.pow(other, self)
-    def __matmul__(self, other: Tensor | ArrayLike) -> Tensor: return F.matmul(self, other)
-    def __rmatmul__(self, other: Tensor | ArrayLike) -> Tensor: return F.matmul(other, self)
-    def __lt__(self, other: Tensor | ArrayLike) -> Tensor: return F.lt(self, other)
-    def __le__(self, other: Tensor | ArrayLike) -> Tensor: return F.le(self, other)
-    def __gt__(self, other: Tensor | ArrayLike) -> Tensor: return F.gt(self, other)
-    def __ge__(self, other: Tensor | ArrayLike) -> Tensor: return F.ge(self, other)
-    def __eq__(self, other: object) -> Tensor: return F.eq(self, other)  # type: ignore[override]
-    def __ne__(self, other: object) -> Tensor: return F.ne(self, other)  # type: ignore[override]
-    def __and__(self, other: Tensor | ArrayLike) -> Tensor: return F.logical_and(self, other)
-    def __or__(self, other: Tensor | ArrayLike) -> Tensor: return F.logical_or(self, other)
-    def __xor__(self, other: Tensor | ArrayLike) -> Tensor: return F.logical_xor(self, other)
-    def __neg__(self) -> Tensor: return F.neg(self)
-    def __abs__(self) -> Tensor: return F.abs(self)
-    def __invert__(self) -> Tensor: return F.logical_not(self)
-    def __getitem__(self, index: Any) -> Tensor: return F.getitem(self, index)
+    def __add__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.add(self, other)
+
+    def __radd__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.add(other, self)
+
+    def __sub__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.sub(self, other)
+
+    def __rsub__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.sub(other, self)
+
+    def __mul__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.mul(self, other)
+
+    def __rmul__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.mul(other, self)
+
+    def __truediv__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.div(self, other)
+
+    def __rtruediv__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.div(other, self)
+
+    def __pow__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.pow(self, other)
+
+    def __rpow__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.pow(other, self)
+
+    def __matmul__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.matmul(self, other)
+
+    def __rmatmul__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.matmul(other, self)
+
+    def __lt__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.lt(self, other)
+
+    def __le__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.le(self, other)
+
+    def __gt__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.gt(self, other)
+
+    def __ge__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.ge(self, other)
+
+    def __eq__(self, other: object) -> Tensor:
+        return F.eq(self, other)  # type: ignore[override]
+
+    def __ne__(self, other: object) -> Tensor:
+        return F.ne(self, other)  # type: ignore[override]
+
+    def __and__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.logical_and(self, other)
+
+    def __or__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.logical_or(self, other)
+
+    def __xor__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.logical_xor(self, other)
+
+    def __neg__(self) -> Tensor:
+        return F.neg(self)
+
+    def __abs__(self) -> Tensor:
+        return F.abs(self)
+
+    def __invert__(self) -> Tensor:
+        return F.logical_not(self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return F.getitem(self, index)
 
     # ------------------------------------------------------------------ op methods
-    def exp(self) -> Tensor: return F.exp(self)
-    def log(self) -> Tensor: return F.log(self)
-    def sin(self) -> Tensor: return F.sin(self)
-    def cos(self) -> Tensor: return F.cos(self)
-    def sqrt(self) -> Tensor: return F.sqrt(self)
-    def abs(self) -> Tensor: return F.abs(self)
-    def tanh(self) -> Tensor: return F.tanh(self)
-    def sigmoid(self) -> Tensor: return F.sigmoid(self)
-    def relu(self) -> Tensor: return F.relu(self)
-    def silu(self) -> Tensor: return F.silu(self)
-    def neg(self) -> Tensor: return F.neg(self)
-    def isnan(self) -> Tensor: return F.isnan(self)
-    def isfinite(self) -> Tensor: return F.isfinite(self)
-    def gelu(self, *args: Any, **kwargs: Any) -> Tensor: return F.gelu(self, *args, **kwargs)
-    def clip(self, *args: Any, **kwargs: Any) -> Tensor: return F.clip(self, *args, **kwargs)
-    def maximum(self, *args: Any, **kwargs: Any) -> Tensor: return F.maximum(self, *args, **kwargs)
-    def minimum(self, *args: Any, **kwargs: Any) -> Tensor: return F.minimum(self, *args, **kwargs)
-    def pow(self, *args: Any, **kwargs: Any) -> Tensor: return F.pow(self, *args, **kwargs)
-    def sum(self, *args: Any, **kwargs: Any) -> Tensor: return F.sum(self, *args, **kwargs)
-    def mean(self, *args: Any, **kwargs: Any) -> Tensor: return F.mean(self, *args, **kwargs)
+    def exp(self) -> Tensor:
+        return F.exp(self)
+
+    def log(self) -> Tensor:
+        return F.log(self)
+
+    def sin(self) -> Tensor:
+        return F.sin(self)
+
+    def cos(self) -> Tensor:
+        return F.cos(self)
+
+    def sqrt(self) -> Tensor:
+        return F.sqrt(self)
+
+    def abs(self) -> Tensor:
+        return F.abs(self)
+
+    def tanh(self) -> Tensor:
+        return F.tanh(self)
+
+    def sigmoid(self) -> Tensor:
+        return F.sigmoid(self)
+
+    def relu(self) -> Tensor:
+        return F.relu(self)
+
+    def silu(self) -> Tensor:
+        return F.silu(self)
+
+    def neg(self) -> Tensor:
+        return F.neg(self)
+
+    def isnan(self) -> Tensor:
+        return F.isnan(self)
+
+    def isfinite(self) -> Tensor:
+        return F.isfinite(self)
+
+    def gelu(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.gelu(self, *args, **kwargs)
+
+    def clip(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.clip(self, *args, **kwargs)
+
+    def maximum(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.maximum(self, *args, **kwargs)
+
+    def minimum(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.minimum(self, *args, **kwargs)
+
+    def pow(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.pow(self, *args, **kwargs)
+
+    def sum(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.sum(self, *args, **kwargs)
+
+    def mean(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.mean(self, *args, **kwargs)
+
     def max(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
         return F.max(self, *args, **kwargs)
+
     def min(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
         return F.min(self, *args, **kwargs)
-    def var(self, *args: Any, **kwargs: Any) -> Tensor: return F.var(self, *args, **kwargs)
-    def std(self, *args: Any, **kwargs: Any) -> Tensor: return F.std(self, *args, **kwargs)
+
+    def var(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.var(self, *args, **kwargs)
+
+    def std(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.std(self, *args, **kwargs)
+
     def logsumexp(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.logsumexp(self, *args, **kwargs)
-    def argmax(self, *args: Any, **kwargs: Any) -> Tensor: return F.argmax(self, *args, **kwargs)
-    def argmin(self, *args: Any, **kwargs: Any) -> Tensor: return F.argmin(self, *args, **kwargs)
-    def any(self, *args: Any, **kwargs: Any) -> Tensor: return F.any(self, *args, **kwargs)
-    def all(self, *args: Any, **kwargs: Any) -> Tensor: return F.all(self, *args, **kwargs)
-    def reshape(self, *args: Any, **kwargs: Any) -> Tensor: return F.reshape(self, *args, **kwargs)
-    def view(self, *args: Any, **kwargs: Any) -> Tensor: return F.view(self, *args, **kwargs)
+
+    def argmax(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.argmax(self, *args, **kwargs)
+
+    def argmin(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.argmin(self, *args, **kwargs)
+
+    def any(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.any(self, *args, **kwargs)
+
+    def all(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.all(self, *args, **kwargs)
+
+    def reshape(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.reshape(self, *args, **kwargs)
+
+    def view(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.view(self, *args, **kwargs)
+
     def transpose(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.transpose(self, *args, **kwargs)
-    def permute(self, *args: Any, **kwargs: Any) -> Tensor: return F.permute(self, *args, **kwargs)
+
+    def permute(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.permute(self, *args, **kwargs)
+
     def swapaxes(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.swapaxes(self, *args, **kwargs)
-    def expand(self, *args: Any, **kwargs: Any) -> Tensor: return F.expand(self, *args, **kwargs)
+
+    def expand(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.expand(self, *args, **kwargs)
+
     def broadcast_to(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.broadcast_to(self, *args, **kwargs)
-    def squeeze(self, *args: Any, **kwargs: Any) -> Tensor: return F.squeeze(self, *args, **kwargs)
+
+    def squeeze(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.squeeze(self, *args, **kwargs)
+
     def unsqueeze(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.unsqueeze(self, *args, **kwargs)
-    def flatten(self, *args: Any, **kwargs: Any) -> Tensor: return F.flatten(self, *args, **kwargs)
+
+    def flatten(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.flatten(self, *args, **kwargs)
+
     def split(self, *args: Any, **kwargs: Any) -> list[Tensor]:
         return F.split(self, *args, **kwargs)
+
     def chunk(self, *args: Any, **kwargs: Any) -> list[Tensor]:
         return F.chunk(self, *args, **kwargs)
+
     def masked_fill(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.masked_fill(self, *args, **kwargs)
-    def tril(self, *args: Any, **kwargs: Any) -> Tensor: return F.tril(self, *args, **kwargs)
-    def triu(self, *args: Any, **kwargs: Any) -> Tensor: return F.triu(self, *args, **kwargs)
-    def matmul(self, *args: Any, **kwargs: Any) -> Tensor: return F.matmul(self, *args, **kwargs)
-    def softmax(self, *args: Any, **kwargs: Any) -> Tensor: return F.softmax(self, *args, **kwargs)
+
+    def tril(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.tril(self, *args, **kwargs)
+
+    def triu(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.triu(self, *args, **kwargs)
+
+    def matmul(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.matmul(self, *args, **kwargs)
+
+    def softmax(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.softmax(self, *args, **kwargs)
+
     def log_softmax(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.log_softmax(self, *args, **kwargs)
-    def gather(self, *args: Any, **kwargs: Any) -> Tensor: return F.gather(self, *args, **kwargs)
+
+    def gather(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.gather(self, *args, **kwargs)
+
     def index_select(self, *args: Any, **kwargs: Any) -> Tensor:
         return F.index_select(self, *args, **kwargs)
-    def repeat(self, *args: Any, **kwargs: Any) -> Tensor: return F.repeat(self, *args, **kwargs)
+
+    def repeat(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.repeat(self, *args, **kwargs)
+
     def nonzero(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, ...]:
         return F.nonzero(self, *args, **kwargs)
-    def cumsum(self, *args: Any, **kwargs: Any) -> Tensor: return F.cumsum(self, *args, **kwargs)
+
+    def cumsum(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.cumsum(self, *args, **kwargs)
+
     def sort(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
         return F.sort(self, *args, **kwargs)
-    def argsort(self, *args: Any, **kwargs: Any) -> Tensor: return F.argsort(self, *args, **kwargs)
+
+    def argsort(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.argsort(self, *args, **kwargs)
+
     def topk(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
         return F.topk(self, *args, **kwargs)
-    def scatter(self, *args: Any, **kwargs: Any) -> Tensor: return F.scatter(self, *args, **kwargs)
-    def clamp(self, *args: Any, **kwargs: Any) -> Tensor: return F.clip(self, *args, **kwargs)
+
+    def scatter(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.scatter(self, *args, **kwargs)
+
+    def clamp(self, *args: Any, **kwargs: Any) -> Tensor:
+        return F.clip(self, *args, **kwargs)
 
     @property
-    def T(self) -> Tensor: return F.transpose(self)
+    def T(self) -> Tensor:
+        return F.transpose(self)
 
     @property
-    def mT(self) -> Tensor: return F.swapaxes(self, -1, -2)
+    def mT(self) -> Tensor:
+        return F.swapaxes(self, -1, -2)
 
     # ------------------------------------------------------------------ repr
     def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", precision=4, threshold=200,
-                               edgeitems=3, prefix="tensor(")
+        body = np.array2string(
+            self._data, separator=", ", precision=4, threshold=200, edgeitems=3, prefix="tensor("
+        )
         extras = []
         if self.dtype not in (float32, int64, bool_):
             extras.append(f"dtype={self.dtype}")
@@ -531,8 +718,10 @@ class Tensor:
 
     def __bool__(self) -> builtins.bool:
         if self._data.size != 1:
-            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; "
-                             "use .any() or .all()")
+            raise ValueError(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous; "
+                "use .any() or .all()"
+            )
         return bool(self._data)
 
     def __hash__(self) -> int:
@@ -542,8 +731,9 @@ class Tensor:
         for i in range(len(self)):
             yield self[i]
 
-    def __array__(self, dtype: DType | None = None,
-                  copy: builtins.bool | None = None) -> np.ndarray:
+    def __array__(
+        self, dtype: DType | None = None, copy: builtins.bool | None = None
+    ) -> np.ndarray:
         return self._data if dtype is None else self._data.astype(dtype)
 
 
@@ -554,8 +744,10 @@ def check_device(device: Any, where: str) -> None:
         return
     kind = getattr(device, "type", device)
     if not (isinstance(kind, str) and kind.split(":")[0] == "cpu"):
-        raise RuntimeError(f"{where}: device {device!r} is not available; minitensor runs on "
-                           f"the CPU only (use 'cpu')")
+        raise RuntimeError(
+            f"{where}: device {device!r} is not available; minitensor runs on "
+            f"the CPU only (use 'cpu')"
+        )
 
 
 class Device:
@@ -597,6 +789,7 @@ class _FunctionalOnFirstUse:
     def __getattr__(self, name):
         global F
         from . import functional
+
         F = functional
         return getattr(functional, name)
 

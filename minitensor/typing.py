@@ -10,6 +10,7 @@ A Tensor argument that may also be a number or an array is written ``Tensor | Ar
 arrays are ``np.ndarray``. tests/test_type_hints.py checks that every public function and
 method of the core, nn and optim is annotated and that each hint resolves.
 """
+
 from __future__ import annotations
 
 import numpy as np

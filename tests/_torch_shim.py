@@ -2,6 +2,7 @@
 `torch.nn.functional` and `torch.optim` bound to minitensor's modules — the "only the imports
 changed" port, done without editing the file. Used by test_pytorch_style.py and
 test_annotated_transformer.py."""
+
 import pathlib
 import sys
 import types
@@ -14,8 +15,13 @@ HERE = pathlib.Path(__file__).parent
 
 
 def _minitensor_modules():
-    return {"torch": mt, "torch.nn": mt.nn, "torch.nn.functional": mt.nn.functional,
-            "torch.optim": mt.optim, "torch.optim.lr_scheduler": mt.optim.lr_scheduler}
+    return {
+        "torch": mt,
+        "torch.nn": mt.nn,
+        "torch.nn.functional": mt.nn.functional,
+        "torch.optim": mt.optim,
+        "torch.optim.lr_scheduler": mt.optim.lr_scheduler,
+    }
 
 
 def load(filename, backend, edits=None):
@@ -29,6 +35,7 @@ def load(filename, backend, edits=None):
     text = path.read_text()
     if backend == "torch":
         import torch  # noqa: F401  (the real one)
+
         exec(compile(text, str(path), "exec"), module.__dict__)
         return module
     for old, new in (edits or {}).items():
@@ -52,14 +59,18 @@ def load(filename, backend, edits=None):
 def tensor(backend, array):
     """`array` as the backend's tensor (ids stay int64, floats float32)."""
     import torch
+
     a = np.asarray(array)
     return torch.tensor(a) if backend == "torch" else mt.tensor(a)
 
 
 def numpy(t):
     """A backend tensor's values as numpy (torch: detached)."""
-    return t.detach().numpy() if hasattr(t, "detach") and not isinstance(t, mt.Tensor) \
+    return (
+        t.detach().numpy()
+        if hasattr(t, "detach") and not isinstance(t, mt.Tensor)
         else np.asarray(t.data)
+    )
 
 
 def compare_grads(ours, theirs, atol):
@@ -71,5 +82,6 @@ def compare_grads(ours, theirs, atol):
         if theirs_grads[n] is None:
             assert p.grad is None or not np.any(p.grad.data), n
             continue
-        np.testing.assert_allclose(p.grad.data, theirs_grads[n].numpy(), atol=atol, rtol=1e-4,
-                                   err_msg=n)
+        np.testing.assert_allclose(
+            p.grad.data, theirs_grads[n].numpy(), atol=atol, rtol=1e-4, err_msg=n
+        )

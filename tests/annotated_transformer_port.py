@@ -10,6 +10,7 @@ Embeddings, PositionalEncoding, make_model, Batch, rate (the Noam schedule throu
 LabelSmoothing (KLDivLoss(reduction="sum")), the copy-task data, SimpleLossCompute,
 greedy_decode. Not covered: the tokenisers, data loaders and distributed training.
 """
+
 import copy
 import math
 
@@ -230,7 +231,7 @@ def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0
         nn.Sequential(Embeddings(d_model, tgt_vocab), c(position)),
         Generator(d_model, tgt_vocab),
     )
-    for p in model.parameters():         # Glorot / fan_avg for every matrix
+    for p in model.parameters():  # Glorot / fan_avg for every matrix
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
     return model
@@ -306,8 +307,7 @@ class SimpleLossCompute:
 
     def __call__(self, x, y, norm):
         x = self.generator(x)
-        sloss = self.criterion(x.contiguous().view(-1, x.size(-1)),
-                               y.contiguous().view(-1)) / norm
+        sloss = self.criterion(x.contiguous().view(-1, x.size(-1)), y.contiguous().view(-1)) / norm
         return sloss.data * norm, sloss
 
 
@@ -330,8 +330,10 @@ def train_copy_task(model, batches, V, lr=0.5, warmup=400):
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
     lr_scheduler = LambdaLR(
         optimizer=optimizer,
-        lr_lambda=lambda step: rate(step, model_size=model.src_embed[0].d_model, factor=1.0,
-                                    warmup=warmup))
+        lr_lambda=lambda step: rate(
+            step, model_size=model.src_embed[0].d_model, factor=1.0, warmup=warmup
+        ),
+    )
     loss_compute = SimpleLossCompute(model.generator, criterion)
     losses = []
     for batch in batches:

@@ -1,4 +1,5 @@
 """Shared fixtures for the test suite (keep this small)."""
+
 import numpy as np
 import pytest
 
@@ -24,6 +25,7 @@ def leaf(rng):
     Values stay at least 0.2 away from 0 (kinks of abs/relu, poles of 1/x), or in [0.5, 2.5)
     with positive=True (domains of log, sqrt, pow).
     """
+
     def make(*shape, positive=False, name=None):
         if positive:
             data = rng.uniform(0.5, 2.5, size=shape)
@@ -31,6 +33,7 @@ def leaf(rng):
             data = rng.standard_normal(shape)
             data = data + 0.2 * np.where(data >= 0, 1.0, -1.0)
         return mt.tensor(data, dtype=mt.float64, requires_grad=True, name=name)
+
     return make
 
 
@@ -39,9 +42,18 @@ def leaf(rng):
 # that set max_examples themselves keep their own.
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow,
-                                                 HealthCheck.data_too_large])
-settings.register_profile("thorough", max_examples=1500, deadline=None, database=None,
-                          suppress_health_check=list(HealthCheck))
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "thorough",
+    max_examples=1500,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 settings.load_profile(__import__("os").environ.get("MINITENSOR_FUZZ", "ci"))

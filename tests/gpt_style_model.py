@@ -15,6 +15,7 @@ zero_grad(set_to_none=True), a GradScaler, torch.backends' TF32 switches, @torch
 generate and estimate_loss, top-k sampling with torch.topk, torch.multinomial and torch.cat,
 and a torch.save/torch.load checkpoint.
 """
+
 import inspect
 import math
 import os
@@ -35,12 +36,11 @@ class GPTConfig:
     n_head: int = 2
     n_embd: int = 16
     dropout: float = 0.0
-    bias: bool = True      # biases in the Linears and LayerNorms
-    flash: bool = True     # F.scaled_dot_product_attention, or the masked softmax by hand
+    bias: bool = True  # biases in the Linears and LayerNorms
+    flash: bool = True  # F.scaled_dot_product_attention, or the masked softmax by hand
 
 
 class CausalSelfAttention(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         assert config.n_embd % config.n_head == 0
@@ -52,12 +52,15 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.n_embd = config.n_embd
         self.dropout = config.dropout
-        self.flash = config.flash and hasattr(torch.nn.functional, 'scaled_dot_product_attention')
+        self.flash = config.flash and hasattr(torch.nn.functional, "scaled_dot_product_attention")
         if not self.flash:
             # the causal mask: a token attends to itself and to the tokens before it
-            self.register_buffer("bias", torch.tril(
-                torch.ones(config.block_size, config.block_size)).view(
-                    1, 1, config.block_size, config.block_size))
+            self.register_buffer(
+                "bias",
+                torch.tril(torch.ones(config.block_size, config.block_size)).view(
+                    1, 1, config.block_size, config.block_size
+                ),
+            )
 
     def forward(self, x):
         B, T, C = x.size()  # batch, sequence length, embedding size (n_embd)
@@ -70,11 +73,16 @@ class CausalSelfAttention(nn.Module):
         # causal self-attention: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
         if self.flash:
             y = torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0,
-                is_causal=True)
+                q,
+                k,
+                v,
+                attn_mask=None,
+                dropout_p=self.dropout if self.training else 0,
+                is_causal=True,
+            )
         else:
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
             att = F.softmax(att, dim=-1)
             att = self.attn_dropout(att)
             y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
@@ -85,7 +93,6 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
@@ -102,7 +109,6 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
@@ -117,20 +123,21 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-
     def __init__(self, config):
         super().__init__()
         assert config.vocab_size is not None
         assert config.block_size is not None
         self.config = config
 
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(config.vocab_size, config.n_embd),
-            wpe=nn.Embedding(config.block_size, config.n_embd),
-            drop=nn.Dropout(config.dropout),
-            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
-        ))
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                drop=nn.Dropout(config.dropout),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+            )
+        )
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         # weight tying: the token embedding and the output projection are one matrix
         self.transformer.wte.weight = self.lm_head.weight
@@ -138,7 +145,7 @@ class GPT(nn.Module):
         self.apply(self._init_weights)
         # the residual projections get a smaller std, scaled by the depth (GPT-2)
         for pn, p in self.named_parameters():
-            if pn.endswith('c_proj.weight'):
+            if pn.endswith("c_proj.weight"):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
         print("number of parameters: %.2fK" % (self.get_num_params() / 1e3,))
@@ -174,8 +181,9 @@ class GPT(nn.Module):
 
         if targets is not None:
             logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
-                                   ignore_index=-1)
+            loss = F.cross_entropy(
+                logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1
+            )
         else:
             # at inference only the last position is needed (the list keeps the time axis)
             logits = self.lm_head(x[:, [-1], :])
@@ -189,7 +197,7 @@ class GPT(nn.Module):
         self.config.block_size = block_size
         self.transformer.wpe.weight = nn.Parameter(self.transformer.wpe.weight[:block_size])
         for block in self.transformer.h:
-            if hasattr(block.attn, 'bias'):
+            if hasattr(block.attn, "bias"):
                 block.attn.bias = block.attn.bias[:, :, :block_size, :block_size]
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
@@ -199,17 +207,21 @@ class GPT(nn.Module):
         decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
         nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
         optim_groups = [
-            {'params': decay_params, 'weight_decay': weight_decay},
-            {'params': nodecay_params, 'weight_decay': 0.0}
+            {"params": decay_params, "weight_decay": weight_decay},
+            {"params": nodecay_params, "weight_decay": 0.0},
         ]
         num_decay_params = sum(p.numel() for p in decay_params)
         num_nodecay_params = sum(p.numel() for p in nodecay_params)
-        print(f"num decayed parameter tensors: {len(decay_params)}, "
-              f"with {num_decay_params:,} parameters")
-        print(f"num non-decayed parameter tensors: {len(nodecay_params)}, "
-              f"with {num_nodecay_params:,} parameters")
-        fused_available = 'fused' in inspect.signature(torch.optim.AdamW).parameters
-        use_fused = fused_available and device_type == 'cuda'
+        print(
+            f"num decayed parameter tensors: {len(decay_params)}, "
+            f"with {num_decay_params:,} parameters"
+        )
+        print(
+            f"num non-decayed parameter tensors: {len(nodecay_params)}, "
+            f"with {num_nodecay_params:,} parameters"
+        )
+        fused_available = "fused" in inspect.signature(torch.optim.AdamW).parameters
+        use_fused = fused_available and device_type == "cuda"
         extra_args = dict(fused=True) if use_fused else dict()
         optimizer = torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
         return optimizer
@@ -220,13 +232,14 @@ class GPT(nn.Module):
         prediction back in. Call model.eval() first."""
         for _ in range(max_new_tokens):
             # crop the context to the last block_size tokens if it grew longer
-            idx_cond = idx if idx.size(1) <= self.config.block_size \
-                else idx[:, -self.config.block_size:]
+            idx_cond = (
+                idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size :]
+            )
             logits, _ = self(idx_cond)
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
                 v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits[logits < v[:, [-1]]] = -float('Inf')
+                logits[logits < v[:, [-1]]] = -float("Inf")
             probs = F.softmax(logits, dim=-1)
             idx_next = torch.multinomial(probs, num_samples=1)
             idx = torch.cat((idx, idx_next), dim=1)
@@ -246,24 +259,28 @@ warmup_iters = 2
 lr_decay_iters = 5
 min_lr = 1e-3
 eval_iters = 2
-device = 'cpu'
-dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'
+device = "cpu"
+dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
 torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
 torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
-device_type = 'cuda' if 'cuda' in device else 'cpu'
-ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
-ctx = nullcontext() if device_type == 'cpu' else \
-    torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+device_type = "cuda" if "cuda" in device else "cpu"
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+ctx = (
+    nullcontext()
+    if device_type == "cpu"
+    else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+)
 # loss scaling for float16 gradients (a no-op if enabled=False)
-scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
+scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 
 
 def get_batch(data, ix):
     """The inputs at the offsets ix (a LongTensor) and the targets, one token later."""
-    x = torch.stack([torch.from_numpy((data[i:i + block_size]).astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block_size]).astype(np.int64))
-                     for i in ix])
-    if device_type == 'cuda':
+    x = torch.stack([torch.from_numpy((data[i : i + block_size]).astype(np.int64)) for i in ix])
+    y = torch.stack(
+        [torch.from_numpy((data[i + 1 : i + 1 + block_size]).astype(np.int64)) for i in ix]
+    )
+    if device_type == "cuda":
         x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device)
     else:
         x, y = x.to(device), y.to(device)
@@ -291,7 +308,7 @@ def estimate_loss(model, data, offsets):
     """The mean loss over eval_iters batches of each split, with the model in eval mode."""
     out = {}
     model.eval()
-    for split in ['train', 'val']:
+    for split in ["train", "val"]:
         losses = torch.zeros(eval_iters)
         for k in range(eval_iters):
             X, Y = get_batch(data[split], offsets[split][k])
@@ -318,7 +335,7 @@ def train(model, optimizer, data, offsets):
     for iter_num in range(max_iters):
         lr = get_lr(iter_num)
         for param_group in optimizer.param_groups:
-            param_group['lr'] = lr
+            param_group["lr"] = lr
         lossf = 0.0
         for micro_step in range(gradient_accumulation_steps):
             X, Y = get_batch(data, offsets[iter_num][micro_step])
@@ -341,21 +358,29 @@ def train(model, optimizer, data, offsets):
 
 def save_checkpoint(model, optimizer, model_args, iter_num, best_val_loss, out_dir):
     checkpoint = {
-        'model': model.state_dict(),
-        'optimizer': optimizer.state_dict(),
-        'model_args': model_args,
-        'iter_num': iter_num,
-        'best_val_loss': best_val_loss,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "model_args": model_args,
+        "iter_num": iter_num,
+        "best_val_loss": best_val_loss,
     }
     print(f"saving checkpoint to {out_dir}")
-    torch.save(checkpoint, os.path.join(out_dir, 'ckpt.pt'))
+    torch.save(checkpoint, os.path.join(out_dir, "ckpt.pt"))
 
 
-def checkpoint_if_better(model, optimizer, model_args, losses, best_val_loss, iter_num,
-                         out_dir, always_save_checkpoint=False):
+def checkpoint_if_better(
+    model,
+    optimizer,
+    model_args,
+    losses,
+    best_val_loss,
+    iter_num,
+    out_dir,
+    always_save_checkpoint=False,
+):
     """train.py's evaluation step: save when the validation loss (a 0-d tensor) improved."""
-    if losses['val'] < best_val_loss or always_save_checkpoint:
-        best_val_loss = losses['val']
+    if losses["val"] < best_val_loss or always_save_checkpoint:
+        best_val_loss = losses["val"]
         if iter_num > 0:
             save_checkpoint(model, optimizer, model_args, iter_num, best_val_loss, out_dir)
     return best_val_loss
@@ -363,27 +388,26 @@ def checkpoint_if_better(model, optimizer, model_args, losses, best_val_loss, it
 
 def resume(out_dir):
     """The model and optimizer rebuilt from out_dir/ckpt.pt, and the checkpoint itself."""
-    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    ckpt_path = os.path.join(out_dir, "ckpt.pt")
     checkpoint = torch.load(ckpt_path, map_location=device)
-    gptconf = GPTConfig(**checkpoint['model_args'])
+    gptconf = GPTConfig(**checkpoint["model_args"])
     model = GPT(gptconf)
-    state_dict = checkpoint['model']
+    state_dict = checkpoint["model"]
     # a compiled model's state_dict has its names prefixed; take the prefix off
-    unwanted_prefix = '_orig_mod.'
+    unwanted_prefix = "_orig_mod."
     for k, v in list(state_dict.items()):  # noqa: B007 (the loop as tutorials write it)
         if k.startswith(unwanted_prefix):
-            state_dict[k[len(unwanted_prefix):]] = state_dict.pop(k)
+            state_dict[k[len(unwanted_prefix) :]] = state_dict.pop(k)
     model.load_state_dict(state_dict)
     model.to(device)
-    optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2),
-                                           device_type)
-    optimizer.load_state_dict(checkpoint['optimizer'])
+    optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+    optimizer.load_state_dict(checkpoint["optimizer"])
     return model, optimizer, checkpoint
 
 
 def sample(model, start_ids, max_new_tokens, temperature=1.0, top_k=None):
     """sample.py's loop: the prompt as a (1, t) LongTensor, generate, the ids as a list."""
-    x = (torch.tensor(start_ids, dtype=torch.long, device=device)[None, ...])
+    x = torch.tensor(start_ids, dtype=torch.long, device=device)[None, ...]
     model.eval()
     with torch.no_grad():
         with ctx:

@@ -5,6 +5,7 @@ nn.CrossEntropyLoss on (B, C, L) with ignore_index, probability targets built by
 F.linear with a weight of our own, a LambdaLR warm-up and a StepLR decay, clip_grad_norm_,
 eval() under no_grad, and accuracy by boolean-mask indexing.
 """
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -28,8 +29,8 @@ class Tagger(nn.Module):
     def forward(self, ids):
         x = self.embed(ids)
         x = self.norm(x + F.relu(self.hidden(x)))
-        logits = F.linear(x, self.tag_weight, self.tag_bias)      # (B, L, C)
-        return logits.permute(0, 2, 1)                            # classes on dim 1
+        logits = F.linear(x, self.tag_weight, self.tag_bias)  # (B, L, C)
+        return logits.permute(0, 2, 1)  # classes on dim 1
 
 
 def smoothed_targets(tags, n_tags, eps):

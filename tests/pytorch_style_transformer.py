@@ -10,6 +10,7 @@ torch.sin/torch.cos and kept by register_buffer, x.size(-1), .view/.contiguous()
 masked_fill(mask == 0, -1e9), F.softmax(scores, dim=-1), mean/std with keepdim=True,
 torch.tril for the causal mask, and optionally nn.MultiheadAttention for cross-attention.
 """
+
 import copy
 import math
 
@@ -78,7 +79,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query, key, value, mask=None):
         if mask is not None:
-            mask = mask.unsqueeze(1)                 # the same mask for every head
+            mask = mask.unsqueeze(1)  # the same mask for every head
         batch = query.size(0)
         q = self.w_q(query).view(batch, -1, self.h, self.d_k).transpose(1, 2)
         k = self.w_k(key).view(batch, -1, self.h, self.d_k).transpose(1, 2)
@@ -127,8 +128,7 @@ class DecoderLayer(nn.Module):
         if isinstance(self.cross_attn, nn.MultiheadAttention):
             # torch's module: batch_first, and its key_padding_mask is True where a key is <pad>
             padding = src_mask.squeeze(1) == 0
-            y, _ = self.cross_attn(x, memory, memory, key_padding_mask=padding,
-                                   need_weights=False)
+            y, _ = self.cross_attn(x, memory, memory, key_padding_mask=padding, need_weights=False)
         else:
             y = self.cross_attn(x, memory, memory, src_mask)
         x = self.norms[1](x + self.dropout(y))
@@ -136,21 +136,38 @@ class DecoderLayer(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    def __init__(self, src_vocab, tgt_vocab, d_model=16, n_heads=4, d_ff=32, n_layers=2,
-                 dropout=0.0, torch_cross_attention=False):
+    def __init__(
+        self,
+        src_vocab,
+        tgt_vocab,
+        d_model=16,
+        n_heads=4,
+        d_ff=32,
+        n_layers=2,
+        dropout=0.0,
+        torch_cross_attention=False,
+    ):
         super().__init__()
         self.d_model = d_model
         attn = MultiHeadAttention(n_heads, d_model, dropout)
         ff = FeedForward(d_model, d_ff, dropout)
-        cross = (nn.MultiheadAttention(d_model, n_heads, dropout=dropout, batch_first=True)
-                 if torch_cross_attention else attn)
+        cross = (
+            nn.MultiheadAttention(d_model, n_heads, dropout=dropout, batch_first=True)
+            if torch_cross_attention
+            else attn
+        )
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
         self.position = PositionalEncoding(d_model)
-        self.encoder = clones(EncoderLayer(d_model, copy.deepcopy(attn), copy.deepcopy(ff),
-                                           dropout), n_layers)
-        self.decoder = clones(DecoderLayer(d_model, copy.deepcopy(attn), copy.deepcopy(cross),
-                                           copy.deepcopy(ff), dropout), n_layers)
+        self.encoder = clones(
+            EncoderLayer(d_model, copy.deepcopy(attn), copy.deepcopy(ff), dropout), n_layers
+        )
+        self.decoder = clones(
+            DecoderLayer(
+                d_model, copy.deepcopy(attn), copy.deepcopy(cross), copy.deepcopy(ff), dropout
+            ),
+            n_layers,
+        )
         self.generator = nn.Linear(d_model, tgt_vocab)
         for p in self.parameters():
             if p.dim() > 1:
@@ -188,8 +205,9 @@ def loss_and_argmax(model, src, tgt_in, tgt_out, pad=0):
     src_mask, tgt_mask = make_masks(src, tgt_in, pad)
     log_probs = model(src, tgt_in, src_mask, tgt_mask)
     criterion = nn.NLLLoss(ignore_index=pad)
-    loss = criterion(log_probs.contiguous().view(-1, log_probs.size(-1)),
-                     tgt_out.contiguous().view(-1))
+    loss = criterion(
+        log_probs.contiguous().view(-1, log_probs.size(-1)), tgt_out.contiguous().view(-1)
+    )
     _, predicted = log_probs.max(-1)
     return loss, log_probs, predicted
 
@@ -198,8 +216,9 @@ def train_steps(model, batches, lr=0.5, warmup=4):
     """A few steps of Adam with the paper's betas and a Noam-style LambdaLR; the losses."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: model.d_model ** -0.5 * min(max(step, 1) ** -0.5,
-                                                            max(step, 1) * warmup ** -1.5))
+        optimizer,
+        lambda step: model.d_model**-0.5 * min(max(step, 1) ** -0.5, max(step, 1) * warmup**-1.5),
+    )
     losses = []
     for src, tgt_in, tgt_out in batches:
         optimizer.zero_grad()

@@ -1,6 +1,7 @@
 """The Annotated Transformer's model code (tests/annotated_transformer_port.py) under torch and
 under minitensor with only the imports switched, plus the PORT_EDITS below: same weights, same
 log-probabilities, gradients, label-smoothed losses, training steps and greedy decodes."""
+
 import numpy as np
 import pytest
 
@@ -20,6 +21,7 @@ PORT_EDITS = {
     "target.data.unsqueeze(1)": "target.unsqueeze(1)",
 }
 
+
 def load(backend):
     return shim.load(SOURCE, backend, PORT_EDITS)
 
@@ -31,7 +33,7 @@ def models(**kw):
     theirs = t_src.make_model(V, V, N=2, d_model=32, d_ff=64, h=4, dropout=0.0, **kw)
     ours = m_src.make_model(V, V, N=2, d_model=32, d_ff=64, h=4, dropout=0.0, **kw)
     ours.load_state_dict(theirs.state_dict())
-    for model in (theirs, ours):      # make_model leaves attention's dropout at 0.1
+    for model in (theirs, ours):  # make_model leaves attention's dropout at 0.1
         for m in model.modules():
             if type(m).__name__ == "Dropout":
                 m.p = 0.0
@@ -104,15 +106,19 @@ def test_first_example_trains_as_torch_and_decodes_the_same():
     (t_src, theirs), (m_src, ours) = models()
     data = copy_batches(3, seed=1)
     t_losses = t_src.train_copy_task(
-        theirs, [t_src.Batch(torch.tensor(d), torch.tensor(d), 0) for d in data], V)
+        theirs, [t_src.Batch(torch.tensor(d), torch.tensor(d), 0) for d in data], V
+    )
     losses = m_src.train_copy_task(
-        ours, [m_src.Batch(shim.tensor("minitensor", d), shim.tensor("minitensor", d), 0)
-               for d in data], V)
+        ours,
+        [m_src.Batch(shim.tensor("minitensor", d), shim.tensor("minitensor", d), 0) for d in data],
+        V,
+    )
     np.testing.assert_allclose(losses, t_losses, rtol=1e-4)
     theirs.eval()
     ours.eval()
     src = np.arange(10)[None] % (V - 1) + 1
     t_ys = t_src.greedy_decode(theirs, torch.tensor(src), torch.ones(1, 1, 10), 10, 1)
-    ys = m_src.greedy_decode(ours, shim.tensor("minitensor", src),
-                             shim.tensor("minitensor", np.ones((1, 1, 10))), 10, 1)
+    ys = m_src.greedy_decode(
+        ours, shim.tensor("minitensor", src), shim.tensor("minitensor", np.ones((1, 1, 10))), 10, 1
+    )
     np.testing.assert_array_equal(shim.numpy(ys), shim.numpy(t_ys))

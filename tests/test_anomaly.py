@@ -1,5 +1,6 @@
 """Anomaly mode: the first NaN/Inf, in forward or in backward, names the op, the module scope
 and the user's line."""
+
 import inspect
 import re
 import warnings
@@ -30,7 +31,7 @@ class LogBlock(nn.Module):
 
     def forward(self, x):
         h = self.proj(x)
-        return F.log(h)   # planted: h has negative entries
+        return F.log(h)  # planted: h has negative entries
 
 
 class Model(nn.Module):
@@ -60,12 +61,12 @@ def test_forward_nan_at_top_level_and_inf():
     a = mt.tensor([1.0, -1.0], requires_grad=True)
     with np.errstate(invalid="ignore"), pytest.raises(FloatingPointError) as err:
         with mt.detect_anomaly():
-            F.log(a)                           # the planted NaN
+            F.log(a)  # the planted NaN
     line = _line_of(test_forward_nan_at_top_level_and_inf, "# the planted NaN")
     assert re.search(rf"`log` produced NaN .*test_anomaly.py:{line}", str(err.value))
     with np.errstate(over="ignore"), pytest.raises(FloatingPointError, match="`exp` produced Inf"):
         with mt.detect_anomaly():
-            F.exp(mt.tensor([1000.0]))         # no grad needed: still checked
+            F.exp(mt.tensor([1000.0]))  # no grad needed: still checked
 
 
 def test_without_anomaly_mode_nan_passes_silently():
@@ -93,7 +94,7 @@ def test_backward_inf_names_the_node_and_its_line():
     lin = nn.Linear(3, 3)
     x = mt.randn(2, 3, requires_grad=True)
     with mt.scope("broken"):
-        h = InfBackward.apply(lin(x))          # the planted Inf, in backward
+        h = InfBackward.apply(lin(x))  # the planted Inf, in backward
     loss = (h * 2.0).sum()
     with pytest.raises(FloatingPointError) as err, mt.autograd.detect_anomaly():
         loss.backward()
@@ -114,7 +115,7 @@ def test_backward_inf_is_caught_while_stepping():
         with pytest.raises(FloatingPointError, match="infbackward"):
             for step in loss.backward_steps():
                 ops.append(step.op)
-    assert ops == ["sum", "mul"]                 # the broken node never completed a step
+    assert ops == ["sum", "mul"]  # the broken node never completed a step
 
 
 def test_without_anomaly_mode_backward_inf_reaches_the_leaves():
@@ -133,7 +134,7 @@ def test_anomaly_mode_is_restored_after_an_error():
     with mt.autograd.detect_anomaly():
         with mt.autograd.detect_anomaly():
             pass
-        assert mt.autograd.is_anomaly_enabled()        # nested blocks restore the outer state
+        assert mt.autograd.is_anomaly_enabled()  # nested blocks restore the outer state
 
 
 def test_healthy_model_runs_unchanged_in_anomaly_mode():
@@ -152,14 +153,14 @@ def test_healthy_model_runs_unchanged_in_anomaly_mode():
 def test_anomaly_mode_reports_fully_masked_softmax_rows():
     scores = mt.randn(2, 3, 4, requires_grad=True)
     mask = np.zeros((2, 3, 4), dtype=bool)
-    mask[1, 2, :] = True                                   # one query with nothing to attend to
+    mask[1, 2, :] = True  # one query with nothing to attend to
     with mt.autograd.detect_anomaly():
         with mt.scope("attn"):
             with pytest.warns(mt.autograd.AnomalyWarning, match=r"softmax.*attn.*1 of 6 rows"):
                 w = F.softmax(scores, mask=mask)
-    assert np.all(w.data[1, 2] == 0)                       # zero weights, not NaN
+    assert np.all(w.data[1, 2] == 0)  # zero weights, not NaN
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                     # no report without anomaly mode,
-        F.softmax(scores, mask=mask)                       # nor for rows that saw a key
+        warnings.simplefilter("error")  # no report without anomaly mode,
+        F.softmax(scores, mask=mask)  # nor for rows that saw a key
         with mt.autograd.detect_anomaly():
             F.softmax(scores)

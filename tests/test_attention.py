@@ -1,5 +1,6 @@
 """Scaled dot-product and multi-head attention: the formula, masks, gradchecks, diagnostics,
 rotary positions; parity with torch.nn.MultiheadAttention (skipped without torch)."""
+
 import math
 
 import numpy as np
@@ -23,8 +24,12 @@ def test_sdpa_matches_the_formula(rng):
     v = rng.standard_normal((2, 3, 6, 5))
     mask = rng.random((2, 1, 4, 6)) < 0.3
     mask[..., 0] = False
-    out, w = scaled_dot_product_attention(mt.tensor(q, dtype=mt.float64), mt.tensor(k, dtype=mt.float64),
-                                          mt.tensor(v, dtype=mt.float64), mask=mask)
+    out, w = scaled_dot_product_attention(
+        mt.tensor(q, dtype=mt.float64),
+        mt.tensor(k, dtype=mt.float64),
+        mt.tensor(v, dtype=mt.float64),
+        mask=mask,
+    )
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(8) + np.where(mask, -np.inf, 0.0)
     ref_w = _softmax(scores)
     assert out.shape == (2, 3, 4, 5) and w.shape == (2, 3, 4, 6)
@@ -43,8 +48,10 @@ def test_sdpa_gradcheck_with_mask(leaf):
     q, k, v = leaf(2, 3, 4), leaf(2, 5, 4), leaf(2, 5, 3)
     mask = np.zeros((2, 3, 5), dtype=bool)
     mask[0, :, 3:] = True
-    mask[1, 2] = True                       # one fully masked row too
-    assert mt.gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask)[0], q, k, v)
+    mask[1, 2] = True  # one fully masked row too
+    assert mt.gradcheck(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask)[0], q, k, v
+    )
 
 
 def _mha64(**kw):
@@ -78,7 +85,7 @@ def test_mha_returns_per_head_weights_and_records_them(rng):
     x = mt.tensor(rng.standard_normal((2, 5, 12)))
     mem = mt.tensor(rng.standard_normal((2, 7, 12)))
     out, w = mha(x, mem)
-    assert out.shape == (2, 5, 12) and w.shape == (2, 3, 5, 7)     # cross: (L_q, L_k)
+    assert out.shape == (2, 5, 12) and w.shape == (2, 3, 5, 7)  # cross: (L_q, L_k)
     np.testing.assert_array_equal(mha.last_weights, w.data)
     np.testing.assert_allclose(w.data.sum(-1), 1.0, rtol=1e-5)
 
@@ -86,7 +93,7 @@ def test_mha_returns_per_head_weights_and_records_them(rng):
 def test_self_attention_equals_attention_to_a_copy(rng):
     mha = MultiHeadAttention(8, 2).double()
     x = mt.tensor(rng.standard_normal((2, 3, 8)), dtype=mt.float64)
-    fused, _ = mha(x)                                   # key is query: projections share x2
+    fused, _ = mha(x)  # key is query: projections share x2
     separate, _ = mha(x, mt.tensor(x.data, dtype=mt.float64), mt.tensor(x.data, dtype=mt.float64))
     np.testing.assert_allclose(fused.data, separate.data, rtol=1e-12)
 
@@ -110,7 +117,9 @@ def test_score_stats_ignore_blocked_positions(rng):
     mha(x, attn_mask=M.causal_mask(4))
     raw, scale, _ = mha._last_scores
     allowed = ~np.broadcast_to(M.causal_mask(4), raw.shape)
-    assert mha.score_stats()["max_abs_score"] == pytest.approx(float(np.abs(raw * scale)[allowed].max()))
+    assert mha.score_stats()["max_abs_score"] == pytest.approx(
+        float(np.abs(raw * scale)[allowed].max())
+    )
 
 
 def test_rotary_scores_depend_only_on_the_offset(rng):
@@ -122,6 +131,7 @@ def test_rotary_scores_depend_only_on_the_offset(rng):
         qm = rope(mt.tensor(np.tile(q, (1, 1, m + 1, 1)), dtype=mt.float64)).data[0, 0, m]
         kn = rope(mt.tensor(np.tile(k, (1, 1, n + 1, 1)), dtype=mt.float64)).data[0, 0, n]
         return qm @ kn
+
     assert score(5, 2) == pytest.approx(score(13, 10), rel=1e-10)
     assert score(5, 2) != pytest.approx(score(5, 4), rel=1e-3)
     # rotation keeps lengths
@@ -135,8 +145,10 @@ def test_self_attention_cache_matches_full_attention(rng):
     x = mt.tensor(rng.standard_normal((2, 5, 8)), dtype=mt.float64)
     full, _ = mha(x, attn_mask=M.causal_mask(5))
     cache = AttentionCache()
-    steps = [mha(mt.tensor(x.data[:, t:t + 1], dtype=mt.float64), cache=cache)[0].data
-             for t in range(5)]
+    steps = [
+        mha(mt.tensor(x.data[:, t : t + 1], dtype=mt.float64), cache=cache)[0].data
+        for t in range(5)
+    ]
     assert len(cache) == 5
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full.data, rtol=1e-10, atol=1e-12)
 
@@ -156,6 +168,7 @@ def test_mha_input_errors():
 def test_mha_matches_torch_multihead_attention(rng, dtype, tol, kind):
     torch = pytest.importorskip("torch")
     from transformer.interop import mha_from_torch, mha_to_torch
+
     ours = MultiHeadAttention(16, 4).to(dtype)
     twin = mha_to_torch(ours)
     # and back: a fresh module loaded from torch's weights must equal the original
@@ -177,26 +190,41 @@ def test_mha_matches_torch_multihead_attention(rng, dtype, tol, kind):
 
     tx = torch.tensor(x, requires_grad=True)
     tmem = tx if kind == "self" else torch.tensor(mem, requires_grad=True)
-    tout, tw = twin(tx, tmem, tmem, key_padding_mask=torch.tensor(kpm),
-                    attn_mask=None if attn is None else torch.tensor(attn),
-                    need_weights=True, average_attn_weights=False)
+    tout, tw = twin(
+        tx,
+        tmem,
+        tmem,
+        key_padding_mask=torch.tensor(kpm),
+        attn_mask=None if attn is None else torch.tensor(attn),
+        need_weights=True,
+        average_attn_weights=False,
+    )
     (tout * tout).sum().backward()
 
     def close(a, b, what):
         scale = np.abs(b).max()
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, err_msg=what)
+
     close(out.data, tout.detach().numpy(), "output")
     close(w.data, tw.detach().numpy(), "weights")
     close(xt.grad.data, tx.grad.numpy(), "input grad")
     if kind == "cross":
         close(mt_mem.grad.data, tmem.grad.numpy(), "memory grad")
     d = 16
-    tgrad = {"w_q.weight": twin.in_proj_weight.grad[:d], "w_k.weight": twin.in_proj_weight.grad[d:2 * d],
-             "w_v.weight": twin.in_proj_weight.grad[2 * d:], "w_q.bias": twin.in_proj_bias.grad[:d],
-             "w_v.bias": twin.in_proj_bias.grad[2 * d:], "w_o.weight": twin.out_proj.weight.grad,
-             "w_o.bias": twin.out_proj.bias.grad}
+    tgrad = {
+        "w_q.weight": twin.in_proj_weight.grad[:d],
+        "w_k.weight": twin.in_proj_weight.grad[d : 2 * d],
+        "w_v.weight": twin.in_proj_weight.grad[2 * d :],
+        "w_q.bias": twin.in_proj_bias.grad[:d],
+        "w_v.bias": twin.in_proj_bias.grad[2 * d :],
+        "w_o.weight": twin.out_proj.weight.grad,
+        "w_o.bias": twin.out_proj.bias.grad,
+    }
     params = dict(ours.named_parameters())
     for name, g in tgrad.items():
         close(params[name].grad.data, g.numpy(), name)
     # the key bias gets no gradient in exact arithmetic (softmax ignores a per-row constant)
-    assert np.abs(params["w_k.bias"].grad.data).max() < 1e3 * tol * np.abs(tgrad["w_q.weight"].numpy()).max()
+    assert (
+        np.abs(params["w_k.bias"].grad.data).max()
+        < 1e3 * tol * np.abs(tgrad["w_q.weight"].numpy()).max()
+    )

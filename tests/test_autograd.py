@@ -1,5 +1,6 @@
 """The backward engine: graph shapes (chains, reuse, diamonds), gradient accumulation,
 retain_graph, gradient modes, the in-place version check, the step-through, retain_grad."""
+
 import sys
 
 import numpy as np
@@ -14,9 +15,9 @@ def test_a_chain_of_10000_ops_backwards_without_recursion():
     y = x
     for _ in range(10_000):
         y = y * 1.0001
-    assert 10_000 > sys.getrecursionlimit() // 2      # deep enough to break a recursive walk
+    assert 10_000 > sys.getrecursionlimit() // 2  # deep enough to break a recursive walk
     y.backward()
-    np.testing.assert_allclose(x.grad.item(), 1.0001 ** 10_000, rtol=1e-9)
+    np.testing.assert_allclose(x.grad.item(), 1.0001**10_000, rtol=1e-9)
 
 
 def test_x_times_x_accumulates_both_uses():
@@ -38,7 +39,7 @@ def test_diamond_graph():
 
 def test_reused_intermediate():
     x = mt.tensor([0.5, 1.5], dtype=mt.float64, requires_grad=True)
-    h = x.tanh()                     # used three times below
+    h = x.tanh()  # used three times below
     out = (h * h + h.exp() * h).sum()
     out.backward()
     t = np.tanh(x.data)
@@ -49,7 +50,7 @@ def test_reused_intermediate():
 def test_unused_branch_gets_no_gradient():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     y = mt.tensor([3.0, 4.0], requires_grad=True)
-    unused = y * 2                                   # noqa: F841  (not part of the loss)
+    unused = y * 2  # noqa: F841  (not part of the loss)
     (x * 3).sum().backward()
     assert y.grad is None
     np.testing.assert_array_equal(x.grad.data, 3)
@@ -60,9 +61,9 @@ def test_backward_without_grad_needs_a_single_element_output():
     with pytest.raises(RuntimeError, match=r"single-element.*shape \(3,\)"):
         (x * 2).backward()
     assert x.grad is None
-    (x * 2).backward(mt.ones(3))                      # an explicit gradient is fine
+    (x * 2).backward(mt.ones(3))  # an explicit gradient is fine
     np.testing.assert_array_equal(x.grad.data, 2)
-    (x * 2).sum(keepdims=True).reshape(1, 1).backward()   # one element of any shape is fine
+    (x * 2).sum(keepdims=True).reshape(1, 1).backward()  # one element of any shape is fine
     np.testing.assert_array_equal(x.grad.data, 4)
 
 
@@ -79,7 +80,7 @@ def test_second_backward_through_a_freed_graph_raises():
     grad = x.grad.data.copy()
     with pytest.raises(RuntimeError, match="second time.*retain_graph=True"):
         loss.backward()
-    np.testing.assert_array_equal(x.grad.data, grad)     # nothing half-updated
+    np.testing.assert_array_equal(x.grad.data, grad)  # nothing half-updated
 
 
 def test_retain_graph_allows_a_second_backward_and_grads_accumulate():
@@ -135,7 +136,7 @@ def test_no_grad_as_a_decorator_with_and_without_parentheses():
         return t * 2
 
     assert f(x).grad_fn is None and g(x).grad_fn is None
-    assert (x * 2).grad_fn is not None           # the decorator restores the mode
+    assert (x * 2).grad_fn is not None  # the decorator restores the mode
 
 
 def test_enable_grad_inside_no_grad():
@@ -149,6 +150,7 @@ def test_enable_grad_inside_no_grad():
     @mt.enable_grad()
     def f(t):
         return t * 2
+
     with mt.no_grad():
         assert f(x).requires_grad
 
@@ -164,16 +166,17 @@ def test_detach_leaves_the_graph_and_shares_data():
     x = mt.randn(3, requires_grad=True)
     y = (x * 2).detach()
     assert y.grad_fn is None and not y.requires_grad
-    z = (x * 2)
+    z = x * 2
     assert np.shares_memory(z.detach().data, z.data)
 
 
 # ---------------------------------------------------------------------------- in-place safety
 
+
 def test_modifying_a_saved_input_in_place_is_caught_at_backward():
     w = mt.randn(3, requires_grad=True)
     x = mt.randn(3)
-    y = (w * x).sum()             # Mul saved x
+    y = (w * x).sum()  # Mul saved x
     x.mul_(2.0)
     with pytest.raises(RuntimeError, match=r"`mul`.*modified in place.*version 0 -> 1"):
         y.backward()
@@ -182,7 +185,7 @@ def test_modifying_a_saved_input_in_place_is_caught_at_backward():
 
 def test_modifying_a_saved_output_in_place_is_caught():
     w = mt.randn(3, requires_grad=True)
-    e = w.exp()                   # Exp saves its output
+    e = w.exp()  # Exp saves its output
     out = e.sum()
     with mt.no_grad():
         e.add_(1.0)
@@ -193,21 +196,21 @@ def test_modifying_a_saved_output_in_place_is_caught():
 def test_a_view_shares_the_version_counter():
     w = mt.randn(2, 3, requires_grad=True)
     x = mt.randn(2, 3)
-    y = (w * x).sum()             # saves x
+    y = (w * x).sum()  # saves x
     view = x.reshape(6)
-    view[0] = 5.0                 # writes x's memory through the view
+    view[0] = 5.0  # writes x's memory through the view
     with pytest.raises(RuntimeError, match="modified in place"):
         y.backward()
 
     x2 = mt.randn(2, 3)
     y2 = (w * x2).sum()
-    x2.T.mul_(3.0)                # a transpose is a view too
+    x2.T.mul_(3.0)  # a transpose is a view too
     with pytest.raises(RuntimeError, match="modified in place"):
         y2.backward()
 
     x3 = mt.randn(2, 3)
     y3 = (w * x3).sum()
-    x3[0].zero_()                 # basic indexing gives a view
+    x3[0].zero_()  # basic indexing gives a view
     with pytest.raises(RuntimeError, match="modified in place"):
         y3.backward()
 
@@ -216,8 +219,8 @@ def test_a_copy_does_not_share_the_version_counter():
     w = mt.randn(2, 3, requires_grad=True)
     x = mt.randn(2, 3)
     y = (w * x).sum()
-    x[[0, 1]].zero_()             # advanced indexing copies: x is untouched
-    x.T.reshape(6).zero_()        # reshaping a transpose copies too
+    x[[0, 1]].zero_()  # advanced indexing copies: x is untouched
+    x.T.reshape(6).zero_()  # reshaping a transpose copies too
     y.backward()
     np.testing.assert_allclose(w.grad.data, x.data)
 
@@ -238,7 +241,7 @@ def test_in_place_change_of_a_tensor_that_requires_grad_is_refused():
         w.add_(1.0)
     with pytest.raises(RuntimeError, match="__setitem__"):
         w[0] = 1.0
-    with mt.no_grad():            # as optimizers do
+    with mt.no_grad():  # as optimizers do
         w.add_(1.0)
     assert w._version == 1
 
@@ -258,6 +261,7 @@ def test_in_place_ops_update_values():
 
 # ---------------------------------------------------------------------------- integer tensors
 
+
 def test_integer_tensors_cannot_require_grad():
     with pytest.raises(TypeError, match=r"int64 of shape \(2,\)"):
         mt.tensor([1, 2], requires_grad=True)
@@ -276,6 +280,7 @@ def test_backward_through_ops_with_integer_operands():
 
 
 # ---------------------------------------------------------------------------- step-through
+
 
 def _model():
     x = mt.randn(4, 3, dtype=mt.float64, requires_grad=True, name="x")
@@ -308,19 +313,21 @@ def test_backward_steps_consumed_fully_equals_backward():
 def test_backward_steps_checks_its_arguments_at_once():
     x = mt.randn(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="single-element"):
-        (x * 2).backward_steps()         # raises before any step is requested
+        (x * 2).backward_steps()  # raises before any step is requested
 
 
 def test_nodes_record_name_scope_source_and_shapes():
     x = mt.randn(2, 3, requires_grad=True)
     with mt.scope("block"):
         with mt.scope("inner"):
-            y = x.exp()                                    # the line the node points at
+            y = x.exp()  # the line the node points at
     node = y.grad_fn
     assert node.name == "exp"
     assert node.scope == "block.inner"
-    assert node.source[0] == __file__ and node.source_line() == \
-        "y = x.exp()                                    # the line the node points at"
+    assert (
+        node.source[0] == __file__
+        and node.source_line() == "y = x.exp()  # the line the node points at"
+    )
     assert node.out_shape == (2, 3) and node.out_dtype == mt.float32
     assert node.inputs[0] is x
     assert "block.inner" in node.where() and "test_autograd.py" in node.where()
@@ -349,7 +356,7 @@ def test_a_failing_backward_leaves_every_grad_as_it_was():
     a = mt.tensor([1.0], requires_grad=True)
     b = mt.tensor([2.0], requires_grad=True)
     a.grad = mt.tensor([10.0])
-    loss = (a * 3 + Broken.apply(b)).sum()   # a's gradient arrives before Broken runs
+    loss = (a * 3 + Broken.apply(b)).sum()  # a's gradient arrives before Broken runs
     with pytest.raises(ArithmeticError):
         loss.backward()
     np.testing.assert_array_equal(a.grad.data, [10.0])
@@ -375,7 +382,7 @@ def test_backward_frees_saved_arrays_unless_retain_graph():
     y = x.exp()
     loss = (y * y).sum()
     loss.backward(retain_graph=True)
-    assert len(y.grad_fn.saved_tensors) == 1            # still there
+    assert len(y.grad_fn.saved_tensors) == 1  # still there
     loss.backward()
     assert y.grad_fn._saved == () and loss.grad_fn.inputs[0].grad_fn._saved == ()
     with pytest.raises(RuntimeError, match="saved tensors were freed"):
@@ -390,4 +397,4 @@ def test_backward_step_done_is_a_snapshot_of_its_moment():
         # each kept step still tells how far the walk had got when it was taken
         assert len(step.done) == k + 1
         assert id(step.node) in step.done
-        assert all(id(later.node) not in step.done for later in steps[k + 1:])
+        assert all(id(later.node) not in step.done for later in steps[k + 1 :])

@@ -1,5 +1,6 @@
 """The benchmark scripts run and print their tables (tiny budgets; the numbers themselves are
 read by people, in benchmarks/README.md, never asserted)."""
+
 import os
 import re
 import subprocess
@@ -11,16 +12,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_benchmark(name, *args):
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", name), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{name} {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", name), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (
+        f"{name} {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc.stdout
 
 
 def test_kernels_benchmark_prints_a_row_per_case():
     out = run_benchmark("kernels.py", "--quick", "--no-torch", "--only", "softmax")
     rows = [line for line in out.splitlines() if line.startswith("| softmax")]
-    assert len(rows) == 4                      # fwd and bwd on the two --quick shapes
+    assert len(rows) == 4  # fwd and bwd on the two --quick shapes
     for row in rows:
         numba_us, numpy_us = (float(cell) for cell in row.split("|")[3:5])
         assert numba_us > 0 and numpy_us > 0
@@ -30,7 +38,7 @@ def test_kernels_benchmark_takes_turns_with_torch_in_a_child_process():
     pytest.importorskip("torch")
     out = run_benchmark("kernels.py", "--quick", "--only", "bmm-blas", "--rounds", "2")
     rows = [line for line in out.splitlines() if line.startswith("| bmm")]
-    assert len(rows) == 2                      # q·kᵀ and w·v at the first --quick shape
+    assert len(rows) == 2  # q·kᵀ and w·v at the first --quick shape
     for row in rows:
         numba_us, numpy_us, torch_us = (float(cell) for cell in row.split("|")[3:6])
         assert numba_us > 0 and numpy_us > 0 and torch_us > 0

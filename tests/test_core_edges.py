@@ -1,6 +1,7 @@
 """The core off the ordinary path: in-place edits of saved non-differentiable inputs, mask
 dtypes, integer and float16 inputs to float-only ops, division by tiny numbers, NaN in
 maximum/minimum, abandoned step-throughs, empty splits."""
+
 import numpy as np
 import pytest
 
@@ -40,7 +41,7 @@ def test_closing_a_step_through_half_way_puts_every_grad_back():
     x = mt.tensor([3.0, 4.0], requires_grad=True)
     loss = (w * 2.0).sum() + (x * x).sum()
     steps = loss.backward_steps()
-    for _, _ in zip(range(3), steps):   # some leaves have received their gradient by now
+    for _, _ in zip(range(3), steps):  # some leaves have received their gradient by now
         pass
     steps.close()
     np.testing.assert_array_equal(w.grad.data, [10.0, 10.0])
@@ -103,14 +104,18 @@ def _where():
     return mt.where(cond, a, a * 2.0), cond, "input 0", "where"
 
 
-@pytest.mark.parametrize("build", [_masked_fill, _cross_entropy, _embedding, _getitem,
-                                   _getitem_in_tuple, _where])
+@pytest.mark.parametrize(
+    "build", [_masked_fill, _cross_entropy, _embedding, _getitem, _getitem_in_tuple, _where]
+)
 def test_editing_a_saved_non_differentiable_input_in_place_is_caught(build):
     with mt.scope("block"):
         y, const, what, op = build()
     const.copy_(const.data[::-1].copy() if const.ndim == 1 else const.data[::-1, ::-1].copy())
-    with pytest.raises(RuntimeError, match=rf"modified by an inplace operation: {what} of "
-                                           rf"`{op}` in block"):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"modified by an inplace operation: {what} of "
+        rf"`{op}` in block",
+    ):
         y.sum().backward()
 
 
@@ -128,13 +133,14 @@ def test_a_constant_edited_after_backward_is_fine():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     m = mt.tensor([True, False])
     x.masked_fill(m, 0.0).sum().backward()
-    m.fill_(False)                       # the graph is gone: nothing to protect
+    m.fill_(False)  # the graph is gone: nothing to protect
     np.testing.assert_array_equal(x.grad.data, [0.0, 1.0])
 
 
 # --------------------------------------------------------------------------- mask dtypes
-@pytest.mark.parametrize("mask", [np.array([[0, 0, 1]]), np.array([[0, 0, 1]], dtype=np.uint8),
-                                  mt.tensor([[0, 0, 1]])])
+@pytest.mark.parametrize(
+    "mask", [np.array([[0, 0, 1]]), np.array([[0, 0, 1]], dtype=np.uint8), mt.tensor([[0, 0, 1]])]
+)
 def test_an_integer_mask_is_refused_with_how_to_convert_it(mask):
     x = mt.tensor([[0.5, 1.0, 2.0]])
     with pytest.raises(TypeError, match=r"softmax: a mask must be bool.*mask != 0"):
@@ -143,6 +149,7 @@ def test_an_integer_mask_is_refused_with_how_to_convert_it(mask):
 
 def test_bool_masks_block_and_float_masks_add_everywhere():
     from transformer.masks import combine_masks
+
     x = mt.tensor([[0.5, 1.0, 2.0]])
     blocked = F.softmax(x, mask=np.array([[False, False, True]])).data
     added = F.softmax(x, mask=np.array([[0.0, 0.0, -np.inf]], dtype=np.float32)).data
@@ -170,7 +177,7 @@ def test_bump_version_makes_backward_refuse_a_stale_graph():
     w = mt.tensor([1.0, 2.0], requires_grad=True)
     loss = (w * w).sum()
     with mt.no_grad():
-        w.data[...] = 0.0           # an update by hand, as an optimizer does
+        w.data[...] = 0.0  # an update by hand, as an optimizer does
         assert w.bump_version() is w
     with pytest.raises(RuntimeError, match="input 0 of `mul`.*modified in place"):
         loss.backward()
@@ -178,10 +185,15 @@ def test_bump_version_makes_backward_refuse_a_stale_graph():
 
 # --------------------------------------------------------------------------- dtypes
 _FLOAT_ONLY = {
-    "sigmoid": (F.sigmoid, "sigmoid"), "gelu": (F.gelu, "nn.functional.gelu"),
-    "silu": (F.silu, "nn.functional.silu"), "exp": (F.exp, "exp"), "log": (F.log, "log"),
-    "sqrt": (F.sqrt, "sqrt"), "tanh": (F.tanh, "tanh"),
-    "softmax": (F.softmax, "softmax"), "log_softmax": (F.log_softmax, "log_softmax"),
+    "sigmoid": (F.sigmoid, "sigmoid"),
+    "gelu": (F.gelu, "nn.functional.gelu"),
+    "silu": (F.silu, "nn.functional.silu"),
+    "exp": (F.exp, "exp"),
+    "log": (F.log, "log"),
+    "sqrt": (F.sqrt, "sqrt"),
+    "tanh": (F.tanh, "tanh"),
+    "softmax": (F.softmax, "softmax"),
+    "log_softmax": (F.log_softmax, "log_softmax"),
 }
 
 
@@ -200,15 +212,18 @@ def test_float_only_ops_promote_integers_to_float32_and_compute_float16(name):
     np.testing.assert_allclose(out.data, expected, rtol=1e-6)
     half = fn(mt.tensor(ints, dtype=np.float16))
     assert half.dtype == np.float16
-    np.testing.assert_allclose(half.data.astype(np.float32),
-                               tfn(torch.tensor(ints, dtype=torch.float16), *targs).float().numpy(),
-                               rtol=2e-3)
+    np.testing.assert_allclose(
+        half.data.astype(np.float32),
+        tfn(torch.tensor(ints, dtype=torch.float16), *targs).float().numpy(),
+        rtol=2e-3,
+    )
 
 
 def test_integer_inputs_of_layer_norm_cross_entropy_and_mean_become_float32():
     ints = mt.tensor([[1, 2, 4]])
-    np.testing.assert_allclose(F.layer_norm(ints, 3).data,
-                               F.layer_norm(ints.float(), 3).data, rtol=1e-6)
+    np.testing.assert_allclose(
+        F.layer_norm(ints, 3).data, F.layer_norm(ints.float(), 3).data, rtol=1e-6
+    )
     ce = F.cross_entropy(ints, mt.tensor([2]))
     assert ce.dtype == np.float32
     np.testing.assert_allclose(ce.item(), F.cross_entropy(ints.float(), mt.tensor([2])).item())
@@ -226,11 +241,14 @@ def test_an_unsupported_float_dtype_is_refused_with_the_op_named():
 def test_float16_gradients_through_kernel_ops_match_torch():
     torch = pytest.importorskip("torch")
     x = np.array([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]])
-    cases = [(lambda t: F.softmax(t), lambda t: torch.softmax(t, -1)),
-             (lambda t: F.layer_norm(t, 3), lambda t: torch.nn.functional.layer_norm(t, (3,))),
-             (lambda t: F.cross_entropy(t, mt.tensor([0, 2]), reduction="none"),
-              lambda t: torch.nn.functional.cross_entropy(t, torch.tensor([0, 2]),
-                                                          reduction="none"))]
+    cases = [
+        (lambda t: F.softmax(t), lambda t: torch.softmax(t, -1)),
+        (lambda t: F.layer_norm(t, 3), lambda t: torch.nn.functional.layer_norm(t, (3,))),
+        (
+            lambda t: F.cross_entropy(t, mt.tensor([0, 2]), reduction="none"),
+            lambda t: torch.nn.functional.cross_entropy(t, torch.tensor([0, 2]), reduction="none"),
+        ),
+    ]
     for ours, theirs in cases:
         h = mt.tensor(x, dtype=np.float16, requires_grad=True)
         y = ours(h)
@@ -239,8 +257,9 @@ def test_float16_gradients_through_kernel_ops_match_torch():
         th = torch.tensor(x, dtype=torch.float16, requires_grad=True)
         (theirs(th) * torch.from_numpy(w)).sum().backward()
         assert y.dtype == np.float16 and h.grad.dtype == np.float16
-        np.testing.assert_allclose(h.grad.data.astype(np.float32), th.grad.float().numpy(),
-                                   atol=5e-3, rtol=5e-3)
+        np.testing.assert_allclose(
+            h.grad.data.astype(np.float32), th.grad.float().numpy(), atol=5e-3, rtol=5e-3
+        )
     assert F.dropout(mt.tensor(x, dtype=np.float16), 0.5).dtype == np.float16
 
 
@@ -266,8 +285,9 @@ def test_graph_nodes_keep_their_output_gradient_only_for_a_retained_graph():
     np.testing.assert_array_equal(loss.grad_fn.grad, np.ones((), np.float32))
 
 
-@pytest.mark.parametrize("a_shape, w_shape", [((2, 3, 0), (0, 4)), ((2, 3, 4), (4, 0)),
-                                              ((2, 0, 4), (4, 5))])
+@pytest.mark.parametrize(
+    "a_shape, w_shape", [((2, 3, 0), (0, 4)), ((2, 3, 4), (4, 0)), ((2, 0, 4), (4, 5))]
+)
 def test_a_linear_product_with_an_empty_axis_runs_backward(a_shape, w_shape):
     a, w = mt.randn(*a_shape, requires_grad=True), mt.randn(*w_shape, requires_grad=True)
     (a @ w).sum().backward()

@@ -1,12 +1,19 @@
 """Decoding: the KV cache gives the same logits and tokens as full re-decoding; greedy, beam
 search and sampling obey the output conventions; beam size 1 is greedy; sampling is
 reproducible by seed; beam search beats greedy where greedy is short-sighted."""
+
 import numpy as np
 import pytest
 
 import minitensor as mt
-from transformer import (DecoderOnlyLM, Transformer, TransformerConfig, beam_search,
-                         greedy_decode, sample)
+from transformer import (
+    DecoderOnlyLM,
+    Transformer,
+    TransformerConfig,
+    beam_search,
+    greedy_decode,
+    sample,
+)
 from transformer import masks as M
 
 PAD, BOS, EOS = 0, 1, 2
@@ -34,7 +41,7 @@ def test_cached_decoding_gives_the_same_logits(rng, positional, norm_first):
         memory = model.encode(src, spm)
         full = model.decode(tgt, memory, spm).data
         cache = model.new_cache()
-        steps = [model.decode(tgt[:, t:t + 1], memory, spm, cache=cache).data for t in range(7)]
+        steps = [model.decode(tgt[:, t : t + 1], memory, spm, cache=cache).data for t in range(7)]
     assert len(cache) == 7
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-5)
     # the cross-attention keys were computed once and kept
@@ -51,7 +58,7 @@ def test_cached_decoding_with_target_padding_and_chunks(rng):
         memory = model.encode(src, spm)
         full = model.decode(tgt, memory, spm, tpm).data
         cache = model.new_cache()
-        a = model.decode(tgt[:, :4], memory, spm, tpm[:, :4], cache=cache).data   # prefix at once
+        a = model.decode(tgt[:, :4], memory, spm, tpm[:, :4], cache=cache).data  # prefix at once
         b = model.decode(tgt[:, 4:], memory, spm, tpm[:, 4:], cache=cache).data
     np.testing.assert_allclose(np.concatenate([a, b], axis=1), full, rtol=1e-5, atol=1e-5)
 
@@ -63,7 +70,7 @@ def test_greedy_cached_equals_uncached_and_follows_the_conventions(rng):
     cached = greedy_decode(model, src, 8, BOS, EOS, spm)
     uncached = greedy_decode(model, src, 8, BOS, EOS, spm, use_cache=False)
     np.testing.assert_array_equal(cached, uncached)
-    assert model.training                                  # mode restored
+    assert model.training  # mode restored
     assert cached.shape[0] == 4 and cached.shape[1] <= 8
     _check_conventions(cached)
     # greedy really takes the argmax of the uncached logits at each step
@@ -84,7 +91,7 @@ def _check_conventions(out):
     for row in out:
         hits = np.flatnonzero(row == EOS)
         if hits.size:
-            assert np.all(row[hits[0] + 1:] == PAD)
+            assert np.all(row[hits[0] + 1 :] == PAD)
 
 
 def _eos_prone_model(rng):
@@ -108,9 +115,10 @@ def test_rows_stop_at_their_own_eos(rng):
 def test_beam_size_one_equals_greedy(rng):
     for model in (_model(), _eos_prone_model(rng)):
         src, spm = _src(rng, batch=4)
-        np.testing.assert_array_equal(beam_search(model, src, 8, BOS, EOS, beam_size=1,
-                                                  src_padding_mask=spm),
-                                      greedy_decode(model, src, 8, BOS, EOS, spm))
+        np.testing.assert_array_equal(
+            beam_search(model, src, 8, BOS, EOS, beam_size=1, src_padding_mask=spm),
+            greedy_decode(model, src, 8, BOS, EOS, spm),
+        )
 
 
 def test_beam_search_output_conventions_and_cache(rng):
@@ -120,13 +128,15 @@ def test_beam_search_output_conventions_and_cache(rng):
     assert out.shape[0] == 3 and out.shape[1] <= 8
     _check_conventions(out)
     np.testing.assert_array_equal(
-        out, beam_search(model, src, 8, BOS, EOS, beam_size=3, src_padding_mask=spm,
-                         use_cache=False))
+        out,
+        beam_search(model, src, 8, BOS, EOS, beam_size=3, src_padding_mask=spm, use_cache=False),
+    )
 
 
 class _Chain:
     """A stand-in 'model' with fixed next-token probabilities depending only on the previous
     token: greedy takes A (0.6) then is stuck with 0.3; B (0.4) leads to <eos> with 0.95."""
+
     A, B = 3, 4
 
     def __init__(self):
@@ -161,7 +171,7 @@ def test_beam_search_finds_what_greedy_misses():
     greedy = greedy_decode(chain, src, 3, BOS, EOS, use_cache=False)
     beam = beam_search(chain, src, 3, BOS, EOS, beam_size=2, length_penalty=0.0, use_cache=False)
     assert greedy[0, 0] == _Chain.A
-    np.testing.assert_array_equal(beam[0], [_Chain.B, EOS, PAD][:beam.shape[1]])
+    np.testing.assert_array_equal(beam[0], [_Chain.B, EOS, PAD][: beam.shape[1]])
 
 
 def test_sampling_is_reproducible_by_seed(rng):
@@ -170,8 +180,10 @@ def test_sampling_is_reproducible_by_seed(rng):
     a = sample(model, src, 8, BOS, EOS, temperature=1.5, seed=7, src_padding_mask=spm)
     b = sample(model, src, 8, BOS, EOS, temperature=1.5, seed=7, src_padding_mask=spm)
     np.testing.assert_array_equal(a, b)
-    others = [sample(model, src, 8, BOS, EOS, temperature=1.5, seed=s, src_padding_mask=spm)
-              for s in range(8, 12)]
+    others = [
+        sample(model, src, 8, BOS, EOS, temperature=1.5, seed=s, src_padding_mask=spm)
+        for s in range(8, 12)
+    ]
     assert any(o.shape != a.shape or np.any(o != a) for o in others)
     _check_conventions(a)
 
@@ -180,18 +192,21 @@ def test_top_k_one_and_tiny_top_p_are_greedy(rng):
     model = _model()
     src, spm = _src(rng, batch=3)
     greedy = greedy_decode(model, src, 6, BOS, EOS, spm)
-    np.testing.assert_array_equal(sample(model, src, 6, BOS, EOS, top_k=1, seed=0,
-                                         src_padding_mask=spm), greedy)
-    np.testing.assert_array_equal(sample(model, src, 6, BOS, EOS, top_p=1e-9, seed=0,
-                                         src_padding_mask=spm), greedy)
+    np.testing.assert_array_equal(
+        sample(model, src, 6, BOS, EOS, top_k=1, seed=0, src_padding_mask=spm), greedy
+    )
+    np.testing.assert_array_equal(
+        sample(model, src, 6, BOS, EOS, top_p=1e-9, seed=0, src_padding_mask=spm), greedy
+    )
 
 
 def test_top_k_restricts_the_choices():
     from transformer.decoding import _filter_logits
+
     logits = np.array([[0.0, 3.0, 1.0, 2.0]])
     logp = _filter_logits(logits, 1.0, 2, None)
     assert np.isneginf(logp[0, [0, 2]]).all() and np.isfinite(logp[0, [1, 3]]).all()
-    logp = _filter_logits(logits, 1.0, None, 0.7)      # top two hold 0.64 + 0.24 of the mass
+    logp = _filter_logits(logits, 1.0, None, 0.7)  # top two hold 0.64 + 0.24 of the mass
     assert np.isfinite(logp[0, [1, 3]]).all() and np.isneginf(logp[0, [0, 2]]).all()
     with pytest.raises(ValueError, match="temperature"):
         _filter_logits(logits, 0.0, None, None)
@@ -214,8 +229,9 @@ def test_decoder_only_generate_cached_equals_uncached(rng, positional):
     with mt.no_grad():
         full = lm(np.concatenate([prompt, fast], axis=1)).data
         cache = lm.new_cache()
-        parts = [lm(prompt, cache=cache).data] + \
-            [lm(fast[:, t:t + 1], cache=cache).data for t in range(fast.shape[1])]
+        parts = [lm(prompt, cache=cache).data] + [
+            lm(fast[:, t : t + 1], cache=cache).data for t in range(fast.shape[1])
+        ]
     np.testing.assert_allclose(np.concatenate(parts, axis=1), full, rtol=1e-5, atol=1e-5)
     s1 = lm.generate(prompt, 6, eos_id=EOS, temperature=1.0, seed=3)
     np.testing.assert_array_equal(s1, lm.generate(prompt, 6, eos_id=EOS, temperature=1.0, seed=3))

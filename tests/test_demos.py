@@ -3,6 +3,7 @@
 The demos are run as a learner runs them (a subprocess, `python demos/x.py ...`). The slow test at
 the bottom trains the addition model to the target (minutes; selected with -m slow).
 """
+
 import os
 import re
 import subprocess
@@ -19,9 +20,17 @@ DEMOS = ["addition_task.py", "ablations.py", "attention_maps.py", "copy_task.py"
 
 def run_demo(name, *args, timeout=600):
     env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "demos", name), *map(str, args)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{name} {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "demos", name), *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, (
+        f"{name} {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc.stdout
 
 
@@ -39,20 +48,53 @@ def _graph_file(folder, base):
 
 def test_addition_tiny_run_writes_everything_then_resumes_and_evaluates(tmp_path):
     out = tmp_path / "addition"
-    text = run_demo("addition_task.py", "--steps", 4, "--eval-every", 2, "--batch-size", 16,
-                    "--d-model", 16, "--heads", 2, "--layers", 1, "--quiet", "--out", out)
+    text = run_demo(
+        "addition_task.py",
+        "--steps",
+        4,
+        "--eval-every",
+        2,
+        "--batch-size",
+        16,
+        "--d-model",
+        16,
+        "--heads",
+        2,
+        "--layers",
+        1,
+        "--quiet",
+        "--out",
+        out,
+    )
     assert re.search(r"held-out exact match: [\d.]+% \(\d+/1000\)", text)
     names = set(os.listdir(out))
-    assert {"checkpoint.npz", "curves.png", "attention_encoder_self_attn.png",
-            "attention_decoder_self_attn.png", "attention_decoder_cross_attn.png"} <= names
+    assert {
+        "checkpoint.npz",
+        "curves.png",
+        "attention_encoder_self_attn.png",
+        "attention_decoder_self_attn.png",
+        "attention_decoder_cross_attn.png",
+    } <= names
     graph = _graph_file(out, "graph_train_step")
     assert os.path.getsize(graph) > 1000
     ckpt = mt.load(str(out / "checkpoint.npz"))
     assert ckpt["step"] == 4 and ckpt["config"]["d_model"] == 16
     assert len(ckpt["history"]["losses"]) == 4
 
-    text = run_demo("addition_task.py", "--steps", 6, "--eval-every", 2, "--batch-size", 16,
-                    "--quiet", "--no-figures", "--resume", "--out", out)
+    text = run_demo(
+        "addition_task.py",
+        "--steps",
+        6,
+        "--eval-every",
+        2,
+        "--batch-size",
+        16,
+        "--quiet",
+        "--no-figures",
+        "--resume",
+        "--out",
+        out,
+    )
     assert "steps: 6" in text
     resumed = mt.load(str(out / "checkpoint.npz"))
     assert resumed["step"] == 6 and len(resumed["history"]["losses"]) == 6
@@ -60,18 +102,39 @@ def test_addition_tiny_run_writes_everything_then_resumes_and_evaluates(tmp_path
     text = run_demo("addition_task.py", "--eval-only", "--no-figures", "--quiet", "--out", out)
     assert "held-out exact match" in text
     assert "wrote" not in text and f"read {out / 'checkpoint.npz'} (step 6)" in text
-    assert mt.load(str(out / "checkpoint.npz"))["step"] == 6      # eval-only changes nothing
+    assert mt.load(str(out / "checkpoint.npz"))["step"] == 6  # eval-only changes nothing
 
     maps = tmp_path / "maps"
-    text = run_demo("attention_maps.py", "--checkpoint", out / "checkpoint.npz",
-                    "--input", "12+345", "--out", maps)
+    text = run_demo(
+        "attention_maps.py",
+        "--checkpoint",
+        out / "checkpoint.npz",
+        "--input",
+        "12+345",
+        "--out",
+        maps,
+    )
     assert "12+345=357" in text
     assert len([f for f in os.listdir(maps) if f.endswith(".png")]) == 3
 
 
 def test_addition_is_deterministic_per_seed(tmp_path):
-    args = ["--steps", 3, "--eval-every", 3, "--batch-size", 16, "--d-model", 16, "--heads", 2,
-            "--layers", 1, "--quiet", "--no-figures"]
+    args = [
+        "--steps",
+        3,
+        "--eval-every",
+        3,
+        "--batch-size",
+        16,
+        "--d-model",
+        16,
+        "--heads",
+        2,
+        "--layers",
+        1,
+        "--quiet",
+        "--no-figures",
+    ]
     run_demo("addition_task.py", *args, "--out", tmp_path / "a")
     run_demo("addition_task.py", *args, "--out", tmp_path / "b")
     run_demo("addition_task.py", *args, "--seed", 1, "--out", tmp_path / "c")
@@ -83,11 +146,16 @@ def test_addition_is_deterministic_per_seed(tmp_path):
 
 def test_attention_maps_rejects_bad_input(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "demos/attention_maps.py", "--checkpoint",
-                           str(tmp_path / "missing.npz")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "demos/attention_maps.py", "--checkpoint", str(tmp_path / "missing.npz")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0 and "no checkpoint" in proc.stderr
-    assert "Traceback" not in proc.stderr           # one line that says what to run
+    assert "Traceback" not in proc.stderr  # one line that says what to run
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "a checkpoint.npz written by" in run_demo("attention_maps.py", "--help")
 
@@ -95,7 +163,9 @@ def test_attention_maps_rejects_bad_input(tmp_path):
 def test_copy_task_tiny_run(tmp_path):
     text = run_demo("copy_task.py", "--steps", 5, "--eval-every", 5, "--quiet", "--out", tmp_path)
     assert "held-out exact match" in text
-    assert {"checkpoint.npz", "curves.png", "attention_decoder_cross_attn.png"} <= set(os.listdir(tmp_path))
+    assert {"checkpoint.npz", "curves.png", "attention_decoder_cross_attn.png"} <= set(
+        os.listdir(tmp_path)
+    )
 
 
 def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monkeypatch):
@@ -104,23 +174,29 @@ def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monke
     import importlib.util
     from transformer import Transformer, TransformerConfig
     from transformer.tasks import ReverseTask
-    spec = importlib.util.spec_from_file_location("copy_task_demo",
-                                                  os.path.join(ROOT, "demos", "copy_task.py"))
+
+    spec = importlib.util.spec_from_file_location(
+        "copy_task_demo", os.path.join(ROOT, "demos", "copy_task.py")
+    )
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
     task = ReverseTask(alphabet="abcd", min_len=1, max_len=5)
     texts = ["abcde", "ab", "abc", "a"]
     src, _ = task.encode(texts)
     i = demo.padded_example(texts, src, task.tokenizer.pad_id)
-    assert texts[i] == "abc"                        # the longest with two <pad> columns
+    assert texts[i] == "abc"  # the longest with two <pad> columns
     mt.manual_seed(0)
     tok = task.tokenizer
     model = Transformer(TransformerConfig.tiny(len(tok), len(tok), max_len=8))
-    pred = np.asarray(src)[:, ::-1].copy()          # any ids: the maps only need a forward
+    pred = np.asarray(src)[:, ::-1].copy()  # any ids: the maps only need a forward
     captured = {}
-    monkeypatch.setattr(demo, "save_attention",
-                        lambda maps, src_labels, tgt_labels, out, title: captured.update(
-                            maps=maps, src=src_labels, title=title) or [])
+    monkeypatch.setattr(
+        demo,
+        "save_attention",
+        lambda maps, src_labels, tgt_labels, out, title: (
+            captured.update(maps=maps, src=src_labels, title=title) or []
+        ),
+    )
     demo.draw_attention(model, tok, texts, src, pred, type("A", (), {"out": str(tmp_path)}))
     assert captured["src"] == ["a", "b", "c", "<pad>", "<pad>"]
     assert "2 <pad> columns: nothing attends to them" in captured["title"]
@@ -129,16 +205,29 @@ def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monke
 
 
 def test_ablations_tiny_run_prints_the_table(tmp_path):
-    text = run_demo("ablations.py", "--steps", 2, "--batch-size", 16, "--variants",
-                    "baseline,no-scale", "--quiet", "--out", tmp_path)
+    text = run_demo(
+        "ablations.py",
+        "--steps",
+        2,
+        "--batch-size",
+        16,
+        "--variants",
+        "baseline,no-scale",
+        "--quiet",
+        "--out",
+        tmp_path,
+    )
     table = (tmp_path / "ablations.md").read_text()
     assert "| baseline |" in table and "| no-scale |" in table and "max\\|score\\| E0" in table
     assert "| baseline |" in text
-    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    rows = {
+        line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")
+    }
     # without 1/√d_k the encoder's first-layer scores are larger (same seed, same weights at init)
 
-    def first_score(row):          # | variant | what | acc | train loss | held-out loss | E0 | …
+    def first_score(row):  # | variant | what | acc | train loss | held-out loss | E0 | …
         return float(row.split("|")[6])
+
     assert first_score(rows["no-scale"]) > first_score(rows["baseline"])
 
 
@@ -162,8 +251,10 @@ def test_the_diagnostics_legend_does_not_flag_a_healthy_model():
     """The 99.9% baseline shows max|score| 23–29 and saturation ≈ 0.72: no alarm; the
     ×√d_model-on-N(0, 1) run's scores in the hundreds are flagged."""
     from transformer.training import diagnostics_table
-    healthy = diagnostics_table(600, {"encoder": 0.5}, {"encoder.layers.0.self_attn": (29.0, 0.72)},
-                                0.01)
+
+    healthy = diagnostics_table(
+        600, {"encoder": 0.5}, {"encoder.layers.0.self_attn": (29.0, 0.72)}, 0.01
+    )
     assert "⚠" not in healthy.split("\n(")[0]
     assert "tens and more saturate" not in healthy and "hundreds" in healthy
     broken = diagnostics_table(600, {}, {"encoder.layers.0.self_attn": (461.0, 0.66)}, 2.3)

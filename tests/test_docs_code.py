@@ -1,6 +1,7 @@
 """The docs that teach by code run: each page's ```python blocks are executed in order, in one
 namespace — docs/extending.md (your own op), docs/graph.md (the graph, the step-through, the
 trace) and docs/kernels.md (your own kernel)."""
+
 import linecache
 import pathlib
 import re
@@ -38,7 +39,7 @@ def test_the_page_code_runs(page, capsys):
         code = compile(block, filename, "exec")
         try:
             exec(code, namespace)
-        except Exception as e:     # say which block failed
+        except Exception as e:  # say which block failed
             pytest.fail(f"block {i + 1} of docs/{page} raised {type(e).__name__}: {e}")
 
 

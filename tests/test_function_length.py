@@ -4,6 +4,7 @@ The test reads every function and method in minitensor/ and transformer/ with `a
 executed) and counts its lines from `def` to its last line, docstring and comments included;
 nested functions count inside their parent and on their own.
 """
+
 import ast
 import pathlib
 
@@ -23,7 +24,7 @@ def _long_functions(source, filename="<source>"):
 
 
 def test_the_check_sees_a_long_function_and_a_long_method():
-    body = [f"x{i} = {i}" for i in range(MAX_LINES)]             # with `def`: 61 lines
+    body = [f"x{i} = {i}" for i in range(MAX_LINES)]  # with `def`: 61 lines
     function = "def f():\n" + "".join(f"    {line}\n" for line in body)
     method = "class A:\n    def g(self):\n" + "".join(f"        {line}\n" for line in body)
     assert _long_functions(function + method) == [("f", 1, 61), ("g", 63, 61)]

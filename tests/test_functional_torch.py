@@ -1,5 +1,6 @@
 """minitensor.nn.functional_torch, nn.MultiheadAttention and the torch-shaped Module methods
 without torch: gradients by finite differences (float64), masks, errors."""
+
 import warnings
 
 import numpy as np
@@ -20,7 +21,7 @@ def test_pad_gradient_and_cropping(leaf):
 
 
 def test_nll_and_cross_entropy_gradients_with_weights_and_ignored_targets(leaf):
-    x = leaf(3, 4, 2)                         # (N, C, d1): classes on axis 1
+    x = leaf(3, 4, 2)  # (N, C, d1): classes on axis 1
     t = mt.tensor([[0, 3], [-100, 1], [2, 2]])
     w = mt.tensor([0.5, 1.0, 2.0, 1.5], dtype=mt.float64)
     assert mt.gradcheck(lambda a: FT.nll_loss(a, t, weight=w), x)
@@ -29,14 +30,15 @@ def test_nll_and_cross_entropy_gradients_with_weights_and_ignored_targets(leaf):
 
 
 def test_cross_entropy_classes_on_axis_1_agrees_with_flattened_rows(leaf):
-    x = leaf(2, 5, 3)                         # (N, C, L): each row a copy of the classes
+    x = leaf(2, 5, 3)  # (N, C, L): each row a copy of the classes
     t = mt.tensor([[0, 4, 1], [2, 2, 3]])
     ours = FT.cross_entropy(x, t, reduction="none")
-    rows = mt.functional.cross_entropy(x.permute(0, 2, 1).reshape(-1, 5), t.reshape(-1),
-                                       reduction="none")
+    rows = mt.functional.cross_entropy(
+        x.permute(0, 2, 1).reshape(-1, 5), t.reshape(-1), reduction="none"
+    )
     assert FT.cross_entropy is mt.functional.cross_entropy
     np.testing.assert_allclose(ours.data, rows.data.reshape(2, 3))
-    assert ours.grad_fn.name == "cross_entropy"       # one fused node, no permute before it
+    assert ours.grad_fn.name == "cross_entropy"  # one fused node, no permute before it
 
 
 def test_mean_losses_are_zero_when_every_target_is_ignored():
@@ -75,9 +77,10 @@ def test_legacy_reduction_flags_map_as_torch():
 def test_sdpa_gradient_and_bool_mask_meaning(leaf):
     q, k, v = leaf(2, 3, 4), leaf(2, 5, 4), leaf(2, 5, 4)
     allowed = np.ones((3, 5), bool)
-    allowed[:, 3:] = False                       # keys 3 and 4 may not be attended
-    assert mt.gradcheck(lambda a, b, c: FT.scaled_dot_product_attention(
-        a, b, c, attn_mask=allowed), q, k, v)
+    allowed[:, 3:] = False  # keys 3 and 4 may not be attended
+    assert mt.gradcheck(
+        lambda a, b, c: FT.scaled_dot_product_attention(a, b, c, attn_mask=allowed), q, k, v
+    )
     out = FT.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     same = FT.scaled_dot_product_attention(q, k[:, :3], v[:, :3])
     np.testing.assert_allclose(out.data, same.data, atol=1e-12)
@@ -89,20 +92,24 @@ def test_multihead_attention_gradient_and_masks(leaf):
     mha = nn.MultiheadAttention(4, 2, batch_first=True, dtype="float64")
     x, mem = leaf(2, 3, 4), leaf(2, 5, 4)
     padding = np.zeros((2, 5), bool)
-    padding[1, 3:] = True                         # True = ignore this key
+    padding[1, 3:] = True  # True = ignore this key
     assert mt.gradcheck(lambda a, b: mha(a, b, b, key_padding_mask=padding)[0], x, mem)
     _, w = mha(x, mem, mem, key_padding_mask=padding)
     assert w.shape == (2, 3, 5)
     np.testing.assert_array_equal(w.data[1, :, 3:], 0.0)
     np.testing.assert_allclose(w.data.sum(-1), 1.0)
     out_all_blocked, _ = mha(x, mem, mem, key_padding_mask=np.ones((2, 5), bool))
-    assert np.isfinite(out_all_blocked.data).all()    # zeros, not torch's NaN
+    assert np.isfinite(out_all_blocked.data).all()  # zeros, not torch's NaN
 
 
 def test_multihead_attention_parameters_and_errors():
     mha = nn.MultiheadAttention(6, 3)
     assert [n for n, _ in mha.named_parameters()] == [
-        "in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+        "in_proj_weight",
+        "in_proj_bias",
+        "out_proj.weight",
+        "out_proj.bias",
+    ]
     assert mha.in_proj_weight.shape == (18, 6)
     with pytest.raises(ValueError, match="not a multiple"):
         nn.MultiheadAttention(6, 4)
@@ -124,7 +131,7 @@ def test_module_to_and_load_state_dict_from_numpy():
     state = {"weight": np.ones((2, 3), np.float32), "bias": np.zeros(2, np.float32)}
     lin.load_state_dict(state)
     np.testing.assert_array_equal(lin.weight.data, 1.0)
-    assert lin.weight.dtype == np.float64                 # values are copied into place
+    assert lin.weight.dtype == np.float64  # values are copied into place
 
 
 def test_named_modules_with_duplicates_and_memo():

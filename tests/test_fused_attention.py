@@ -2,6 +2,7 @@
 its numpy twin, the twin against the three-step formula, gradcheck in float64, masks (padding,
 causal, is_causal, additive, fully masked rows, inf/NaN under a blocked score), dropout that
 drops the entries F.dropout drops, and parity with torch (skipped without torch)."""
+
 import math
 
 import numpy as np
@@ -16,9 +17,11 @@ BACKENDS = ("numba", "numpy")
 
 
 def _qkv(rng, B=2, H=3, Lq=5, Lk=7, d=8, dv=6, dtype=np.float32):
-    return (rng.standard_normal((B, H, Lq, d)).astype(dtype),
-            rng.standard_normal((B, H, Lk, d)).astype(dtype),
-            rng.standard_normal((B, H, Lk, dv)).astype(dtype))
+    return (
+        rng.standard_normal((B, H, Lq, d)).astype(dtype),
+        rng.standard_normal((B, H, Lk, d)).astype(dtype),
+        rng.standard_normal((B, H, Lk, dv)).astype(dtype),
+    )
 
 
 def _three_steps(q, k, v, blocked=None, additive=None, scale=None):
@@ -40,14 +43,21 @@ def _masks(rng, B, Lq, Lk):
     padding = rng.random((B, 1, 1, Lk)) < 0.3
     padding[..., 0] = False
     causal = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
-    additive = np.where(rng.random((1, 1, Lq, Lk)) < 0.2, -np.inf,
-                        rng.standard_normal((1, 1, Lq, Lk)))
-    return {"none": (None, False), "padding": (padding, False), "causal bool": (causal, False),
-            "is_causal": (None, True), "padding + is_causal": (padding, True),
-            "additive": (additive, False)}
+    additive = np.where(
+        rng.random((1, 1, Lq, Lk)) < 0.2, -np.inf, rng.standard_normal((1, 1, Lq, Lk))
+    )
+    return {
+        "none": (None, False),
+        "padding": (padding, False),
+        "causal bool": (causal, False),
+        "is_causal": (None, True),
+        "padding + is_causal": (padding, True),
+        "additive": (additive, False),
+    }
 
 
 # ---- kernel against twin, twin against the formula ----------------------------------------------
+
 
 @pytest.mark.parametrize("shape", [(2, 3, 5, 7, 8, 6), (1, 2, 70, 150, 16, 16), (3, 1, 9, 9, 4, 4)])
 @pytest.mark.parametrize("p", [0.0, 0.25])
@@ -101,12 +111,13 @@ class _Ctx:
 
 # ---- masks: fully masked rows, blocked inf/NaN, empty inputs ------------------------------------
 
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_fully_masked_rows_give_zero_output_and_zero_gradient(rng, backend):
     q, k, v = (mt.tensor(x, requires_grad=True) for x in _qkv(rng, 2, 2, 4, 5, 8, 8))
     mask = np.zeros((2, 1, 4, 5), dtype=bool)
-    mask[0, :, 1] = True                               # row 1 of batch 0: every key blocked
-    mask[1] = True                                     # every row of batch 1
+    mask[0, :, 1] = True  # row 1 of batch 0: every key blocked
+    mask[1] = True  # every row of batch 1
     with mt.kernels.use_backend(backend):
         out = scaled_dot_product_attention(q, k, v, mask=mask)
         (out * out).sum().backward()
@@ -136,6 +147,7 @@ def test_a_blocked_score_is_never_read(rng, backend):
 
 def _forward(q, k, v, mask=None, **kw):
     from minitensor.ops.attention import fused_attention_forward
+
     return fused_attention_forward(q, k, v, mask, kw.get("scale"), kw.get("is_causal", False))
 
 
@@ -164,15 +176,19 @@ def test_bad_inputs_get_clear_errors(rng):
 
 # ---- gradients -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", ["padding", "is_causal", "additive", "dropout"])
 def test_gradcheck_float64(leaf, rng, backend, case):
     q, k, v = leaf(2, 2, 3, 4), leaf(2, 2, 5, 4), leaf(2, 2, 5, 3)
     padding = np.zeros((2, 1, 1, 5), dtype=bool)
     padding[1, ..., 3:] = True
-    kw = {"padding": dict(mask=padding), "is_causal": dict(is_causal=True, mask=padding),
-          "additive": dict(mask=rng.standard_normal((1, 1, 3, 5))),
-          "dropout": dict(mask=padding, seed=99, p=0.3)}[case]
+    kw = {
+        "padding": dict(mask=padding),
+        "is_causal": dict(is_causal=True, mask=padding),
+        "additive": dict(mask=rng.standard_normal((1, 1, 3, 5))),
+        "dropout": dict(mask=padding, seed=99, p=0.3),
+    }[case]
     with mt.kernels.use_backend(backend):
         assert mt.gradcheck(lambda q, k, v: ScaledDotProductAttention.apply(q, k, v, **kw), q, k, v)
 
@@ -186,6 +202,7 @@ def test_three_dimensional_inputs_are_one_head_each(rng):
 
 
 # ---- torch parity ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_matches_torch_scaled_dot_product_attention(rng, backend):
@@ -203,7 +220,8 @@ def test_matches_torch_scaled_dot_product_attention(rng, backend):
             blocked = mask | np.triu(np.ones((6, 6), bool), 1)
         t_mask = None if mask is None else torch.tensor(~blocked)
         t_out = torch.nn.functional.scaled_dot_product_attention(
-            tq, tk, tv, attn_mask=t_mask, is_causal=causal and mask is None)
+            tq, tk, tv, attn_mask=t_mask, is_causal=causal and mask is None
+        )
         t_out.backward(torch.tensor(dout))
         ours = [mt.tensor(x, dtype=mt.float64, requires_grad=True) for x in (q, k, v)]
         with mt.kernels.use_backend(backend):
@@ -216,8 +234,10 @@ def test_matches_torch_scaled_dot_product_attention(rng, backend):
 
 # ---- MultiHeadAttention: the fused path and the explicit one -----------------------------------
 
+
 def _mha_pair(rng, **kw):
     from transformer.attention import MultiHeadAttention
+
     mha = MultiHeadAttention(12, 3, **kw).to(mt.float64)
     return mha
 
@@ -226,6 +246,7 @@ def _mha_pair(rng, **kw):
 def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
     from transformer import masks as M
     from transformer.attention import FUSED_MIN_KEYS
+
     mha = _mha_pair(rng)
     L = FUSED_MIN_KEYS + 3
     x = rng.standard_normal((2, L, 12))
@@ -236,10 +257,18 @@ def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
         for need in (True, False):
             xt = mt.tensor(x, dtype=mt.float64, requires_grad=True)
             out, w = mha(xt, key_padding_mask=kpm, attn_mask=M.causal_mask(L), need_weights=need)
-            assert (mha._record[0] is None) == (not need)     # the fused path keeps no weights
+            assert (mha._record[0] is None) == (not need)  # the fused path keeps no weights
             (out * out).sum().backward()
-            results.append((out.data, xt.grad.data, mha.w_q.weight.grad.data.copy(), w,
-                            mha.last_weights.copy(), mha.score_stats()))
+            results.append(
+                (
+                    out.data,
+                    xt.grad.data,
+                    mha.w_q.weight.grad.data.copy(),
+                    w,
+                    mha.last_weights.copy(),
+                    mha.score_stats(),
+                )
+            )
             mha.zero_grad()
     (o1, gx1, gw1, w1, maps1, stats1), (o2, gx2, gw2, w2, maps2, stats2) = results
     assert w1 is not None and w2 is None
@@ -253,6 +282,7 @@ def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
 def test_mha_module_switch_and_model_logits(rng):
     from transformer import Transformer, TransformerConfig
     from transformer.attention import MultiHeadAttention
+
     model = Transformer(TransformerConfig.tiny(7, 9, num_encoder_layers=2, max_len=64))
     src, tgt = rng.integers(1, 7, (3, 40)), rng.integers(1, 9, (3, 36))
     explicit = model(src, tgt).data
@@ -266,15 +296,20 @@ def test_mha_module_switch_and_model_logits(rng):
 
 def test_mha_two_dimensional_input_names_module_and_shapes(rng):
     from transformer.attention import MultiHeadAttention
+
     mha = MultiHeadAttention(8, 2)
-    with pytest.raises(ValueError, match=r"MultiHeadAttention.*query must be \(B, L, d_model=8\), "
-                                         r"got shape \(3, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"MultiHeadAttention.*query must be \(B, L, d_model=8\), "
+        r"got shape \(3, 8\)",
+    ):
         mha(mt.randn(3, 8))
 
 
 @pytest.mark.parametrize("need", [True, False])
 def test_mha_empty_batch(need):
     from transformer.attention import FUSED_MIN_KEYS, MultiHeadAttention
+
     mha = MultiHeadAttention(8, 2)
     x = mt.randn(0, FUSED_MIN_KEYS, 8, requires_grad=True)
     out, _ = mha(x, need_weights=need)
@@ -285,6 +320,7 @@ def test_mha_empty_batch(need):
 
 def test_short_sequences_keep_the_explicit_path_but_return_no_weights(rng):
     from transformer.attention import FUSED_MIN_KEYS, MultiHeadAttention
+
     mha = MultiHeadAttention(8, 2)
     x = mt.tensor(rng.standard_normal((2, FUSED_MIN_KEYS - 1, 8)))
     out, w = mha(x, need_weights=False)
@@ -309,6 +345,7 @@ def test_same_seed_same_dropout_as_the_explicit_path(rng, backend):
     """With one manual_seed, the fused op and matmul → softmax → F.dropout → matmul drop the
     same weights: both draw one seed from minitensor's generator and hash the same positions."""
     from transformer.attention import _attend
+
     q, k, v = (mt.tensor(x, dtype=mt.float64) for x in _qkv(rng, 2, 2, 6, 9, 4, 4, np.float64))
     with mt.kernels.use_backend(backend):
         mt.manual_seed(3)
@@ -320,6 +357,7 @@ def test_same_seed_same_dropout_as_the_explicit_path(rng, backend):
 
 def test_integer_masks_are_refused_by_the_core_rule(rng):
     from transformer.attention import MultiHeadAttention
+
     q, k, v = (mt.tensor(x) for x in _qkv(rng))
     with pytest.raises(TypeError, match="scaled_dot_product_attention: a mask must be bool"):
         scaled_dot_product_attention(q, k, v, mask=np.zeros((2, 1, 1, 7), dtype=np.int64))

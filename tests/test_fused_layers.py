@@ -2,6 +2,7 @@
 and MultiHeadAttention's Q/K/V projections as one product. Each kernel against its numpy
 twin on random and edge shapes (size 0, size 1), each op gradchecked in float64 on both
 backends, and each layer against its unfused formula."""
+
 import numpy as np
 import pytest
 
@@ -34,23 +35,29 @@ def backend(request):
 
 # ---- bias + activation -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_bias_activation_kernel_matches_twin(activation, shape, dtype, with_bias, rng):
     x = rng.standard_normal(shape).astype(dtype)
-    x.flat[::5] = 0.0                                         # ReLU's kink: gradient 0 there
+    x.flat[::5] = 0.0  # ReLU's kink: gradient 0 there
     bias = rng.standard_normal(shape[1]).astype(dtype) if with_bias else None
-    (y, saved), (y_ref, saved_ref) = (k(x, bias, activation) for k in
-                                      (K.bias_activation_forward.numba,
-                                       K.bias_activation_forward.numpy))
+    (y, saved), (y_ref, saved_ref) = (
+        k(x, bias, activation)
+        for k in (K.bias_activation_forward.numba, K.bias_activation_forward.numpy)
+    )
     assert_agree(y, y_ref, dtype)
     assert len(saved) == len(saved_ref)
     dy = rng.standard_normal(shape).astype(dtype)
-    (dx, db), (dx_ref, db_ref) = (k(dy, s, activation, with_bias) for k, s in
-                                  ((K.bias_activation_backward.numba, saved),
-                                   (K.bias_activation_backward.numpy, saved_ref)))
+    (dx, db), (dx_ref, db_ref) = (
+        k(dy, s, activation, with_bias)
+        for k, s in (
+            (K.bias_activation_backward.numba, saved),
+            (K.bias_activation_backward.numpy, saved_ref),
+        )
+    )
     assert_agree(dx, dx_ref, dtype)
     if with_bias:
         assert_agree(db, db_ref, dtype)
@@ -63,6 +70,7 @@ def test_bias_gelu_float32_kernel_is_accurate_in_the_tails():
     within 3e-7 everywhere, and within 2e-5 relative in the left tail, where the exact-erf
     formula (1 + erf)/2 in float32 rounds to 0."""
     import math
+
     h = np.linspace(-12, 12, 4801, dtype=np.float32)[None, :]
     _, (_, cdf) = K.bias_activation_forward.numba(h, None, "gelu")
     exact = np.array([0.5 * math.erfc(-float(v) / math.sqrt(2)) for v in h[0]])
@@ -73,6 +81,7 @@ def test_bias_gelu_float32_kernel_is_accurate_in_the_tails():
 
 def test_bias_relu_kernel_runs_its_parallel_build(monkeypatch, rng):
     from minitensor.kernels import jit
+
     monkeypatch.setattr(jit, "PARALLEL_MIN_WORK", 0)
     monkeypatch.setattr(jit, "threads", lambda: 2)
     x, b = rng.standard_normal((9, 6)).astype(np.float32), np.ones(6, np.float32)
@@ -81,8 +90,10 @@ def test_bias_relu_kernel_runs_its_parallel_build(monkeypatch, rng):
         y, saved = K.bias_activation_forward.numba(x, b, act)
         y_ref, saved_ref = K.bias_activation_forward.numpy(x, b, act)
         assert_agree(y, y_ref, np.float32)
-        for got, want in zip(K.bias_activation_backward.numba(dy, saved, act),
-                             K.bias_activation_backward.numpy(dy, saved_ref, act)):
+        for got, want in zip(
+            K.bias_activation_backward.numba(dy, saved, act),
+            K.bias_activation_backward.numpy(dy, saved_ref, act),
+        ):
             assert_agree(got, want, np.float32)
 
 
@@ -125,6 +136,7 @@ def test_feed_forward_fuses_bias_and_activation_into_one_named_node():
     """FeedForward with relu/gelu: one "bias + relu" node after linear1's matmul (which stays
     in linear1's scope), the same output and gradients as the unfused Linear → activation."""
     from transformer.layers import FeedForward
+
     for activation in ("relu", "gelu"):
         mt.manual_seed(0)
         ffn = FeedForward(8, 16, activation=activation)
@@ -143,12 +155,13 @@ def test_feed_forward_fuses_bias_and_activation_into_one_named_node():
 
 # ---- embedding's backward ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("ids_shape", [(4, 9), (1,), (0, 3)])
 def test_embedding_gradient_sums_repeated_ids_as_add_at(ids_shape, rng):
     """The sorted-sum backward gives what np.add.at gives: repeated ids summed, unused rows
     zero, the padding row zero, an empty batch a zero gradient."""
     table = mt.tensor(rng.standard_normal((6, 5)), dtype=mt.float64, requires_grad=True)
-    ids = rng.integers(0, 4, ids_shape)                   # rows 4 and 5 never used
+    ids = rng.integers(0, 4, ids_shape)  # rows 4 and 5 never used
     out = F.embedding(ids, table, padding_idx=2)
     weights = rng.standard_normal(out.shape)
     (out * mt.tensor(weights, dtype=mt.float64)).sum().backward()
@@ -160,11 +173,13 @@ def test_embedding_gradient_sums_repeated_ids_as_add_at(ids_shape, rng):
 
 # ---- fused attention's mask preparation --------------------------------------------------------
 
+
 def test_attention_mask_is_recognised_as_causal_only_when_it_blocks_the_future():
     """_implies_causal: a causal | padding bool mask is causal (also with fewer queries than
     keys, the queries being the last ones); one allowed key above the diagonal, a padding mask
     or a single query row are not. A bool mask becomes −inf exactly where it is True."""
     from minitensor.kernels.attention import _implies_causal, additive_mask
+
     for lq, lk in ((6, 6), (3, 5)):
         q, k = np.zeros((2, 1, lq, 4), np.float32), np.zeros((2, 1, lk, 4), np.float32)
         future = np.arange(lk)[None, :] > np.arange(lq)[:, None] + (lk - lq)
@@ -176,7 +191,7 @@ def test_attention_mask_is_recognised_as_causal_only_when_it_blocks_the_future()
         assert not add[~mask].any()
         assert _implies_causal(add, q, k)
         leaky = mask.copy()
-        leaky[0, 0, 0, -1] = False                     # query 0 may see the last key
+        leaky[0, 0, 0, -1] = False  # query 0 may see the last key
         assert not _implies_causal(additive_mask(leaky, q, k), q, k)
         assert not _implies_causal(additive_mask(pad, q, k), q, k)
     one = np.zeros((1, 1, 1, 4), np.float32)

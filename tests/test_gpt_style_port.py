@@ -2,6 +2,7 @@
 checkpoint code — run under torch and under minitensor with only its imports switched (no
 edits at all): same weights give the same logits, loss, gradients, AdamW steps with loss
 scaling, clipping and the cosine rate, greedy generations and checkpoints."""
+
 import numpy as np
 import pytest
 
@@ -11,8 +12,7 @@ import _torch_shim as shim  # noqa: E402
 
 SOURCE = "gpt_style_model.py"
 VOCAB = 32
-CONFIGS = [dict(flash=True, bias=True), dict(flash=False, bias=True),
-           dict(flash=False, bias=False)]
+CONFIGS = [dict(flash=True, bias=True), dict(flash=False, bias=True), dict(flash=False, bias=False)]
 
 
 def models(**cfg):
@@ -21,7 +21,7 @@ def models(**cfg):
     torch.manual_seed(0)
     theirs = t_src.GPT(t_src.GPTConfig(vocab_size=VOCAB, **cfg))
     ours = m_src.GPT(m_src.GPTConfig(vocab_size=VOCAB, **cfg))
-    ours.load_state_dict(theirs.state_dict())           # torch tensors load directly
+    ours.load_state_dict(theirs.state_dict())  # torch tensors load directly
     return (t_src, theirs), (m_src, ours)
 
 
@@ -29,7 +29,7 @@ def corpus(n=300, seed=0):
     """A token stream with structure to learn: mostly t → t + 1 (mod VOCAB)."""
     rng = np.random.default_rng(seed)
     steps = np.where(rng.random(n) < 0.8, 1, rng.integers(0, VOCAB, n))
-    return (np.cumsum(steps) % VOCAB).astype(np.uint16)   # nanoGPT's train.bin dtype
+    return (np.cumsum(steps) % VOCAB).astype(np.uint16)  # nanoGPT's train.bin dtype
 
 
 def offsets(backend, shape, seed=1):
@@ -44,7 +44,7 @@ def forward_backward(src, backend, model, ignore=False):
     data = corpus()
     X, Y = src.get_batch(data, shim.tensor(backend, np.array([0, 7, 50, 120])))
     if ignore:
-        Y[0, :5] = -1                                    # targets a loss must skip
+        Y[0, :5] = -1  # targets a loss must skip
     logits, loss = model(X, Y)
     loss.backward()
     return logits, loss
@@ -61,8 +61,8 @@ def test_the_source_runs_under_torch():
 def test_same_parameters_buffers_and_counts(cfg):
     (_, theirs), (_, ours) = models(**cfg)
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
-    assert list(ours.state_dict()) == list(theirs.state_dict())   # the tril buffer, tied names
-    assert ours.transformer.wte.weight is ours.lm_head.weight      # tying survives the load
+    assert list(ours.state_dict()) == list(theirs.state_dict())  # the tril buffer, tied names
+    assert ours.transformer.wte.weight is ours.lm_head.weight  # tying survives the load
     assert ours.get_num_params() == theirs.get_num_params()
     assert ours.get_num_params(False) == theirs.get_num_params(False)
     for name, p in theirs.state_dict().items():
@@ -70,7 +70,7 @@ def test_same_parameters_buffers_and_counts(cfg):
 
 
 def test_initialisation_has_the_stds_asked_for():
-    _, (_, ours) = models()        # a fresh model of our own, before any weights are copied
+    _, (_, ours) = models()  # a fresh model of our own, before any weights are copied
     fresh = type(ours)(type(ours.config)(vocab_size=VOCAB, n_embd=64))
     sd = fresh.state_dict()
     assert np.std(sd["lm_head.weight"]) == pytest.approx(0.02, rel=0.1)
@@ -94,7 +94,7 @@ def test_the_two_attention_paths_agree():
     manual = m_src.GPT(m_src.GPTConfig(vocab_size=VOCAB, flash=False))
     ours_flash = m_src.GPT(m_src.GPTConfig(vocab_size=VOCAB, flash=True))
     ours_flash.load_state_dict(flash.state_dict())
-    manual.load_state_dict(flash.state_dict(), strict=False)    # no tril buffer in flash's
+    manual.load_state_dict(flash.state_dict(), strict=False)  # no tril buffer in flash's
     a, _ = forward_backward(m_src, "minitensor", ours_flash)
     b, _ = forward_backward(m_src, "minitensor", manual)
     np.testing.assert_allclose(a.data, b.data, atol=1e-6)
@@ -105,11 +105,11 @@ def test_get_batch_and_random_offsets():
     data = corpus()
     ix = np.array([3, 0, 200])
     tx, ty = t_src.get_batch(data, torch.tensor(ix))
-    x, y = m_src.get_batch(data, shim.tensor("minitensor", ix))   # slices by LongTensor items
+    x, y = m_src.get_batch(data, shim.tensor("minitensor", ix))  # slices by LongTensor items
     np.testing.assert_array_equal(x.data, tx.numpy())
     np.testing.assert_array_equal(y.data, ty.numpy())
     assert x.dtype == np.int64 and np.array_equal(x.data[:, 1:], y.data[:, :-1])
-    ix = m_src.random_offsets(data)                                 # torch.randint(high, size)
+    ix = m_src.random_offsets(data)  # torch.randint(high, size)
     assert ix.shape == (4,) and ix.dtype == np.int64
     assert 0 <= ix.data.min() and ix.data.max() < len(data) - 16
 
@@ -127,15 +127,16 @@ def test_training_steps_match_torch(cfg):
         results.append(src.train(model, optimizer, data, offsets(backend, (6, 2))))
     (t_losses, t_rates), (losses, rates) = results
     np.testing.assert_allclose(losses, t_losses, atol=1e-5)
-    assert rates == t_rates and rates[2] == pytest.approx(1e-2) and rates[-1] == 1e-3   # cosine
+    assert rates == t_rates and rates[2] == pytest.approx(1e-2) and rates[-1] == 1e-3  # cosine
     assert losses[-1] < losses[0]
     for name, p in theirs.state_dict().items():
-        np.testing.assert_allclose(shim.numpy(ours.state_dict()[name]), p.numpy(), atol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            shim.numpy(ours.state_dict()[name]), p.numpy(), atol=1e-5, err_msg=name
+        )
     for p in ours.parameters():
-        assert p.grad is None                                  # zero_grad(set_to_none=True)
-    assert m_src.scaler.is_enabled() and t_src.scaler.is_enabled()    # 'cpu': it scales
-    assert m_src.scaler.get_scale() == t_src.scaler.get_scale() == 2.0 ** 16
+        assert p.grad is None  # zero_grad(set_to_none=True)
+    assert m_src.scaler.is_enabled() and t_src.scaler.is_enabled()  # 'cpu': it scales
+    assert m_src.scaler.get_scale() == t_src.scaler.get_scale() == 2.0**16
 
 
 def test_estimate_loss_and_its_report_match_torch():
@@ -143,9 +144,9 @@ def test_estimate_loss_and_its_report_match_torch():
     data = {"train": corpus(), "val": corpus(seed=5)}
     t_out, t_line = t_src.report(theirs, data, {s: offsets("torch", (1, 2))[0] for s in data}, 3)
     out, line = m_src.report(ours, data, {s: offsets("minitensor", (1, 2))[0] for s in data}, 3)
-    assert line == t_line                                    # f"{loss:.4f}" of a 0-d tensor
+    assert line == t_line  # f"{loss:.4f}" of a 0-d tensor
     assert out["val"].shape == () and out["val"].item() == pytest.approx(t_out["val"].item())
-    assert ours.training and theirs.training                 # estimate_loss ends in train()
+    assert ours.training and theirs.training  # estimate_loss ends in train()
 
 
 def test_greedy_generation_gives_the_same_tokens():
@@ -155,7 +156,7 @@ def test_greedy_generation_gives_the_same_tokens():
     t_ids = t_src.sample(theirs, prompt, 20, top_k=1)
     ids = m_src.sample(ours, prompt, 20, top_k=1)
     assert ids == t_ids and len(ids) == 23 and ids[:3] == prompt
-    cold = m_src.sample(ours, prompt, 20, temperature=1e-4)    # temperature → 0 is argmax too
+    cold = m_src.sample(ours, prompt, 20, temperature=1e-4)  # temperature → 0 is argmax too
     assert cold == t_ids
     assert not ours.training
 
@@ -168,11 +169,11 @@ def test_sampling_runs_and_keeps_to_the_top_k():
     assert out.shape == (2, 11) and out.dtype == np.int64
     np.testing.assert_array_equal(out.data[:, :3], idx.data)
     assert out.data.min() >= 0 and out.data.max() < VOCAB
-    logits, _ = ours(out[:, :-1][:, -16:])                    # the last token's distribution
+    logits, _ = ours(out[:, :-1][:, -16:])  # the last token's distribution
     top5 = np.argsort(logits.data[:, -1], axis=-1)[:, -5:]
     assert all(out.data[b, -1] in top5[b] for b in range(2))
     assert out.requires_grad is False and out.grad_fn is None  # @torch.no_grad() on generate
-    assert ours.generate(idx, 3).shape == (2, 6)              # no top-k: the whole softmax
+    assert ours.generate(idx, 3).shape == (2, 6)  # no top-k: the whole softmax
 
 
 def test_crop_block_size_matches_torch():
@@ -196,22 +197,30 @@ def test_checkpoint_round_trip(tmp_path, backend):
     optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.95), "cpu")
     src.train(model, optimizer, data, offsets(backend, (6, 2)))
     model_args = dict(vocab_size=VOCAB, flash=False)
-    best = src.estimate_loss(model, {"train": data, "val": data},
-                             {s: offsets(backend, (1, 2))[0] for s in ("train", "val")})
-    assert src.checkpoint_if_better(model, optimizer, model_args, best, 1e9, 0,
-                                    str(tmp_path)) is best["val"]     # iter 0: not saved
+    best = src.estimate_loss(
+        model,
+        {"train": data, "val": data},
+        {s: offsets(backend, (1, 2))[0] for s in ("train", "val")},
+    )
+    assert (
+        src.checkpoint_if_better(model, optimizer, model_args, best, 1e9, 0, str(tmp_path))
+        is best["val"]
+    )  # iter 0: not saved
     worse = {"val": best["val"] + 1}
-    assert src.checkpoint_if_better(model, optimizer, model_args, worse, best["val"], 6,
-                                    str(tmp_path)) is best["val"]     # not better: not saved
+    assert (
+        src.checkpoint_if_better(model, optimizer, model_args, worse, best["val"], 6, str(tmp_path))
+        is best["val"]
+    )  # not better: not saved
     assert not list(tmp_path.iterdir())
     src.checkpoint_if_better(model, optimizer, model_args, best, 1e9, 6, str(tmp_path))
-    resumed, opt, ckpt = src.resume(str(tmp_path))             # torch.load(map_location=)
+    resumed, opt, ckpt = src.resume(str(tmp_path))  # torch.load(map_location=)
     assert ckpt["iter_num"] == 6 and ckpt["best_val_loss"].item() == best["val"].item()
     assert resumed.transformer.wte.weight is resumed.lm_head.weight
     for name, value in model.state_dict().items():
-        np.testing.assert_array_equal(shim.numpy(resumed.state_dict()[name]), shim.numpy(value),
-                                      name)
-    if backend == "minitensor":     # our checkpoint's weights load into torch's GPT, strictly
+        np.testing.assert_array_equal(
+            shim.numpy(resumed.state_dict()[name]), shim.numpy(value), name
+        )
+    if backend == "minitensor":  # our checkpoint's weights load into torch's GPT, strictly
         theirs.load_state_dict({k: torch.tensor(v) for k, v in ckpt["model"].items()})
     # the resumed run continues exactly as the original one would have
     more = offsets(backend, (1, 2), seed=9)
@@ -228,7 +237,7 @@ def test_dropout_is_off_in_eval_and_on_in_train(flash):
     idx = np.random.default_rng(3).integers(0, VOCAB, (2, 10))
     theirs.eval()
     ours.eval()
-    t_logits, _ = theirs(torch.tensor(idx))                 # no targets: the last position
+    t_logits, _ = theirs(torch.tensor(idx))  # no targets: the last position
     logits, loss = ours(shim.tensor("minitensor", idx))
     assert logits.shape == (2, 1, VOCAB) and loss is None
     np.testing.assert_allclose(shim.numpy(logits), shim.numpy(t_logits), atol=1e-5)

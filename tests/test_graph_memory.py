@@ -4,6 +4,7 @@ A node holds the arrays its backward saved (freed after that backward) and the n
 it; an intermediate tensor that nobody holds and no backward needs is freed during forward.
 Each test watches an array through a weakref, so it fails if a mechanism starts keeping it.
 """
+
 import gc
 import threading
 import weakref
@@ -18,8 +19,8 @@ from minitensor.function import NodeInput
 
 def test_an_intermediate_no_backward_needs_is_freed_during_forward():
     x = mt.randn(4, 5, requires_grad=True)
-    h = x * 3.0                         # mul saves x and 3.0, not its output
-    y = h + 1.0                         # add saves nothing
+    h = x * 3.0  # mul saves x and 3.0, not its output
+    y = h + 1.0  # add saves nothing
     data = weakref.ref(h.data)
     del h
     gc.collect()
@@ -37,12 +38,12 @@ def test_a_node_refers_to_an_intermediate_input_by_its_node_shape_and_dtype():
     assert isinstance(edge, NodeInput)
     assert edge.grad_fn is h.grad_fn and edge.shape == (2, 3) and edge.dtype == mt.float32
     assert edge.requires_grad and edge.name == "h" and edge.ndim == 2
-    assert edge.data is h.data                      # while the program holds h
+    assert edge.data is h.data  # while the program holds h
     assert y.grad_fn.parents == [h.grad_fn, None]
-    assert (x * 2.0).grad_fn.inputs[0] is x          # a leaf stays itself: it receives .grad
+    assert (x * 2.0).grad_fn.inputs[0] is x  # a leaf stays itself: it receives .grad
     z = (x * 2.0) + 1.0
     gc.collect()
-    assert z.grad_fn.inputs[0].data is None          # x * 2.0: held by no one, freed
+    assert z.grad_fn.inputs[0].data is None  # x * 2.0: held by no one, freed
 
 
 def test_saved_arrays_are_freed_by_backward_unless_the_graph_is_retained():
@@ -50,7 +51,7 @@ def test_saved_arrays_are_freed_by_backward_unless_the_graph_is_retained():
         x = mt.randn(3, 4, requires_grad=True)
         w = mt.randn(4, 2, requires_grad=True)
         h = x * 2.0
-        loss = (h @ w).sum()                    # matmul saves h's array
+        loss = (h @ w).sum()  # matmul saves h's array
         saved = weakref.ref(h.data)
         del h
         gc.collect()
@@ -73,8 +74,8 @@ def test_keep_intermediates_keeps_every_input_tensor_and_is_per_thread():
     kept = y.grad_fn.inputs[0]
     assert isinstance(kept, mt.Tensor) and kept.grad_fn is not None
     np.testing.assert_array_equal(kept.data, x.data * 3.0)
-    assert isinstance(seen[0][0], NodeInput)         # the other thread kept the default
-    assert isinstance(((x * 3.0) + 1.0).grad_fn.inputs[0], NodeInput)   # restored on exit
+    assert isinstance(seen[0][0], NodeInput)  # the other thread kept the default
+    assert isinstance(((x * 3.0) + 1.0).grad_fn.inputs[0], NodeInput)  # restored on exit
 
 
 @pytest.mark.parametrize("batch", [(5,), (3, 5)])

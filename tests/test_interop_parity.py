@@ -2,6 +2,7 @@
 positions and output Linear, through transformer.interop) give the same logits and the same
 gradient for every parameter — float32 within 1e-4 relative, float64 within 1e-9 — for Post-Norm
 and Pre-Norm, with padding and causal masks. Skipped when torch is not installed."""
+
 import numpy as np
 import pytest
 
@@ -37,13 +38,20 @@ CASES = [(np.float32, 1e-4), (np.float64, 1e-9)]
 
 @pytest.mark.parametrize("dtype,tol", CASES)
 @pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("extra", [{}, {"activation": "gelu", "positional": "learned"},
-                                   {"final_norm": False, "tie_embeddings": True}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"activation": "gelu", "positional": "learned"},
+        {"final_norm": False, "tie_embeddings": True},
+    ],
+)
 def test_logits_and_every_gradient_match_torch(rng, dtype, tol, norm_first, extra):
-    cfg = TransformerConfig.tiny(11, 13, num_encoder_layers=2, num_decoder_layers=2,
-                                 norm_first=norm_first, **extra)
+    cfg = TransformerConfig.tiny(
+        11, 13, num_encoder_layers=2, num_decoder_layers=2, norm_first=norm_first, **extra
+    )
     model = Transformer(cfg).to(dtype)
-    if cfg.positional == "learned":              # make the learned table matter
+    if cfg.positional == "learned":  # make the learned table matter
         for emb in (model.src_embed, model.tgt_embed):
             emb.position.weight.data = rng.standard_normal(emb.position.weight.shape).astype(dtype)
     twin = interop.to_torch(model)
@@ -51,14 +59,18 @@ def test_logits_and_every_gradient_match_torch(rng, dtype, tol, norm_first, extr
     spm, tpm = M.padding_mask(src, PAD), M.padding_mask(tgt_in, PAD)
 
     logits = model(src, tgt_in, spm, tpm)
-    loss = F.cross_entropy(logits.reshape(-1, 13), tgt_out.reshape(-1), ignore_index=PAD,
-                           label_smoothing=0.1)
+    loss = F.cross_entropy(
+        logits.reshape(-1, 13), tgt_out.reshape(-1), ignore_index=PAD, label_smoothing=0.1
+    )
     loss.backward()
 
     t_logits = twin(torch.tensor(src), torch.tensor(tgt_in), torch.tensor(spm), torch.tensor(tpm))
-    t_loss = torch.nn.functional.cross_entropy(t_logits.reshape(-1, 13),
-                                               torch.tensor(tgt_out).reshape(-1),
-                                               ignore_index=PAD, label_smoothing=0.1)
+    t_loss = torch.nn.functional.cross_entropy(
+        t_logits.reshape(-1, 13),
+        torch.tensor(tgt_out).reshape(-1),
+        ignore_index=PAD,
+        label_smoothing=0.1,
+    )
     t_loss.backward()
 
     assert logits.dtype == dtype
@@ -80,29 +92,42 @@ def test_logits_and_every_gradient_match_torch(rng, dtype, tol, norm_first, extr
         else:
             _close(og, g, tol, name)
         checked.add(name)
-    assert checked == set(ours), set(ours) - checked         # every parameter was compared
+    assert checked == set(ours), set(ours) - checked  # every parameter was compared
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor")
 def test_from_torch_loads_a_plain_nn_transformer(rng):
     cfg = TransformerConfig.tiny(11, 13, norm_first=True, dropout=0.0)
-    tt = torch.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-                              dim_feedforward=32, dropout=0.0, batch_first=True, norm_first=True)
+    tt = torch.nn.Transformer(
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=True,
+    )
     src_e, tgt_e = torch.nn.Embedding(11, 16), torch.nn.Embedding(13, 16)
     gen = torch.nn.Linear(16, 13)
     model = interop.from_torch(Transformer(cfg), tt, src_e, tgt_e, gen)
-    np.testing.assert_array_equal(model.encoder.layers[0].self_attn.w_k.weight.data,
-                                  tt.encoder.layers[0].self_attn.in_proj_weight.detach().numpy()[16:32])
-    np.testing.assert_array_equal(model.decoder.layers[0].cross_attn.w_o.bias.data,
-                                  tt.decoder.layers[0].multihead_attn.out_proj.bias.detach().numpy())
+    np.testing.assert_array_equal(
+        model.encoder.layers[0].self_attn.w_k.weight.data,
+        tt.encoder.layers[0].self_attn.in_proj_weight.detach().numpy()[16:32],
+    )
+    np.testing.assert_array_equal(
+        model.decoder.layers[0].cross_attn.w_o.bias.data,
+        tt.decoder.layers[0].multihead_attn.out_proj.bias.detach().numpy(),
+    )
     np.testing.assert_array_equal(model.src_embed.token.weight.data, src_e.weight.detach().numpy())
     np.testing.assert_array_equal(model.generator.weight.data, gen.weight.detach().numpy())
     # the stacks agree on the same embedded inputs
     x = rng.standard_normal((2, 4, 16)).astype(np.float32)
     y = rng.standard_normal((2, 3, 16)).astype(np.float32)
     with torch.no_grad():
-        t_out = tt(torch.tensor(x), torch.tensor(y),
-                   tgt_mask=torch.tensor(M.causal_mask(3))).numpy()
+        t_out = tt(
+            torch.tensor(x), torch.tensor(y), tgt_mask=torch.tensor(M.causal_mask(3))
+        ).numpy()
     memory = model.encoder(mt.tensor(x))
     ours = model.decoder(mt.tensor(y), memory, M.causal_mask(3)).data
     _close(ours, t_out, 1e-4, "stacks")
@@ -112,8 +137,9 @@ def test_from_torch_loads_a_plain_nn_transformer(rng):
 
 def test_round_trip_through_torch_keeps_every_weight():
     model = Transformer(TransformerConfig.tiny(11, 13, positional="learned"))
-    again = interop.from_torch(Transformer(TransformerConfig.tiny(11, 13, positional="learned")),
-                               interop.to_torch(model))
+    again = interop.from_torch(
+        Transformer(TransformerConfig.tiny(11, 13, positional="learned")), interop.to_torch(model)
+    )
     for (name, a), (_, b) in zip(model.named_parameters(), again.named_parameters()):
         np.testing.assert_array_equal(a.data, b.data, err_msg=name)
 
@@ -127,7 +153,11 @@ def test_to_torch_refuses_what_torch_cannot_express():
 def test_to_torch_refuses_a_custom_activation_by_name():
     def squared_relu(x):
         return mt.functional.relu(x) ** 2
+
     model = Transformer(TransformerConfig.tiny(5, 5, activation=squared_relu))
-    with pytest.raises(ValueError, match=r"to_torch: a custom activation cannot be exported to "
-                                         r"torch\.nn\.Transformer \(.*squared_relu\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"to_torch: a custom activation cannot be exported to "
+        r"torch\.nn\.Transformer \(.*squared_relu\)",
+    ):
         interop.to_torch(model)

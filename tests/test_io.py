@@ -1,4 +1,5 @@
 """Checkpoints: mt.save / mt.load round trips, exact resume, and every kind of bad file."""
+
 import json
 import math
 import os
@@ -38,8 +39,9 @@ def assert_same(a, b, where="obj"):
         assert a.dtype == b.dtype and a.shape == b.shape, where
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), where
     elif isinstance(a, float):
-        assert (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) ==
-                                                     math.copysign(1, b)), where
+        assert (math.isnan(a) and math.isnan(b)) or (
+            a == b and math.copysign(1, a) == math.copysign(1, b)
+        ), where
     else:
         assert a == b, where
 
@@ -47,17 +49,32 @@ def assert_same(a, b, where="obj"):
 def test_round_trip_is_bit_exact(tmp_path):
     rng = np.random.default_rng(0)
     obj = {
-        "model": OrderedDict([("w", rng.standard_normal((3, 4)).astype(np.float32)),
-                              ("b", np.float64([1e-300, -0.0, np.inf, np.nan]))]),
-        "ints": np.arange(5, dtype=np.int32), "mask": np.array([[True, False]]),
-        "half": rng.standard_normal(3).astype(np.float16), "empty": np.zeros((0, 2)),
-        "scalar": np.float32(0.1), "tensor": mt.tensor([1.0, 2.0], requires_grad=True),
+        "model": OrderedDict(
+            [
+                ("w", rng.standard_normal((3, 4)).astype(np.float32)),
+                ("b", np.float64([1e-300, -0.0, np.inf, np.nan])),
+            ]
+        ),
+        "ints": np.arange(5, dtype=np.int32),
+        "mask": np.array([[True, False]]),
+        "half": rng.standard_normal(3).astype(np.float16),
+        "empty": np.zeros((0, 2)),
+        "scalar": np.float32(0.1),
+        "tensor": mt.tensor([1.0, 2.0], requires_grad=True),
         "t64": mt.tensor([0.1], dtype=mt.float64),
         "state": {0: {"step": 7, "exp_avg": rng.standard_normal(2)}, 1: {}},
         "groups": [{"lr": 0.1, "betas": (0.9, 0.98), "nesterov": False, "params": [0, 1]}],
-        "step": 2 ** 70, "lr": 0.1 + 0.2, "neg_zero": -0.0, "nan": float("nan"),
-        "inf": float("-inf"), "text": "héllo ✓", "none": None, "flag": True,
-        "nested": [[], (), {}, [1, [2.5, "x"]]], 3.5: "float key", None: "none key",
+        "step": 2**70,
+        "lr": 0.1 + 0.2,
+        "neg_zero": -0.0,
+        "nan": float("nan"),
+        "inf": float("-inf"),
+        "text": "héllo ✓",
+        "none": None,
+        "flag": True,
+        "nested": [[], (), {}, [1, [2.5, "x"]]],
+        3.5: "float key",
+        None: "none key",
         "rng": mt.get_rng_state(),
     }
     path = tmp_path / "ckpt.npz"
@@ -67,10 +84,10 @@ def test_round_trip_is_bit_exact(tmp_path):
 
 
 def test_any_file_name_and_standard_npz(tmp_path):
-    path = tmp_path / "model.ckpt"          # np.savez would append .npz to a path: we don't
+    path = tmp_path / "model.ckpt"  # np.savez would append .npz to a path: we don't
     mt.save({"a": np.ones(2)}, path)
     assert path.exists() and not (tmp_path / "model.ckpt.npz").exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["model.ckpt"]   # no temporary left over
+    assert [p.name for p in tmp_path.iterdir()] == ["model.ckpt"]  # no temporary left over
     with np.load(path, allow_pickle=False) as npz:  # a plain .npz that numpy reads without pickle
         assert sorted(npz.files) == ["__structure__", "arr_0"]
         header = json.loads(npz["__structure__"].tobytes())
@@ -84,10 +101,11 @@ def test_save_refuses_what_needs_pickle(tmp_path):
         mt.save({"f": [1, lambda: 0]}, tmp_path / "x.npz")
     with pytest.raises(TypeError, match="key of type tuple"):
         mt.save({(1, 2): 3}, tmp_path / "x.npz")
-    assert not list(tmp_path.iterdir())     # nothing written
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 # ----------------------------------------------------------------------------- bad files
+
 
 @pytest.fixture
 def good_file(tmp_path):
@@ -130,7 +148,7 @@ def test_truncated_file(good_file):
 def test_tampered_array_bytes(good_file):
     data = bytearray(good_file.read_bytes())
     pos = data.index(np.arange(1000, dtype=np.float32)[500:502].tobytes())
-    data[pos] ^= 0xFF                        # flip one byte of the array data
+    data[pos] ^= 0xFF  # flip one byte of the array data
     good_file.write_bytes(bytes(data))
     with pytest.raises(mt.CheckpointError, match=r"good\.npz.*(CRC|damaged)"):
         mt.load(good_file)
@@ -155,7 +173,7 @@ def structure(text):
 
 def test_file_that_asks_for_pickle_is_refused(good_file, tmp_path):
     members = members_of(good_file)
-    members["arr_0"] = np.array([{"evil": 1}, None], dtype=object)   # needs pickle to read
+    members["arr_0"] = np.array([{"evil": 1}, None], dtype=object)  # needs pickle to read
     rewrite(good_file, members)
     with pytest.raises(mt.CheckpointError, match=r"good\.npz.*needs pickle"):
         mt.load(good_file)
@@ -178,8 +196,9 @@ def test_tampered_structure(good_file):
 
     def load_with(text_or_header, extra=None):
         m = dict(members)
-        m["__structure__"] = structure(text_or_header if isinstance(text_or_header, str)
-                                       else json.dumps(text_or_header))
+        m["__structure__"] = structure(
+            text_or_header if isinstance(text_or_header, str) else json.dumps(text_or_header)
+        )
         m.update(extra or {})
         rewrite(good_file, m)
         return mt.load(good_file)
@@ -191,8 +210,11 @@ def test_tampered_structure(good_file):
     with pytest.raises(mt.CheckpointError, match="format version 99"):
         load_with({**header, "version": 99})
     wrong_shape = json.loads(json.dumps(header).replace("[1000]", "[10, 100]"))
-    with pytest.raises(mt.CheckpointError, match=r"'arr_0' is <f4 \(1000,\) but the structure "
-                                                 r"says <f4 \(10, 100\)"):
+    with pytest.raises(
+        mt.CheckpointError,
+        match=r"'arr_0' is <f4 \(1000,\) but the structure "
+        r"says <f4 \(10, 100\)",
+    ):
         load_with(wrong_shape)
     missing = json.loads(json.dumps(header).replace('"arr_0"', '"arr_7"'))
     with pytest.raises(mt.CheckpointError, match="'arr_7' is missing"):
@@ -205,16 +227,17 @@ def test_tampered_structure(good_file):
         load_with({**header, "root": {"type": "float", "value": "1e400x"}})
     with pytest.raises(mt.CheckpointError, match="members the structure does not mention"):
         load_with(header, {"arr_1": np.zeros(3)})
-    assert load_with(header)["step"] == 3       # and the untouched header still loads
+    assert load_with(header)["step"] == 3  # and the untouched header still loads
 
 
 # ----------------------------------------------------------------------------- models
+
 
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.hidden = nn.Linear(3, 16)
-        self.drop = nn.Dropout(0.3)            # uses the RNG, so resuming must restore it
+        self.drop = nn.Dropout(0.3)  # uses the RNG, so resuming must restore it
         self.norm = nn.LayerNorm(16)
         self.out = nn.Linear(16, 1)
 
@@ -234,8 +257,11 @@ def test_wrong_model_checkpoint_leaves_model_untouched(tmp_path):
     wrong_shape = Net().state_dict()
     wrong_shape["hidden.weight"] = np.zeros((16, 4), np.float32)
     mt.save({"model": wrong_shape}, path)
-    with pytest.raises(RuntimeError, match=r"hidden.weight: checkpoint \(16, 4\) vs model "
-                                           r"\(16, 3\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"hidden.weight: checkpoint \(16, 4\) vs model "
+        r"\(16, 3\)",
+    ):
         net.load_state_dict(mt.load(path)["model"])
     for k, v in net.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
@@ -251,7 +277,7 @@ def make_run(seed=0):
 
 def train(model, opt, sched, steps):
     for _ in range(steps):
-        x = mt.randn(16, 3)                      # data from the shared RNG as well
+        x = mt.randn(16, 3)  # data from the shared RNG as well
         y = (x[:, :1] * x[:, 1:2]).detach()
         opt.zero_grad()
         loss = F.mse_loss(model(x), y)
@@ -269,13 +295,21 @@ def test_resume_is_exact(tmp_path):
     model, opt, sched = make_run()
     train(model, opt, sched, 10)
     path = tmp_path / "step10.npz"
-    mt.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-             "scheduler": sched.state_dict(), "rng": mt.get_rng_state(), "step": 10}, path)
-    mt.manual_seed(12345)                        # disturb everything a resume must restore
+    mt.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "rng": mt.get_rng_state(),
+            "step": 10,
+        },
+        path,
+    )
+    mt.manual_seed(12345)  # disturb everything a resume must restore
     mt.randn(100)
     del model, opt, sched
 
-    model, opt, sched = make_run(seed=99)        # fresh objects, different initial weights
+    model, opt, sched = make_run(seed=99)  # fresh objects, different initial weights
     ckpt = mt.load(path)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
@@ -309,9 +343,17 @@ def test_resume_without_rng_differs(tmp_path):
 def test_numpy_scalars_keep_their_type(tmp_path):
     """np.float64 is a subclass of Python float; it must still come back as np.float64, as
     np.float32 does (optimizer and scheduler states hold numpy scalars)."""
-    obj = {"f64": np.float64(0.1), "f32": np.float32(0.1), "i64": np.int64(-3),
-           "b": np.bool_(True), "c128": np.complex128(1 - 2j), "f64_nan": np.float64("nan"),
-           np.float64(2.5): "numpy key", "py": 0.1, "list": [np.float64(1e-300), 2.0]}
+    obj = {
+        "f64": np.float64(0.1),
+        "f32": np.float32(0.1),
+        "i64": np.int64(-3),
+        "b": np.bool_(True),
+        "c128": np.complex128(1 - 2j),
+        "f64_nan": np.float64("nan"),
+        np.float64(2.5): "numpy key",
+        "py": 0.1,
+        "list": [np.float64(1e-300), 2.0],
+    }
     mt.save(obj, tmp_path / "s.npz")
     assert_same(obj, mt.load(tmp_path / "s.npz"))
     model, opt, sched = make_run()
@@ -322,6 +364,7 @@ def test_numpy_scalars_keep_their_type(tmp_path):
 
 
 # ----------------------------------------------------------------------------- durable save
+
 
 def test_save_fsyncs_the_file_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
     events = []
@@ -339,13 +382,14 @@ def test_save_fsyncs_the_file_before_the_rename_and_the_folder_after(tmp_path, m
     monkeypatch.setattr(os, "replace", replace)
     mt.save({"a": np.ones(1000)}, tmp_path / "ckpt.npz")
     size = (tmp_path / "ckpt.npz").stat().st_size
-    assert events[:2] == [("fsync", False, size), ("replace", True, None)]   # file, then name
-    assert len(events) == 3 and events[2][:2] == ("fsync", True)            # then the folder
+    assert events[:2] == [("fsync", False, size), ("replace", True, None)]  # file, then name
+    assert len(events) == 3 and events[2][:2] == ("fsync", True)  # then the folder
 
 
 @pytest.mark.parametrize("failure", [OSError("disk full"), KeyboardInterrupt()])
-def test_failed_save_leaves_no_temporary_and_keeps_the_old_checkpoint(tmp_path, monkeypatch,
-                                                                      failure):
+def test_failed_save_leaves_no_temporary_and_keeps_the_old_checkpoint(
+    tmp_path, monkeypatch, failure
+):
     path = tmp_path / "ckpt.npz"
     mt.save({"step": 1}, path)
 
@@ -381,11 +425,12 @@ def test_temporary_of_a_killed_save_is_removed_by_the_next_save(tmp_path):
     assert run.returncode == -signal.SIGKILL, run.stderr.decode()
     left = [p.name for p in tmp_path.iterdir()]
     assert len(left) == 1 and left[0].startswith(".ckpt.npz.tmp-"), left
-    alive = tmp_path / f".ckpt.npz.tmp-{os.getpid()}-inprogress.npz"   # this process runs
+    alive = tmp_path / f".ckpt.npz.tmp-{os.getpid()}-inprogress.npz"  # this process runs
     alive.write_bytes(b"PK\x03\x04")
-    other = tmp_path / ".other.npz.tmp-999999999-x.npz"                # another file's
+    other = tmp_path / ".other.npz.tmp-999999999-x.npz"  # another file's
     other.write_bytes(b"PK\x03\x04")
     mt.save({"step": 3}, path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["ckpt.npz", alive.name, other.name])
+        ["ckpt.npz", alive.name, other.name]
+    )
     assert mt.load(path) == {"step": 3}

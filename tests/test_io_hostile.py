@@ -1,6 +1,7 @@
 """mt.load on damaged and crafted files: every one ends in a CheckpointError that names the file
 and the member, and no declared size is believed before the zip's real member sizes back it
 (a 300-byte member declaring shape (10**12,) must not try to allocate 8 TB)."""
+
 import json
 import struct
 import zipfile
@@ -46,8 +47,9 @@ def write_zip(path, members, compression=zipfile.ZIP_STORED):
 def one_array_file(path, member, root=None):
     """A checkpoint whose structure says `root` (default: one float32 (3, 4) array) and whose
     arr_0.npy member is the raw bytes `member`."""
-    return write_zip(path, {"__structure__.npy": structure_bytes(root or array_node()),
-                            "arr_0.npy": member})
+    return write_zip(
+        path, {"__structure__.npy": structure_bytes(root or array_node()), "arr_0.npy": member}
+    )
 
 
 def assert_refused(path, *patterns):
@@ -64,47 +66,85 @@ DATA_3x4 = np.arange(12, dtype=np.float32).tobytes()
 
 CRAFTED_MEMBERS = {
     # a 300-byte member that declares 8 TB of float64
-    "huge shape": (npy_bytes(npy_header("<f8", (10 ** 12,)), b"\0" * 200),
-                   array_node(dtype="<f8", shape=(10 ** 12,)), ["arr_0", "bytes"]),
-    "huge shape, structure agrees": (npy_bytes(npy_header("<f4", (10 ** 12,)), DATA_3x4),
-                                     array_node(shape=(10 ** 12,)), ["arr_0"]),
-    "shape overflowing int64": (npy_bytes(npy_header("<f4", (2 ** 40, 2 ** 40)), DATA_3x4),
-                                array_node(shape=(2 ** 40, 2 ** 40)), ["arr_0"]),
-    "negative shape": (npy_bytes(npy_header("<f4", (-1,)), DATA_3x4),
-                       array_node(shape=(-1,)), ["arr_0", "negative"]),
-    "data shorter than the header says": (npy_bytes(npy_header(), DATA_3x4[:20]), None,
-                                          ["arr_0", "holds"]),
-    "data longer than the header says": (npy_bytes(npy_header(), DATA_3x4 + b"xx"), None,
-                                         ["arr_0"]),
-    "object dtype": (npy_bytes(npy_header("|O", (3,)), b"\x80\x04N."), array_node(dtype="|O",
-                                                                               shape=(3,)),
-                     ["arr_0", "needs pickle"]),
-    "structured dtype": (npy_bytes(npy_header([("a", "<f4"), ("b", "<i4")], (2,)), b"\0" * 16),
-                         array_node(dtype="|V8", shape=(2,)), ["arr_0", "structured"]),
-    "unknown dtype": (npy_bytes(npy_header("<x9", (3,)), b"\0" * 27), array_node(dtype="<x9"),
-                      ["arr_0"]),
-    "dtype that is not a string": (npy_bytes(npy_header(12345, (3,)), b"\0" * 12), None,
-                                   ["arr_0"]),
+    "huge shape": (
+        npy_bytes(npy_header("<f8", (10**12,)), b"\0" * 200),
+        array_node(dtype="<f8", shape=(10**12,)),
+        ["arr_0", "bytes"],
+    ),
+    "huge shape, structure agrees": (
+        npy_bytes(npy_header("<f4", (10**12,)), DATA_3x4),
+        array_node(shape=(10**12,)),
+        ["arr_0"],
+    ),
+    "shape overflowing int64": (
+        npy_bytes(npy_header("<f4", (2**40, 2**40)), DATA_3x4),
+        array_node(shape=(2**40, 2**40)),
+        ["arr_0"],
+    ),
+    "negative shape": (
+        npy_bytes(npy_header("<f4", (-1,)), DATA_3x4),
+        array_node(shape=(-1,)),
+        ["arr_0", "negative"],
+    ),
+    "data shorter than the header says": (
+        npy_bytes(npy_header(), DATA_3x4[:20]),
+        None,
+        ["arr_0", "holds"],
+    ),
+    "data longer than the header says": (
+        npy_bytes(npy_header(), DATA_3x4 + b"xx"),
+        None,
+        ["arr_0"],
+    ),
+    "object dtype": (
+        npy_bytes(npy_header("|O", (3,)), b"\x80\x04N."),
+        array_node(dtype="|O", shape=(3,)),
+        ["arr_0", "needs pickle"],
+    ),
+    "structured dtype": (
+        npy_bytes(npy_header([("a", "<f4"), ("b", "<i4")], (2,)), b"\0" * 16),
+        array_node(dtype="|V8", shape=(2,)),
+        ["arr_0", "structured"],
+    ),
+    "unknown dtype": (
+        npy_bytes(npy_header("<x9", (3,)), b"\0" * 27),
+        array_node(dtype="<x9"),
+        ["arr_0"],
+    ),
+    "dtype that is not a string": (npy_bytes(npy_header(12345, (3,)), b"\0" * 12), None, ["arr_0"]),
     "bad magic": (b"\x93NUMPZ\x01\x00" + b"\0" * 100, None, ["arr_0"]),
-    "unknown .npy version": (npy_bytes(npy_header(), DATA_3x4, version=(9, 9)), None,
-                             ["arr_0", "version"]),
+    "unknown .npy version": (
+        npy_bytes(npy_header(), DATA_3x4, version=(9, 9)),
+        None,
+        ["arr_0", "version"],
+    ),
     "header is not a dict": (npy_bytes("[1, 2, 3]\n", DATA_3x4), None, ["arr_0"]),
     "header with missing keys": (npy_bytes("{'descr': '<f4'}\n", DATA_3x4), None, ["arr_0"]),
-    "header that is not Python": (npy_bytes("{'descr': '<f4', 'shape': (3,4)," + "\n",
-                                            DATA_3x4), None, ["arr_0"]),
+    "header that is not Python": (
+        npy_bytes("{'descr': '<f4', 'shape': (3,4)," + "\n", DATA_3x4),
+        None,
+        ["arr_0"],
+    ),
     # unterminated: the old-header fallback tokenizes it and tokenize raises TokenError
-    "unterminated header": (npy_bytes("{'descr': ['<f4', 'shape'\n", DATA_3x4), None,
-                            ["arr_0"]),
-    "header calling a function": (npy_bytes("{'descr': __import__('os').getcwd()}\n"), None,
-                                  ["arr_0"]),
-    "header too large": (npy_bytes(npy_header() + " " * 20_000 + "\n", DATA_3x4), None,
-                         ["arr_0"]),
-    "fortran_order not a bool": (npy_bytes(npy_header(fortran_order="yes"), DATA_3x4), None,
-                                 ["arr_0"]),
+    "unterminated header": (npy_bytes("{'descr': ['<f4', 'shape'\n", DATA_3x4), None, ["arr_0"]),
+    "header calling a function": (
+        npy_bytes("{'descr': __import__('os').getcwd()}\n"),
+        None,
+        ["arr_0"],
+    ),
+    "header too large": (npy_bytes(npy_header() + " " * 20_000 + "\n", DATA_3x4), None, ["arr_0"]),
+    "fortran_order not a bool": (
+        npy_bytes(npy_header(fortran_order="yes"), DATA_3x4),
+        None,
+        ["arr_0"],
+    ),
     "header length past the end": (b"\x93NUMPY\x01\x00\xff\xff{'descr'", None, ["arr_0"]),
     "empty member": (b"", None, ["arr_0"]),
-    "shape disagrees with the structure": (npy_bytes(npy_header("<f4", (4, 3)), DATA_3x4), None,
-                                           ["arr_0", "but the structure says"]),
+    "shape disagrees with the structure": (
+        npy_bytes(npy_header("<f4", (4, 3)), DATA_3x4),
+        None,
+        ["arr_0", "but the structure says"],
+    ),
 }
 
 
@@ -130,38 +170,47 @@ BAD_STRUCTURES = {
     "array referenced twice": [array_node(), array_node()],
     "unknown node type": {"type": "function", "code": "import os"},
     "nested lists deeper than Python's recursion limit": "[" * 5000 + "]" * 5000,
-    "nested tuples deeper than Python's recursion limit":
-        '{"type": "tuple", "items": [' * 700 + "]}" * 700,
+    "nested tuples deeper than Python's recursion limit": '{"type": "tuple", "items": [' * 700
+    + "]}" * 700,
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_STRUCTURES))
 def test_bad_structure_is_refused(tmp_path, case):
-    path = one_array_file(tmp_path / "structure.npz", npy_bytes(npy_header(), DATA_3x4),
-                          BAD_STRUCTURES[case])
+    path = one_array_file(
+        tmp_path / "structure.npz", npy_bytes(npy_header(), DATA_3x4), BAD_STRUCTURES[case]
+    )
     assert_refused(path)
 
 
 def test_structure_json_that_cannot_be_read(tmp_path):
     member = npy_bytes(npy_header(), DATA_3x4)
-    cases = {"not UTF-8": b"\xff\xfe{",
-             "an integer of 5000 digits": b'{"format": "minitensor-checkpoint", "version": 1, '
-                                          b'"root": ' + b"9" * 5000 + b"}",
-             "nested too deep for json": b"[" * 100_000 + b"]" * 100_000}
+    cases = {
+        "not UTF-8": b"\xff\xfe{",
+        "an integer of 5000 digits": b'{"format": "minitensor-checkpoint", "version": 1, '
+        b'"root": ' + b"9" * 5000 + b"}",
+        "nested too deep for json": b"[" * 100_000 + b"]" * 100_000,
+    }
     for what, text in cases.items():
-        path = write_zip(tmp_path / "json.npz", {
-            "__structure__.npy": npy_bytes(npy_header("|u1", (len(text),)), text),
-            "arr_0.npy": member})
+        path = write_zip(
+            tmp_path / "json.npz",
+            {
+                "__structure__.npy": npy_bytes(npy_header("|u1", (len(text),)), text),
+                "arr_0.npy": member,
+            },
+        )
         assert_refused(path, "structure"), what
-    wrong_dtype = write_zip(tmp_path / "dtype.npz", {
-        "__structure__.npy": npy_bytes(npy_header("<f8", (2,)), b"\0" * 16)})
+    wrong_dtype = write_zip(
+        tmp_path / "dtype.npz",
+        {"__structure__.npy": npy_bytes(npy_header("<f8", (2,)), b"\0" * 16)},
+    )
     assert_refused(wrong_dtype, "__structure__")
 
 
 def good_bytes(tmp_path, compression=zipfile.ZIP_STORED):
     path = tmp_path / "good.npz"
     mt.save(GOOD, path)
-    if compression != zipfile.ZIP_STORED:   # the same members, recompressed
+    if compression != zipfile.ZIP_STORED:  # the same members, recompressed
         with zipfile.ZipFile(path) as z:
             members = {n: z.read(n) for n in z.namelist()}
         write_zip(path, members, compression)
@@ -179,11 +228,13 @@ def central_entries(data):
 
 def test_zip_level_tampering_is_refused(tmp_path):
     path, data = good_bytes(tmp_path)
-    entry = central_entries(data)[-1]             # the structure member's entry
-    cases = {"encrypted": (8, "<H", 0x1, "encrypted"),
-             "unknown compression method": (10, "<H", 99, "compression method 99"),
-             "uncompressed size of 8 TB": (24, "<I", 0xFFFFFFF0, "claims"),
-             "stored size past the end of the file": (20, "<I", 0xFFFFFF00, "claims")}
+    entry = central_entries(data)[-1]  # the structure member's entry
+    cases = {
+        "encrypted": (8, "<H", 0x1, "encrypted"),
+        "unknown compression method": (10, "<H", 99, "compression method 99"),
+        "uncompressed size of 8 TB": (24, "<I", 0xFFFFFFF0, "claims"),
+        "stored size past the end of the file": (20, "<I", 0xFFFFFF00, "claims"),
+    }
     for what, (offset, fmt, value, pattern) in cases.items():
         bad = bytearray(data)
         struct.pack_into(fmt, bad, entry + offset, value)
@@ -193,9 +244,9 @@ def test_zip_level_tampering_is_refused(tmp_path):
 
 def test_deflate_bomb_claim_is_refused(tmp_path):
     path, data = good_bytes(tmp_path, zipfile.ZIP_DEFLATED)
-    assert mt.load(path)["step"] == 3              # a deflated checkpoint is readable
+    assert mt.load(path)["step"] == 3  # a deflated checkpoint is readable
     entry = central_entries(data)[0]
-    struct.pack_into("<I", data, entry + 24, 0xFFFFFFF0)   # claim 4 GiB from a few bytes
+    struct.pack_into("<I", data, entry + 24, 0xFFFFFFF0)  # claim 4 GiB from a few bytes
     path.write_bytes(bytes(data))
     assert_refused(path, "claims")
 
@@ -232,7 +283,7 @@ def test_every_truncation_and_byte_flip_is_refused_or_harmless(tmp_path):
 
 def test_fortran_order_strings_and_empty_members_still_load(tmp_path):
     path = tmp_path / "layouts.npz"
-    w = np.arange(12.0).reshape(3, 4).T             # F-contiguous: saved with fortran_order
+    w = np.arange(12.0).reshape(3, 4).T  # F-contiguous: saved with fortran_order
     obj = {"w": w, "text": np.array(["a", "héllo"]), "none": np.zeros((0, 5), np.int8)}
     mt.save(obj, path)
     back = mt.load(path)

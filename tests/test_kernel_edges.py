@@ -5,6 +5,7 @@ must give the same NaN pattern and values within a few ulp; against torch where 
 A small number of examples runs by default; `pytest tests/test_kernel_edges.py
 --hypothesis-profile=kernel-edges-long` runs many more.
 """
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -16,13 +17,29 @@ K = mt.kernels
 settings.register_profile("kernel-edges-long", max_examples=2000, deadline=None)
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 
-EDGES = [np.inf, -np.inf, np.nan, 1e30, -1e30, 1e-40, -1e-40, -1e9, 3e4, 3e4 + 1, 1e6, -1e6,
-         0.0, -0.0, 1.0, -2.5]
+EDGES = [
+    np.inf,
+    -np.inf,
+    np.nan,
+    1e30,
+    -1e30,
+    1e-40,
+    -1e-40,
+    -1e9,
+    3e4,
+    3e4 + 1,
+    1e6,
+    -1e6,
+    0.0,
+    -0.0,
+    1.0,
+    -2.5,
+]
 DTYPES = st.sampled_from([np.float32, np.float64])
 
 
 def tolerance(dtype):
-    return 64 * np.finfo(dtype).eps          # a few ulp of the float32 exp and of the sum order
+    return 64 * np.finfo(dtype).eps  # a few ulp of the float32 exp and of the sum order
 
 
 @st.composite
@@ -34,9 +51,9 @@ def matrices(draw, finite=False, min_cols=1):
     values = st.one_of(st.floats(-5, 5), st.sampled_from(edges))
     x = np.array(draw(st.lists(values, min_size=n * c, max_size=n * c)), dtype=dtype)
     x = x.reshape(n, c)
-    if draw(st.booleans()):                   # a whole row of one value (−1e9, 3e4, …)
+    if draw(st.booleans()):  # a whole row of one value (−1e9, 3e4, …)
         x[draw(st.integers(0, n - 1))] = draw(st.sampled_from(edges))
-    if draw(st.booleans()) and finite:        # huge magnitude plus small offsets
+    if draw(st.booleans()) and finite:  # huge magnitude plus small offsets
         x += dtype(draw(st.sampled_from([3e4, 1e6, -1e9])))
     return x
 
@@ -73,9 +90,12 @@ def test_softmax_pair_on_edges(x, data):
     agree(y, y_ref, x.dtype)
     if kind == "all-blocked":
         assert (y == 0).all()
-    if kind == "bool":                         # a blocked score never reaches its row
-        agree(y, K.softmax_forward.numba(np.where(mask, x.dtype.type(np.nan), x), scale, mask),
-              x.dtype)
+    if kind == "bool":  # a blocked score never reaches its row
+        agree(
+            y,
+            K.softmax_forward.numba(np.where(mask, x.dtype.type(np.nan), x), scale, mask),
+            x.dtype,
+        )
     dy = np.nan_to_num(x[::-1].copy(), posinf=2.0, neginf=-2.0, nan=0.5)
     dy = np.clip(dy, -10, 10)
     dx, dx_ref = both(K.softmax_backward, y_ref, dy, scale)
@@ -104,7 +124,7 @@ def test_cross_entropy_pair_on_edges(x, data):
     g = np.linspace(0.5, 2, n).astype(x.dtype)
     dx, dx_ref = both(K.cross_entropy_backward, x, targets, lt_ref, g, -1, smoothing)
     agree(dx, dx_ref, x.dtype, scale=2.0)
-    assert (dx[targets == -1] == 0).all()      # ignored rows: no gradient, whatever their logits
+    assert (dx[targets == -1] == 0).all()  # ignored rows: no gradient, whatever their logits
 
 
 @FAST
@@ -117,13 +137,18 @@ def test_layer_norm_pair_on_edges(x, affine):
     spread = np.abs(x).max(axis=-1, keepdims=True)
     agree(mu, mu_ref, x.dtype, scale=spread[:, 0])
     if not np.isfinite(mu_ref).all() or (np.abs(x) > 1e15).any():
-        return                                  # squares overflow: compared by NaN pattern above
+        return  # squares overflow: compared by NaN pattern above
     agree(rs, rs_ref, x.dtype)
     agree(y, y_ref, x.dtype, scale=np.abs(x - mu_ref[:, None]).max() * rs_ref[:, None] * 2 + 1)
     dy = np.linspace(-1, 1, x.size).reshape(x.shape).astype(x.dtype)
     got, want = both(K.layer_norm_backward, dy, x, mu_ref, rs_ref, w)
     xhat = np.abs((x - mu_ref[:, None]) * rs_ref[:, None])
-    agree(got[0], want[0], x.dtype, scale=rs_ref[:, None] * (d + xhat * xhat.sum(-1, keepdims=True)) * 2)
+    agree(
+        got[0],
+        want[0],
+        x.dtype,
+        scale=rs_ref[:, None] * (d + xhat * xhat.sum(-1, keepdims=True)) * 2,
+    )
     agree(got[2], want[2], x.dtype, scale=x.shape[0])
     if affine:
         agree(got[1], want[1], x.dtype, scale=xhat.sum(axis=0) + 1)
@@ -147,35 +172,39 @@ def test_adam_update_pair_on_edges(x, amsgrad):
         fn(param, grad, m, v, v_max, 0.9, 0.999, 1e-3, 0.03, 1e-8, np.empty_like(x))
         states.append((param, m, v, v_max))
     for got, want in zip(*states):
-        np.testing.assert_array_equal(got, want)   # no fastmath: bit for bit
+        np.testing.assert_array_equal(got, want)  # no fastmath: bit for bit
 
 
 # ---- the cases of issue 12, each once, through the ops and against torch --------------------
 
+
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_issue_12_cases(backend):
     with K.use_backend(backend):
-        loss = F.cross_entropy(mt.tensor([[-np.inf, 0., 1.]]), mt.tensor([1]))
+        loss = F.cross_entropy(mt.tensor([[-np.inf, 0.0, 1.0]]), mt.tensor([1]))
         assert np.isclose(loss.item(), 1.3132616)
         y = F.log_softmax(mt.tensor([[-1e9, -1e9, -1e9]])).numpy()
         np.testing.assert_allclose(y, -np.log(3), rtol=1e-6)
         y = F.log_softmax(mt.tensor([[3e4, 3e4 + 1, 3e4 - 2]])).numpy()
-        np.testing.assert_allclose(y[0], [-1, 0, -3] - np.log(1 + np.exp(-1.) + np.exp(-3.)), rtol=1e-6)
-        loss = F.cross_entropy(mt.tensor([[1000., 1001., 999.]]), mt.tensor([1]))
+        np.testing.assert_allclose(
+            y[0], [-1, 0, -3] - np.log(1 + np.exp(-1.0) + np.exp(-3.0)), rtol=1e-6
+        )
+        loss = F.cross_entropy(mt.tensor([[1000.0, 1001.0, 999.0]]), mt.tensor([1]))
         assert abs(loss.item() - 0.40760596) < 2e-7
-        y = F.softmax(mt.tensor([[.5, 1., np.inf]]), mask=np.array([False, False, True]))
-        np.testing.assert_allclose(y.numpy(), [[0.37754068, 0.62245935, 0.]], rtol=1e-6)
+        y = F.softmax(mt.tensor([[0.5, 1.0, np.inf]]), mask=np.array([False, False, True]))
+        np.testing.assert_allclose(y.numpy(), [[0.37754068, 0.62245935, 0.0]], rtol=1e-6)
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_cross_entropy_with_minus_inf_logit_matches_torch(backend, smoothing):
     torch = pytest.importorskip("torch")
-    x = np.array([[-np.inf, 0., 1.], [1e6, 1e6 + 1, 1e6 - 2]], np.float32)
+    x = np.array([[-np.inf, 0.0, 1.0], [1e6, 1e6 + 1, 1e6 - 2]], np.float32)
     t = np.array([1, 0])
     tx = torch.tensor(x, requires_grad=True)
-    want = torch.nn.functional.cross_entropy(tx, torch.tensor(t), reduction="none",
-                                             label_smoothing=smoothing)
+    want = torch.nn.functional.cross_entropy(
+        tx, torch.tensor(t), reduction="none", label_smoothing=smoothing
+    )
     want.sum().backward()
     with K.use_backend(backend):
         leaf = mt.tensor(x, requires_grad=True)

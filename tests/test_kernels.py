@@ -7,6 +7,7 @@ are ~0 — a softmax weight of 1e-30 — do not demand impossible relative preci
 Kernels compile once per machine (numba's on-disk cache); the tests reuse the same few
 signatures, so nothing recompiles per test.
 """
+
 import os
 import subprocess
 import sys
@@ -48,14 +49,14 @@ def transposed(rng, shape, dtype):
 # ---- softmax ---------------------------------------------------------------------------------
 
 SOFTMAX_CASES = [  # (scores shape, mask shape or None)
-    ((7,), None),                   # a single row
-    ((5, 1), None),                 # L = 1
-    ((3, 4, 1, 1), (3, 1, 1, 1)),   # Lq = Lk = 1 with a padding mask
-    ((2, 3, 5, 9), (2, 1, 1, 9)),   # padding mask broadcast over heads and queries
-    ((2, 3, 6, 6), (6, 6)),         # causal mask broadcast over batch and heads
-    ((4, 2, 3, 8), (4, 2, 3, 8)),   # a full mask
+    ((7,), None),  # a single row
+    ((5, 1), None),  # L = 1
+    ((3, 4, 1, 1), (3, 1, 1, 1)),  # Lq = Lk = 1 with a padding mask
+    ((2, 3, 5, 9), (2, 1, 1, 9)),  # padding mask broadcast over heads and queries
+    ((2, 3, 6, 6), (6, 6)),  # causal mask broadcast over batch and heads
+    ((4, 2, 3, 8), (4, 2, 3, 8)),  # a full mask
     ((2, 2, 3, 4, 5), (2, 1, 3, 1, 5)),  # more than four axes
-    ((33, 130), (130,)),            # rows longer than the kernel's block stride
+    ((33, 130), (130,)),  # rows longer than the kernel's block stride
 ]
 
 
@@ -78,7 +79,7 @@ def test_softmax_forward_backward_match_twin(shape, mask_shape, mask_kind, dtype
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_non_contiguous_inputs(dtype, rng):
     x = transposed(rng, (3, 4, 6, 5), dtype)
-    mask = np.swapaxes(rng.random((3, 1, 5, 6)) < 0.3, -1, -2)        # a non-contiguous mask
+    mask = np.swapaxes(rng.random((3, 1, 5, 6)) < 0.3, -1, -2)  # a non-contiguous mask
     y, y_ref = both(K.softmax_forward, x, 0.5, mask)
     assert_agree(y, y_ref, dtype)
     dy = transposed(rng, x.shape, dtype)
@@ -89,8 +90,8 @@ def test_softmax_non_contiguous_inputs(dtype, rng):
 def test_softmax_fully_masked_rows_are_zero_not_nan(dtype, rng):
     x = rng.standard_normal((2, 2, 4, 6)).astype(dtype)
     mask = np.zeros((2, 1, 4, 6), dtype=bool)
-    mask[0, 0, 1, :] = True                      # one query row blocked everywhere
-    mask[1, 0, :, :] = True                      # a whole sequence blocked
+    mask[0, 0, 1, :] = True  # one query row blocked everywhere
+    mask[1, 0, :, :] = True  # a whole sequence blocked
     for additive in (False, True):
         m = np.where(mask, -np.inf, 0.0).astype(dtype) if additive else mask
         for kernel in (K.softmax_forward.numba, K.softmax_forward.numpy):
@@ -116,7 +117,7 @@ def test_a_nan_input_gives_a_nan_row_in_both_backends(dtype, rng):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_extreme_logits(dtype, rng):
     x = rng.choice(np.array([-1e4, 0.0, 1e4, 3.0]), size=(6, 11)).astype(dtype)
-    x[0] = -1e4                                              # all equal and very negative
+    x[0] = -1e4  # all equal and very negative
     y, y_ref = both(K.softmax_forward, x, 1.0, None)
     assert np.isfinite(y).all()
     assert_agree(y, y_ref, dtype)
@@ -156,6 +157,7 @@ def test_float32_exp_is_accurate_over_its_whole_range():
 
 # ---- log_softmax, cross_entropy, layer_norm ------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(9,), (4, 1), (3, 5, 17), (2, 300)])
 def test_log_softmax_matches_twin(shape, dtype, rng):
@@ -178,9 +180,8 @@ def test_cross_entropy_matches_twin(n, c, smoothing, dtype, rng):
     if n > 2:
         logits[1, :] = -1e4
     targets = rng.integers(0, c, size=n)
-    targets[n // 2] = -1                                  # an ignored row
-    (rows, lse), (rows_ref, lse_ref) = both(K.cross_entropy_forward, logits, targets, -1,
-                                            smoothing)
+    targets[n // 2] = -1  # an ignored row
+    (rows, lse), (rows_ref, lse_ref) = both(K.cross_entropy_forward, logits, targets, -1, smoothing)
     assert rows[n // 2] == 0 and np.isfinite(rows).all()
     assert_agree(rows, rows_ref, dtype)
     assert_agree(lse, lse_ref, dtype)
@@ -219,6 +220,7 @@ def test_parallel_builds_match_twins(monkeypatch, rng):
     """Large inputs run the parallel build of each kernel when numba has several threads; force
     it on small ones here (on one thread it runs as a single task)."""
     from minitensor.kernels import jit
+
     monkeypatch.setattr(jit, "PARALLEL_MIN_WORK", 0)
     monkeypatch.setattr(jit, "threads", lambda: 2)
     for dtype in DTYPES:
@@ -246,12 +248,12 @@ def test_parallel_builds_match_twins(monkeypatch, rng):
 # ---- matmul ------------------------------------------------------------------------------------
 
 MATMUL_CASES = [  # (a shape, b shape)
-    ((5, 7), (7, 3)),                    # 2-D (BLAS)
-    ((2, 3, 8, 16), (16, 24)),           # (B, h, L, d) @ (d, e): folded into one 2-D product
-    ((6, 8, 16), (6, 16, 8)),            # attention scores q·kᵀ
-    ((4, 1, 9, 9), (1, 3, 9, 5)),        # batch axes broadcast both ways
-    ((3, 1, 4), (3, 4, 6)),              # n = 1
-    ((2, 70, 70), (2, 70, 70)),          # above the kernel's size limit: BLAS
+    ((5, 7), (7, 3)),  # 2-D (BLAS)
+    ((2, 3, 8, 16), (16, 24)),  # (B, h, L, d) @ (d, e): folded into one 2-D product
+    ((6, 8, 16), (6, 16, 8)),  # attention scores q·kᵀ
+    ((4, 1, 9, 9), (1, 3, 9, 5)),  # batch axes broadcast both ways
+    ((3, 1, 4), (3, 4, 6)),  # n = 1
+    ((2, 70, 70), (2, 70, 70)),  # above the kernel's size limit: BLAS
 ]
 
 
@@ -287,25 +289,28 @@ def two_threads(monkeypatch):
     """Run the kernels as on a 2-core machine (parallel builds, products shared by threads)
     even where the tests run on one."""
     from minitensor.kernels import jit
+
     monkeypatch.setattr(jit, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
-    monkeypatch.setattr(matmul_module, "tiles_win", lambda a, b: True)   # as where they win
+    monkeypatch.setattr(matmul_module, "tiles_win", lambda a, b: True)  # as where they win
 
 
 GEMM_CASES = [  # (a, b) builders: every layout the BLAS-calling kernels read in place or copy
-    lambda r, t: (r((4, 3, 5, 6), t), r((4, 3, 6, 7), t)),                   # stacks
-    lambda r, t: (r((4, 3, 5, 6), t), r((3, 6, 7), t)),                      # b broadcast
-    lambda r, t: (r((4, 1, 5, 6), t), r((1, 3, 6, 7), t)),                   # both broadcast
-    lambda r, t: (r((4, 3, 5, 6), t), np.swapaxes(r((4, 3, 7, 6), t), -1, -2)),   # q·kᵀ view
-    lambda r, t: (np.swapaxes(r((4, 3, 6, 5), t), -1, -2), r((4, 3, 6, 7), t)),   # aᵀ view
-    lambda r, t: (r((2, 7, 4, 8), t).transpose(0, 2, 1, 3),                   # head-split views
-                  r((2, 9, 4, 8), t).transpose(0, 2, 3, 1)),
-    lambda r, t: (r((4, 3, 10, 6), t)[..., ::2, :], r((4, 3, 6, 2), t)),     # strided rows
-    lambda r, t: (r((4, 5, 12), t)[..., ::2], r((6, 3), t)),                 # no unit stride: copy
-    lambda r, t: (r((2, 9, 6), t), r((6, 4), t)),                            # Linear: row blocks
-    lambda r, t: (r((2, 9, 6), t), r((4, 6), t).T),                          # x·Wᵀ
-    lambda r, t: (r((90, 13), t).T, r((90, 17), t)),                         # dW = Xᵀ·dY
-    lambda r, t: (r((9, 2, 6), t).transpose(1, 0, 2), r((6, 4), t)),         # non-contiguous x
+    lambda r, t: (r((4, 3, 5, 6), t), r((4, 3, 6, 7), t)),  # stacks
+    lambda r, t: (r((4, 3, 5, 6), t), r((3, 6, 7), t)),  # b broadcast
+    lambda r, t: (r((4, 1, 5, 6), t), r((1, 3, 6, 7), t)),  # both broadcast
+    lambda r, t: (r((4, 3, 5, 6), t), np.swapaxes(r((4, 3, 7, 6), t), -1, -2)),  # q·kᵀ view
+    lambda r, t: (np.swapaxes(r((4, 3, 6, 5), t), -1, -2), r((4, 3, 6, 7), t)),  # aᵀ view
+    lambda r, t: (
+        r((2, 7, 4, 8), t).transpose(0, 2, 1, 3),  # head-split views
+        r((2, 9, 4, 8), t).transpose(0, 2, 3, 1),
+    ),
+    lambda r, t: (r((4, 3, 10, 6), t)[..., ::2, :], r((4, 3, 6, 2), t)),  # strided rows
+    lambda r, t: (r((4, 5, 12), t)[..., ::2], r((6, 3), t)),  # no unit stride: copy
+    lambda r, t: (r((2, 9, 6), t), r((6, 4), t)),  # Linear: row blocks
+    lambda r, t: (r((2, 9, 6), t), r((4, 6), t).T),  # x·Wᵀ
+    lambda r, t: (r((90, 13), t).T, r((90, 17), t)),  # dW = Xᵀ·dY
+    lambda r, t: (r((9, 2, 6), t).transpose(1, 0, 2), r((6, 4), t)),  # non-contiguous x
 ]
 
 
@@ -338,9 +343,9 @@ def test_matmul_routes(rng, two_threads, monkeypatch):
     q, k = (np.zeros((256, 8, 16), np.float32) for _ in range(2))
     k_t = np.swapaxes(k, -1, -2)
     assert route(q, k_t) == "tiles"
-    assert route(np.zeros((256, 8, 8), np.float32), q) == "tiles"                 # weights·v
-    assert route(q[:4], k_t[:4]) == "numpy"                      # 4 heads of one sentence
-    assert route(np.zeros((4, 300, 300)), np.zeros((4, 300, 300))) == "gemm"      # > 256³
+    assert route(np.zeros((256, 8, 8), np.float32), q) == "tiles"  # weights·v
+    assert route(q[:4], k_t[:4]) == "numpy"  # 4 heads of one sentence
+    assert route(np.zeros((4, 300, 300)), np.zeros((4, 300, 300))) == "gemm"  # > 256³
     linear = np.zeros((896, 128), np.float32), np.zeros((128, 512), np.float32)
     assert route(*linear) == "gemm"
     assert route(np.zeros((896, 128), np.int64), np.zeros((128, 512), np.int64)) == "numpy"
@@ -351,15 +356,16 @@ def test_matmul_routes(rng, two_threads, monkeypatch):
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "GEMM", {})
     assert route(*linear) == "numpy"
-    assert route(q, k_t) == "tiles"                      # the tiles do not need BLAS
+    assert route(q, k_t) == "tiles"  # the tiles do not need BLAS
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_matmul_and_gradients_on_the_threads(dtype, rng, two_threads):
     """The attention and Linear products of a step, through the public kernels, on 2 threads."""
     q = rng.standard_normal((2, 70, 4, 32)).astype(dtype).transpose(0, 2, 1, 3)
-    k_t = np.swapaxes(rng.standard_normal((2, 70, 4, 32)).astype(dtype).transpose(0, 2, 1, 3),
-                      -1, -2)
+    k_t = np.swapaxes(
+        rng.standard_normal((2, 70, 4, 32)).astype(dtype).transpose(0, 2, 1, 3), -1, -2
+    )
     assert K.matmul_route(q, k_t) == "tiles"
     assert_agree(*both(K.matmul, q, k_t), dtype)
     g = rng.standard_normal((2, 4, 70, 70)).astype(dtype)
@@ -373,20 +379,22 @@ def test_matmul_and_gradients_on_the_threads(dtype, rng, two_threads):
     assert_agree(*both(K.matmul_grad_b, x.reshape(-1, 128), gy.reshape(-1, 96)), dtype)
 
 
-TILE_CASES = [                                # (a, b) builders: r(shape, dtype) → array
-    lambda r, t: (r((6, 8, 16), t), np.swapaxes(r((6, 8, 16), t), -1, -2)),   # q·kᵀ, kᵀ a view
-    lambda r, t: (r((6, 8, 8), t), r((6, 8, 16), t)),                          # weights·v
-    lambda r, t: (r((3, 1, 5, 7), t), r((1, 4, 7, 6), t)),                    # batch broadcast
-    lambda r, t: (r((2, 1, 7), t), r((2, 7, 5), t)),                           # n = 1
-    lambda r, t: (r((5, 9, 1), t), r((5, 1, 33), t)),                          # k = 1, m = 33
+TILE_CASES = [  # (a, b) builders: r(shape, dtype) → array
+    lambda r, t: (r((6, 8, 16), t), np.swapaxes(r((6, 8, 16), t), -1, -2)),  # q·kᵀ, kᵀ a view
+    lambda r, t: (r((6, 8, 8), t), r((6, 8, 16), t)),  # weights·v
+    lambda r, t: (r((3, 1, 5, 7), t), r((1, 4, 7, 6), t)),  # batch broadcast
+    lambda r, t: (r((2, 1, 7), t), r((2, 7, 5), t)),  # n = 1
+    lambda r, t: (r((5, 9, 1), t), r((5, 1, 33), t)),  # k = 1, m = 33
     lambda r, t: (r((4, 37, 19), t), np.swapaxes(r((4, 45, 19), t), -1, -2)),  # ragged tiles
     lambda r, t: (np.swapaxes(r((4, 19, 37), t), -1, -2), r((4, 19, 45), t)),  # Aᵀ (dK, dV)
-    lambda r, t: (r((3, 70, 24), t), r((3, 24, 70), t)),                      # many tiles
-    lambda r, t: (r((2, 5, 3, 8), t).transpose(0, 2, 1, 3),                    # head-split q,
-                  np.swapaxes(r((2, 5, 3, 8), t).transpose(0, 2, 1, 3), -1, -2)),   # kᵀ
+    lambda r, t: (r((3, 70, 24), t), r((3, 24, 70), t)),  # many tiles
+    lambda r, t: (
+        r((2, 5, 3, 8), t).transpose(0, 2, 1, 3),  # head-split q,
+        np.swapaxes(r((2, 5, 3, 8), t).transpose(0, 2, 1, 3), -1, -2),
+    ),  # kᵀ
     lambda r, t: (r((3, 12, 30), t)[:, ::-1, ::3], r((3, 20, 14), t)[:, ::2, 1::2]),  # no unit
     lambda r, t: (r((6, 7, 16), t), np.broadcast_to(r((16, 7), t), (6, 16, 7))),  # stride 0
-    lambda r, t: (r((1, 1), t), r((2, 1, 3), t)),                              # 2-D a
+    lambda r, t: (r((1, 1), t), r((2, 1, 3), t)),  # 2-D a
 ]
 
 
@@ -407,6 +415,7 @@ def test_tiled_matmul_serial_and_threads_agree_bit_for_bit(rng, two_threads, mon
     k_t = np.swapaxes(rng.standard_normal((64, 24, 32)).astype(np.float32), -1, -2)
     on_threads = K.tiled_matmul(q, k_t)
     from minitensor.kernels import jit
+
     monkeypatch.setattr(jit, "threads", lambda: 1)
     monkeypatch.setattr(matmul_module, "threads", lambda: 1)
     assert np.array_equal(K.tiled_matmul(q, k_t), on_threads)
@@ -432,8 +441,15 @@ def test_transpose_block_on_every_block_size(dtype):
     @njit
     def transpose(src, dst, rows, cols):
         item = src.itemsize
-        microkernel.transpose_block(src.ctypes.data, src.strides[0] // item, dst.ctypes.data,
-                                    dst.strides[0] // item, rows, cols, src.dtype.type(0))
+        microkernel.transpose_block(
+            src.ctypes.data,
+            src.strides[0] // item,
+            dst.ctypes.data,
+            dst.strides[0] // item,
+            rows,
+            cols,
+            src.dtype.type(0),
+        )
 
     source = np.arange(100, dtype=dtype).reshape(10, 10)
     for rows in range(1, 9):
@@ -447,6 +463,7 @@ def test_transpose_block_on_every_block_size(dtype):
 
 # ---- dropout -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_dropout_kernel_and_twin_drop_the_same_entries(p, dtype, rng, two_threads):
@@ -459,9 +476,9 @@ def test_dropout_kernel_and_twin_drop_the_same_entries(p, dtype, rng, two_thread
     kept = want != 0
     np.testing.assert_array_equal(want[kept], x[kept] * dtype(1 / (1 - p)))
     n = x.size
-    assert abs(kept.mean() - (1 - p)) < 5 * np.sqrt(p * (1 - p) / n)      # 5 sigma
+    assert abs(kept.mean() - (1 - p)) < 5 * np.sqrt(p * (1 - p) / n)  # 5 sigma
     assert not np.array_equal(K.dropout.numpy(x, seed + np.uint64(1), p) != 0, kept)
-    view = np.swapaxes(x, 0, 2)                  # non-contiguous: positions in C order of x
+    view = np.swapaxes(x, 0, 2)  # non-contiguous: positions in C order of x
     np.testing.assert_array_equal(*both(K.dropout, view, seed, p))
 
 
@@ -472,7 +489,7 @@ def test_dropout_mask_bits_are_uniform():
     dropout = sys.modules["minitensor.kernels.dropout"]
     n = 1 << 20
     masks = [dropout.dropout_mask_numpy(n, 7, q / 16) for q in range(17)]
-    counts = -np.diff([m.sum() for m in masks])          # draws whose fraction is in bin q
+    counts = -np.diff([m.sum() for m in masks])  # draws whose fraction is in bin q
     chi2 = float(((counts - n / 16) ** 2 / (n / 16)).sum())
     assert counts.sum() == n and chi2 < 37.7, chi2
     half = masks[8].astype(np.float64)
@@ -480,6 +497,7 @@ def test_dropout_mask_bits_are_uniform():
 
 
 # ---- Adam ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("amsgrad", [False, True])
@@ -490,7 +508,7 @@ def test_adam_update_kernel_equals_twin_bit_for_bit(layout, amsgrad, dtype, rng,
     a transposed parameter (which the numba side hands to the twin)."""
     shape = (300, 130)
     start = [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
-    start[2] = np.abs(start[2])                        # v ≥ 0
+    start[2] = np.abs(start[2])  # v ≥ 0
     if layout == "transposed":
         start = [np.ascontiguousarray(a.T).T for a in start]
     grads = [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
@@ -499,15 +517,26 @@ def test_adam_update_kernel_equals_twin_bit_for_bit(layout, amsgrad, dtype, rng,
         param, m, v = (a.copy(order="K") for a in start)
         v_max = v.copy(order="K") if amsgrad else v
         for t, grad in enumerate(grads, start=1):
-            getattr(K.adam_update, backend)(param, grad, m, v, v_max, 0.9, 0.98,
-                                            1e-3 / (1 - 0.9 ** t), np.sqrt(1 - 0.98 ** t),
-                                            1e-9, np.empty_like(param))
+            getattr(K.adam_update, backend)(
+                param,
+                grad,
+                m,
+                v,
+                v_max,
+                0.9,
+                0.98,
+                1e-3 / (1 - 0.9**t),
+                np.sqrt(1 - 0.98**t),
+                1e-9,
+                np.empty_like(param),
+            )
         states[backend] = (param, m, v, v_max)
     for got, want in zip(states["numba"], states["numpy"]):
         np.testing.assert_array_equal(got, want)
 
 
 # ---- both backends through the ops (float64 gradcheck) -------------------------------------------
+
 
 @pytest.fixture(params=["numba", "numpy"])
 def backend(request):
@@ -519,7 +548,7 @@ def test_softmax_op_gradcheck_with_mask_and_scale(backend, leaf):
     x = leaf(2, 3, 4, 5)
     mask = np.zeros((2, 1, 4, 5), dtype=bool)
     mask[0, 0, :, 3:] = True
-    mask[1, 0, 2, :] = True                                  # a fully masked row
+    mask[1, 0, 2, :] = True  # a fully masked row
     assert mt.gradcheck(lambda t: F.softmax(t, scale=0.5, mask=mask), x)
     y = F.softmax(x, scale=0.5, mask=mask)
     y.sum().backward()
@@ -528,8 +557,9 @@ def test_softmax_op_gradcheck_with_mask_and_scale(backend, leaf):
 
 def test_softmax_op_gradcheck_on_a_transposed_view_and_other_axis(backend, leaf):
     x = leaf(4, 6)
-    assert mt.gradcheck(lambda t: F.softmax(t.transpose(1, 0), mask=np.tril(np.ones((6, 4),
-                                                                                   bool))), x)
+    assert mt.gradcheck(
+        lambda t: F.softmax(t.transpose(1, 0), mask=np.tril(np.ones((6, 4), bool))), x
+    )
     assert mt.gradcheck(lambda t: F.softmax(t, axis=0), x)
 
 
@@ -551,7 +581,7 @@ def test_layer_norm_op_gradcheck(backend, leaf):
 def test_matmul_op_gradcheck_with_broadcasting(backend, leaf):
     a, b, w = leaf(2, 1, 4, 5), leaf(3, 5, 6), leaf(5, 2)
     assert mt.gradcheck(lambda a, b: a @ b, a, b)
-    assert mt.gradcheck(lambda a, w: a @ w, a, w)                 # Linear-style weight
+    assert mt.gradcheck(lambda a, w: a @ w, a, w)  # Linear-style weight
     assert mt.gradcheck(lambda a, b: a @ b.transpose(-1, -2), a, leaf(3, 6, 5))
 
 
@@ -563,7 +593,7 @@ def test_backends_give_the_same_attention_step(rng):
     for name in K.BACKENDS:
         with K.use_backend(name):
             tq, tk, tv = (mt.tensor(a, dtype=mt.float64, requires_grad=True) for a in (q, k, v))
-            weights = F.softmax(tq @ tk.transpose(-1, -2), scale=8 ** -0.5, mask=mask)
+            weights = F.softmax(tq @ tk.transpose(-1, -2), scale=8**-0.5, mask=mask)
             out = weights @ tv
             (out * out).sum().backward()
             results[name] = [out.data, tq.grad, tk.grad, tv.grad]
@@ -572,6 +602,7 @@ def test_backends_give_the_same_attention_step(rng):
 
 
 # ---- the switch --------------------------------------------------------------------------------
+
 
 def test_set_backend_get_backend_and_context_manager():
     assert mt.set_backend is K.set_backend and mt.get_backend is K.get_backend
@@ -585,7 +616,7 @@ def test_set_backend_get_backend_and_context_manager():
                 with K.use_backend("numpy"):
                     assert mt.get_backend() == "numpy"
                     raise RuntimeError("boom")
-            assert mt.get_backend() == "numba"          # restored after the error
+            assert mt.get_backend() == "numba"  # restored after the error
         assert mt.get_backend() == "numpy"
     finally:
         mt.set_backend(before)
@@ -602,8 +633,11 @@ def test_dispatch_calls_the_selected_backend():
 
 
 def test_bad_backend_name_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"set_backend: unknown backend 'torch'; choose one of "
-                                         r"numba, numpy"):
+    with pytest.raises(
+        ValueError,
+        match=r"set_backend: unknown backend 'torch'; choose one of "
+        r"numba, numpy",
+    ):
         mt.set_backend("torch")
     with pytest.raises(ValueError, match="unknown backend"):
         with K.use_backend("cuda"):
@@ -612,8 +646,9 @@ def test_bad_backend_name_is_a_clear_error():
 
 def _run(code, **env):
     full_env = dict(os.environ, **env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120
+    )
 
 
 def test_environment_variable_selects_the_backend():
@@ -630,8 +665,10 @@ def test_environment_variable_selects_the_backend():
 @pytest.mark.slow
 def test_first_use_prints_one_compile_line_and_the_cache_silences_it(tmp_path):
     """A fresh numba cache compiles (one line per kernel family); a second process loads it."""
-    code = ("import numpy as np, minitensor.kernels as K; x = np.ones((2, 3), np.float32);"
-            "K.softmax_forward(x); K.softmax_backward(x, x)")
+    code = (
+        "import numpy as np, minitensor.kernels as K; x = np.ones((2, 3), np.float32);"
+        "K.softmax_forward(x); K.softmax_backward(x, x)"
+    )
     first = _run(code, NUMBA_CACHE_DIR=str(tmp_path), MINITENSOR_BACKEND="numba")
     assert first.returncode == 0, first.stderr
     assert first.stderr.count("minitensor: compiling numba kernels for softmax") == 1
@@ -662,8 +699,9 @@ def test_kernels_work_in_a_forked_child(tmp_path):
     abort the child (the pool would hang)."""
     script = tmp_path / "fork_after_parallel.py"
     script.write_text(FORK_SCRIPT)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str([(512.0 * 64, 128.0)] * 2)
 
@@ -671,13 +709,16 @@ def test_kernels_work_in_a_forked_child(tmp_path):
 def test_blas_kernels_can_be_switched_off():
     """MINITENSOR_NO_BLAS_KERNELS=1: no gemm found, every product goes to np.matmul, and the
     results are the same."""
-    code = ("import numpy as np, sys; import minitensor.kernels as K; "
-            "from minitensor.kernels.fast_matmul import products as m; "
-            "a, b = np.ones((896, 128), np.float32), np.ones((128, 512), np.float32); "
-            "print(m.GEMM == {}, K.matmul_route(a, b), float(K.matmul(a, b)[0, 0]))")
+    code = (
+        "import numpy as np, sys; import minitensor.kernels as K; "
+        "from minitensor.kernels.fast_matmul import products as m; "
+        "a, b = np.ones((896, 128), np.float32), np.ones((128, 512), np.float32); "
+        "print(m.GEMM == {}, K.matmul_route(a, b), float(K.matmul(a, b)[0, 0]))"
+    )
     env = dict(os.environ, MINITENSOR_NO_BLAS_KERNELS="1")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "numpy", "128.0"]
 
@@ -688,10 +729,11 @@ def test_threads_follow_numba_set_num_threads():
     import numba
 
     from minitensor.kernels import jit
+
     before = numba.get_num_threads()
     jit.threads()
     polite = jit._pool["polite"]
-    jit._pool["polite"] = False                   # not one thread because the machine is busy
+    jit._pool["polite"] = False  # not one thread because the machine is busy
     try:
         jit.threads()
         numba.set_num_threads(1)
@@ -709,6 +751,7 @@ def test_tile_kernel_with_avx2_sized_vectors(dtype, rng, monkeypatch):
     lanes): the same IR with other lane counts and masks. This machine has AVX-512, so build
     a fresh tile with VECTOR_BYTES = 32 and check it on ragged shapes against np.matmul."""
     from numba import njit
+
     monkeypatch.setattr(microkernel, "VECTOR_BYTES", 32)
     tile = microkernel.tile_kernel(8, 1)
 
@@ -719,9 +762,19 @@ def test_tile_kernel_with_avx2_sized_vectors(dtype, rng, monkeypatch):
         item = a.itemsize
         for j in range(0, m, cols):
             for i in range(0, n, 8):
-                tile(k, a.ctypes.data + i * k * item, k, 1, b.ctypes.data + j * item, m,
-                     c.ctypes.data + (i * m + j) * item, m, min(8, n - i), min(cols, m - j),
-                     a.dtype.type(0))
+                tile(
+                    k,
+                    a.ctypes.data + i * k * item,
+                    k,
+                    1,
+                    b.ctypes.data + j * item,
+                    m,
+                    c.ctypes.data + (i * m + j) * item,
+                    m,
+                    min(8, n - i),
+                    min(cols, m - j),
+                    a.dtype.type(0),
+                )
 
     for n, k, m in [(1, 1, 1), (7, 5, 3), (9, 16, 17), (20, 33, 40)]:
         a = rng.standard_normal((n, k)).astype(dtype)
@@ -742,7 +795,7 @@ def test_tiled_matmul_refuses_what_it_cannot_read():
     with pytest.raises(TypeError, match="float16"):
         K.tiled_matmul(a.astype(np.float16), np.ones((4, 5, 2), np.float16))
     with pytest.raises(ValueError, match=r"tiled_matmul: the batch axes of a \(4, 3, 5\)"):
-        K.tiled_matmul(a, np.ones((3, 5, 2), np.float32))           # batches 4 and 3
+        K.tiled_matmul(a, np.ones((3, 5, 2), np.float32))  # batches 4 and 3
 
 
 # ---- the numpy backend stands alone; erf ------------------------------------------------------
@@ -762,8 +815,13 @@ print(sorted(m for m in ("numba", "llvmlite", "minitensor.kernels.fast_matmul") 
 
 def run_numpy_backend_step():
     env = dict(os.environ, MINITENSOR_BACKEND="numpy")
-    done = subprocess.run([sys.executable, "-c", NUMPY_BACKEND_STEP], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", NUMPY_BACKEND_STEP],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.split("\n")[-2]
 
@@ -781,18 +839,19 @@ def test_a_training_step_on_the_numpy_backend_never_imports_numba():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_erf_kernel_and_twin_are_math_erf(dtype):
     import math
+
     x = np.concatenate([np.linspace(-7, 7, 2002), [0.0, -0.0, 1e-300, np.inf, -np.inf]])
     x = x.astype(dtype)
     expected = np.array([math.erf(v) for v in x.astype(np.float64)]).astype(dtype)
     for erf in (K.erf.numpy, K.erf.numba):
-        out = erf(x.reshape(3, -1)[:, ::2])                  # a non-contiguous view
+        out = erf(x.reshape(3, -1)[:, ::2])  # a non-contiguous view
         assert out.dtype == dtype and out.shape == (3, 335)
         assert np.array_equal(out, expected.reshape(3, -1)[:, ::2])
     assert np.isnan(K.erf.numpy(np.array([np.nan], dtype))[0])
     assert np.isnan(K.erf.numba(np.array([np.nan], dtype))[0])
 
 
-LAZY_FAMILY = '''
+LAZY_FAMILY = """
 import numpy as np
 from minitensor.kernels import jit
 from minitensor.kernels.jit import kernel, prange
@@ -807,7 +866,7 @@ def _double(v):
 def _rows(x, out):
     for i in prange(x.shape[0]):
         out[i] = _double(jit.row_max(x[i])) + jit.exp(x[i, 0])
-'''
+"""
 
 
 def test_lazy_kernels_build_on_first_call(tmp_path, monkeypatch):
@@ -818,13 +877,14 @@ def test_lazy_kernels_build_on_first_call(tmp_path, monkeypatch):
     import lazy_family
 
     from minitensor.kernels import jit
+
     assert lazy_family._rows.built is None and lazy_family._double.built is None
     x = np.arange(12.0).reshape(4, 3) - 5
     out = np.empty(4)
-    lazy_family._rows(x, out, work=1 << 20)                 # the parallel build
+    lazy_family._rows(x, out, work=1 << 20)  # the parallel build
     assert np.allclose(out, 2 * x.max(axis=1) + np.exp(x[:, 0]))
     assert isinstance(lazy_family._rows.built, jit.Kernel)
-    assert lazy_family.prange is not jit.prange             # numba.prange now, in that module
+    assert lazy_family.prange is not jit.prange  # numba.prange now, in that module
 
 
 def test_tiles_only_where_they_beat_numpy_on_this_machine(monkeypatch):
@@ -833,17 +893,23 @@ def test_tiles_only_where_they_beat_numpy_on_this_machine(monkeypatch):
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "_TILES_WIN", {})
     calls = []
-    monkeypatch.setattr(matmul_module, "_best_time",
-                        lambda product, a, b: calls.append(product) or
-                        (2.0 if product is matmul_module.tiled_matmul else 1.0))
+    monkeypatch.setattr(
+        matmul_module,
+        "_best_time",
+        lambda product, a, b: (
+            calls.append(product) or (2.0 if product is matmul_module.tiled_matmul else 1.0)
+        ),
+    )
     q = np.zeros((256, 16, 16), np.float32)
     k_t = np.swapaxes(q, -1, -2)
     assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2
-    assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2         # remembered
-    monkeypatch.setattr(matmul_module, "_best_time",
-                        lambda product, a, b: 1.0 if product is matmul_module.tiled_matmul
-                        else 2.0)
-    assert K.matmul_route(q, q) == "tiles"                 # another layout: measured again
+    assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2  # remembered
+    monkeypatch.setattr(
+        matmul_module,
+        "_best_time",
+        lambda product, a, b: 1.0 if product is matmul_module.tiled_matmul else 2.0,
+    )
+    assert K.matmul_route(q, q) == "tiles"  # another layout: measured again
     assert len(matmul_module._TILES_WIN) == 2
 
 
@@ -851,7 +917,8 @@ def test_dropout_keep_draws_the_twins_mask():
     """dropout.keep, the per-entry hash fused attention drops with, keeps exactly the entries
     the numpy twin's mask keeps."""
     import importlib
-    D = importlib.import_module("minitensor.kernels.dropout")   # K.dropout is the kernel
+
+    D = importlib.import_module("minitensor.kernels.dropout")  # K.dropout is the kernel
     seed, p = 12345, 0.3
     mask = D.dropout_mask_numpy(500, seed, p)
     kept = [D.keep(np.uint64(seed), np.uint64(i), D.keep_threshold(p)) for i in range(500)]

@@ -12,6 +12,7 @@
 The test reads every module's imports with `ast` (nothing is executed), including imports
 inside functions: a lazy import is still a dependency.
 """
+
 import ast
 import pathlib
 
@@ -27,13 +28,19 @@ LAYERS = [
     # standard library, and the kernels ask it whether to be polite with threads
     ("minitensor.config", ("minitensor.", "transformer", "demos"), ("minitensor._memory",)),
     ("minitensor._memory", ("minitensor.", "transformer", "demos"), ()),
-    ("minitensor.kernels", ("minitensor.", "transformer", "demos"),
-     ("minitensor.kernels", "minitensor.config")),
+    (
+        "minitensor.kernels",
+        ("minitensor.", "transformer", "demos"),
+        ("minitensor.kernels", "minitensor.config"),
+    ),
     ("minitensor.nn", ("transformer", "demos", "minitensor.viz"), ()),
     ("minitensor.optim", ("transformer", "demos", "minitensor.viz"), ()),
     ("minitensor.viz", ("transformer", "demos"), ()),
-    ("minitensor", ("minitensor.nn", "minitensor.optim", "minitensor.viz", "transformer",
-                    "demos"), ()),
+    (
+        "minitensor",
+        ("minitensor.nn", "minitensor.optim", "minitensor.viz", "transformer", "demos"),
+        (),
+    ),
     ("transformer", ("demos",), ()),
 ]
 
@@ -58,7 +65,7 @@ def _imports(path, source=None):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             names.append(base)
             names.extend(f"{base}.{alias.name}" for alias in node.names)
@@ -88,9 +95,14 @@ def _within(name, prefix):
 
 def _violations(path, source=None):
     prefix, forbidden, allowed = _layer_of(_module_name(path))
-    return sorted({name for name in _imports(path, source)
-                   if any(_within(name, f) for f in forbidden)
-                   and not any(_within(name, a) for a in allowed)})
+    return sorted(
+        {
+            name
+            for name in _imports(path, source)
+            if any(_within(name, f) for f in forbidden)
+            and not any(_within(name, a) for a in allowed)
+        }
+    )
 
 
 @pytest.mark.parametrize("path", list(_source_files()), ids=lambda p: str(p.relative_to(ROOT)))
@@ -102,14 +114,21 @@ def test_module_imports_only_from_below(path):
 def test_nothing_imports_a_demo():
     for top in ("minitensor", "transformer", "tests", "benchmarks"):
         for path in sorted((ROOT / top).rglob("*.py")):
-            assert not any(name == "demos" or name.startswith("demos.") for name in _imports(path)), path
+            assert not any(
+                name == "demos" or name.startswith("demos.") for name in _imports(path)
+            ), path
 
 
 def test_the_checker_sees_a_violation():
     """The walk itself works: relative imports are resolved, lazy ones inside functions too."""
     kernel = ROOT / "minitensor" / "kernels" / "softmax.py"
     assert _violations(kernel, "def f():\n    from ..tensor import Tensor\n") == [
-        "minitensor.tensor", "minitensor.tensor.Tensor"]
+        "minitensor.tensor",
+        "minitensor.tensor.Tensor",
+    ]
     assert _violations(kernel, "from .jit import kernel\n") == []
     core = ROOT / "minitensor" / "functional.py"
-    assert _violations(core, "from .nn import Linear\n") == ["minitensor.nn", "minitensor.nn.Linear"]
+    assert _violations(core, "from .nn import Linear\n") == [
+        "minitensor.nn",
+        "minitensor.nn.Linear",
+    ]

@@ -1,5 +1,6 @@
 """Layers and models: names from the paper, shapes, Post-/Pre-Norm, activations, positions,
 the three model shapes, attention maps and score stats, and float64 gradchecks."""
+
 import math
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 import minitensor as mt
 import minitensor.functional as F
-from transformer import (DecoderOnlyLM, EncoderOnly, Transformer, TransformerConfig, masks as M)
+from transformer import DecoderOnlyLM, EncoderOnly, Transformer, TransformerConfig, masks as M
 from transformer.embeddings import sinusoidal_table
 from transformer.layers import DecoderLayer, EncoderLayer, FeedForward
 
@@ -15,8 +16,14 @@ from transformer.layers import DecoderLayer, EncoderLayer, FeedForward
 # ---------------------------------------------------------------------------- config
 def test_config_presets_and_validation():
     paper = TransformerConfig.paper(100, 200)
-    assert (paper.d_model, paper.n_heads, paper.num_encoder_layers, paper.num_decoder_layers,
-            paper.d_ff, paper.d_k) == (512, 8, 6, 6, 2048, 64)
+    assert (
+        paper.d_model,
+        paper.n_heads,
+        paper.num_encoder_layers,
+        paper.num_decoder_layers,
+        paper.d_ff,
+        paper.d_k,
+    ) == (512, 8, 6, 6, 2048, 64)
     small = TransformerConfig.small(14, 14)
     assert (small.d_model, small.n_heads, small.num_encoder_layers, small.d_ff) == (128, 4, 2, 512)
     assert small.replace(positional="none").positional == "none"
@@ -32,15 +39,28 @@ def test_config_presets_and_validation():
 def test_parameter_names_follow_the_paper():
     model = Transformer(TransformerConfig.tiny(7, 9))
     names = {n for n, _ in model.named_parameters()}
-    for expected in ["src_embed.token.weight", "tgt_embed.token.weight",
-                     "encoder.layers.0.self_attn.w_q.weight", "encoder.layers.0.self_attn.w_o.bias",
-                     "encoder.layers.0.ffn.linear1.weight", "encoder.layers.0.ffn.linear2.bias",
-                     "encoder.layers.0.norm1.weight", "encoder.layers.0.norm2.bias",
-                     "decoder.layers.0.self_attn.w_k.weight", "decoder.layers.0.cross_attn.w_v.weight",
-                     "decoder.layers.0.norm3.weight", "encoder.norm.weight", "decoder.norm.bias",
-                     "generator.weight", "generator.bias"]:
+    for expected in [
+        "src_embed.token.weight",
+        "tgt_embed.token.weight",
+        "encoder.layers.0.self_attn.w_q.weight",
+        "encoder.layers.0.self_attn.w_o.bias",
+        "encoder.layers.0.ffn.linear1.weight",
+        "encoder.layers.0.ffn.linear2.bias",
+        "encoder.layers.0.norm1.weight",
+        "encoder.layers.0.norm2.bias",
+        "decoder.layers.0.self_attn.w_k.weight",
+        "decoder.layers.0.cross_attn.w_v.weight",
+        "decoder.layers.0.norm3.weight",
+        "encoder.norm.weight",
+        "decoder.norm.bias",
+        "generator.weight",
+        "generator.bias",
+    ]:
         assert expected in names, expected
-    assert model.decoder.layers[0].cross_attn.w_q.weight.name == "decoder.layers.0.cross_attn.w_q.weight"
+    assert (
+        model.decoder.layers[0].cross_attn.w_q.weight.name
+        == "decoder.layers.0.cross_attn.w_q.weight"
+    )
     no_final = Transformer(TransformerConfig.tiny(7, 9, final_norm=False))
     assert "encoder.norm.weight" not in {n for n, _ in no_final.named_parameters()}
 
@@ -56,8 +76,14 @@ def test_ops_record_the_module_scope():
         seen.add(id(node))
         scopes.add(node.scope)
         stack.extend(node.parents)
-    for s in ["decoder.layers.0.cross_attn", "encoder.layers.0.self_attn", "encoder.layers.0.ffn",
-              "decoder.layers.0.norm3", "generator", "src_embed.token"]:
+    for s in [
+        "decoder.layers.0.cross_attn",
+        "encoder.layers.0.self_attn",
+        "encoder.layers.0.ffn",
+        "decoder.layers.0.norm3",
+        "generator",
+        "src_embed.token",
+    ]:
         assert s in scopes, (s, sorted(scopes))
 
 
@@ -68,14 +94,18 @@ def test_forward_shapes_and_attention_maps(rng):
     assert logits.shape == (3, 4, 9)
     assert model.encode(src).shape == (3, 5, 16)
     maps = model.attention_maps()
-    assert set(maps) == {"encoder.layers.0.self_attn", "encoder.layers.1.self_attn",
-                         "decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"}
-    assert maps["decoder.layers.0.cross_attn"].shape == (3, 2, 4, 5)     # (L_tgt, L_src)
+    assert set(maps) == {
+        "encoder.layers.0.self_attn",
+        "encoder.layers.1.self_attn",
+        "decoder.layers.0.self_attn",
+        "decoder.layers.0.cross_attn",
+    }
+    assert maps["decoder.layers.0.cross_attn"].shape == (3, 2, 4, 5)  # (L_tgt, L_src)
     assert maps["decoder.layers.0.self_attn"].shape == (3, 2, 4, 4)
     np.testing.assert_allclose(maps["encoder.layers.1.self_attn"].sum(-1), 1.0, rtol=1e-5)
     causal = maps["decoder.layers.0.self_attn"]
     assert np.all(causal[..., M.causal_mask(4)] == 0)
-    maps["encoder.layers.0.self_attn"][:] = 7.0       # copies: the model's record is unchanged
+    maps["encoder.layers.0.self_attn"][:] = 7.0  # copies: the model's record is unchanged
     assert not np.any(model.attention_maps()["encoder.layers.0.self_attn"] == 7.0)
     stats = model.score_stats()
     assert set(stats) == set(maps)
@@ -89,11 +119,17 @@ def test_model_input_errors():
     with pytest.raises(ValueError, match="max_len=8"):
         model(np.ones((1, 9), dtype=np.int64), np.ones((1, 2), dtype=np.int64))
     with pytest.raises(TypeError, match="from_allowed_mask"):
-        model(np.ones((1, 3), dtype=np.int64), np.ones((1, 2), dtype=np.int64),
-              np.ones((1, 3), dtype=np.int64))
+        model(
+            np.ones((1, 3), dtype=np.int64),
+            np.ones((1, 2), dtype=np.int64),
+            np.ones((1, 3), dtype=np.int64),
+        )
     with pytest.raises(ValueError, match="does not match"):
-        model(np.ones((1, 3), dtype=np.int64), np.ones((1, 2), dtype=np.int64),
-              np.zeros((1, 4), dtype=bool))
+        model(
+            np.ones((1, 3), dtype=np.int64),
+            np.ones((1, 2), dtype=np.int64),
+            np.zeros((1, 4), dtype=bool),
+        )
 
 
 # ---------------------------------------------------------------------------- pieces
@@ -108,13 +144,17 @@ def test_sinusoidal_table_is_the_papers_formula():
 
 
 def test_embedding_scale_and_its_initialisation():
-    scaled = Transformer(TransformerConfig.tiny(50, 9, d_model=64, n_heads=4, scale_embeddings=True))
-    plain = Transformer(TransformerConfig.tiny(50, 9, d_model=64, n_heads=4, scale_embeddings=False))
+    scaled = Transformer(
+        TransformerConfig.tiny(50, 9, d_model=64, n_heads=4, scale_embeddings=True)
+    )
+    plain = Transformer(
+        TransformerConfig.tiny(50, 9, d_model=64, n_heads=4, scale_embeddings=False)
+    )
     # scaled: E·√d is N(0, 1), on the scale of the positions; plain: E is N(0, 1)
     e = scaled.src_embed.token.weight.data[1:]
     assert 0.8 < e.std() * 8 < 1.2
     assert 0.8 < plain.src_embed.token.weight.data[1:].std() < 1.2
-    assert np.all(scaled.src_embed.token.weight.data[0] == 0)            # <pad> row
+    assert np.all(scaled.src_embed.token.weight.data[0] == 0)  # <pad> row
     ids = np.array([[3]])
     out = scaled.src_embed.token(ids).data
     np.testing.assert_allclose(out[0, 0], scaled.src_embed.token.weight.data[3] * 8, rtol=1e-6)
@@ -129,8 +169,11 @@ def test_feed_forward_activations(rng, activation):
     w1, b1 = ffn.linear1.weight.data, ffn.linear1.bias.data
     w2, b2 = ffn.linear2.weight.data, ffn.linear2.bias.data
     h = x @ w1.T + b1
-    act = {"relu": lambda z: np.maximum(z, 0), "silu": lambda z: z / (1 + np.exp(-z)),
-           "gelu": lambda z: 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))}
+    act = {
+        "relu": lambda z: np.maximum(z, 0),
+        "silu": lambda z: z / (1 + np.exp(-z)),
+        "gelu": lambda z: 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2))),
+    }
     if activation in ("swiglu", "geglu"):
         g = x @ ffn.linear_gate.weight.data.T + ffn.linear_gate.bias.data
         h = act["silu" if activation == "swiglu" else "gelu"](g) * h
@@ -154,12 +197,14 @@ def test_no_positions_make_the_encoder_blind_to_order(rng):
     src = rng.integers(1, 9, (1, 5))
     perm = np.array([3, 0, 4, 1, 2])
     blind = Transformer(TransformerConfig.tiny(9, 9, positional="none")).eval()
-    np.testing.assert_allclose(blind.encode(src[:, perm]).data, blind.encode(src).data[:, perm],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        blind.encode(src[:, perm]).data, blind.encode(src).data[:, perm], rtol=1e-5, atol=1e-6
+    )
     for positional in ("sinusoidal", "learned", "rotary"):
         seeing = Transformer(TransformerConfig.tiny(9, 9, positional=positional)).eval()
-        assert not np.allclose(seeing.encode(src[:, perm]).data,
-                               seeing.encode(src).data[:, perm], atol=1e-4), positional
+        assert not np.allclose(
+            seeing.encode(src[:, perm]).data, seeing.encode(src).data[:, perm], atol=1e-4
+        ), positional
 
 
 def test_tied_embeddings_share_one_parameter():
@@ -202,20 +247,30 @@ def test_encoder_layer_gradcheck(leaf, norm_first):
     layer = EncoderLayer(cfg).double()
     x = leaf(2, 3, 4)
     mask = M.combine_masks(np.array([[False, False, True], [False, False, False]]))
-    params = [layer.self_attn.w_v.weight, layer.ffn.linear1.bias, layer.norm1.weight,
-              layer.norm2.bias, layer.ffn.linear2.weight]
+    params = [
+        layer.self_attn.w_v.weight,
+        layer.ffn.linear1.bias,
+        layer.norm1.weight,
+        layer.norm2.bias,
+        layer.ffn.linear2.weight,
+    ]
     assert mt.gradcheck(lambda x, *ps: layer(x, mask), x, *params)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_gradcheck(leaf, norm_first):
-    layer = DecoderLayer(TransformerConfig.tiny(5, 5, d_model=4, d_ff=6, norm_first=norm_first,
-                                                activation="swiglu")).double()
+    layer = DecoderLayer(
+        TransformerConfig.tiny(5, 5, d_model=4, d_ff=6, norm_first=norm_first, activation="swiglu")
+    ).double()
     x, memory = leaf(2, 3, 4), leaf(2, 4, 4)
     self_mask = M.combine_masks(np.array([[False, False, True], [False] * 3]), M.causal_mask(3))
     cross_mask = M.combine_masks(np.array([[False] * 3 + [True], [False] * 4]))
-    params = [layer.cross_attn.w_q.weight, layer.self_attn.w_o.bias, layer.norm3.weight,
-              layer.ffn.linear_gate.weight]
+    params = [
+        layer.cross_attn.w_q.weight,
+        layer.self_attn.w_o.bias,
+        layer.norm3.weight,
+        layer.ffn.linear_gate.weight,
+    ]
     assert mt.gradcheck(lambda x, m, *ps: layer(x, m, self_mask, cross_mask), x, memory, *params)
 
 
@@ -230,11 +285,15 @@ def test_tiny_full_model_gradcheck(rng, positional):
 
     def loss(*ps):
         logits = model(src, tgt_in, spm, tpm)
-        return F.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=0,
-                               label_smoothing=0.1)
-    params = [model.src_embed.token.weight, model.encoder.layers[0].self_attn.w_k.weight,
-              model.decoder.layers[0].cross_attn.w_v.weight, model.decoder.norm.weight,
-              model.generator.bias]
+        return F.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=0, label_smoothing=0.1)
+
+    params = [
+        model.src_embed.token.weight,
+        model.encoder.layers[0].self_attn.w_k.weight,
+        model.decoder.layers[0].cross_attn.w_v.weight,
+        model.decoder.norm.weight,
+        model.generator.bias,
+    ]
     if positional == "learned":
         params.append(model.tgt_embed.position.weight)
     assert mt.gradcheck(loss, *params)
@@ -244,13 +303,14 @@ def test_layers_ask_for_no_weights_so_long_sequences_run_fused(rng):
     # the layers use only the attention output (need_weights=False, as torch's layers): from
     # FUSED_MIN_KEYS keys on the fused op runs, and the maps are recomputed when asked for
     from transformer.attention import FUSED_MIN_KEYS
+
     cfg = TransformerConfig.tiny(7, 9, num_encoder_layers=1, num_decoder_layers=1, max_len=64)
     model = Transformer(cfg).eval()
     L = FUSED_MIN_KEYS + 3
     src, tgt = rng.integers(1, 7, (2, L)), rng.integers(1, 9, (2, L))
     model(src, tgt)
     attn = model.encoder.layers[0].self_attn
-    assert attn._record[0] is None                       # fused: no (L, L) weights were built
+    assert attn._record[0] is None  # fused: no (L, L) weights were built
     maps = model.attention_maps()
     w = maps["encoder.layers.0.self_attn"]
     assert w.shape == (2, cfg.n_heads, L, L) and maps["decoder.layers.0.cross_attn"].shape[-1] == L
@@ -260,6 +320,9 @@ def test_layers_ask_for_no_weights_so_long_sequences_run_fused(rng):
     layer = EncoderLayer(cfg).eval()
     layer(x)
     fused_w = layer.self_attn.last_weights
-    explicit_w = layer.self_attn(x, need_weights=True)[1].data if not cfg.norm_first else \
-        layer.self_attn(layer.norm1(x), need_weights=True)[1].data
+    explicit_w = (
+        layer.self_attn(x, need_weights=True)[1].data
+        if not cfg.norm_first
+        else layer.self_attn(layer.norm1(x), need_weights=True)[1].data
+    )
     np.testing.assert_allclose(fused_w, explicit_w, rtol=1e-5, atol=1e-6)

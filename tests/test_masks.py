@@ -1,5 +1,6 @@
 """Masks: the helpers' conventions (True = blocked), and the two promises a model makes —
 padding never leaks and the causal mask never looks ahead — plus fully masked rows (no NaN)."""
+
 import numpy as np
 import pytest
 
@@ -30,11 +31,11 @@ def test_causal_mask_blocks_strictly_above_the_diagonal():
         for j in range(4):
             assert m[i, j] == (j > i)
     with pytest.raises(ValueError):
-        m[0, 0] = True                    # cached and shared: read-only
+        m[0, 0] = True  # cached and shared: read-only
 
 
 def test_causal_mask_with_longer_keys_places_queries_at_the_end():
-    m = M.causal_mask(2, key_length=5)    # queries are positions 3 and 4 of 5
+    m = M.causal_mask(2, key_length=5)  # queries are positions 3 and 4 of 5
     np.testing.assert_array_equal(m, [[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]])
     np.testing.assert_array_equal(M.causal_mask(5, 5)[3:], m)
     with pytest.raises(ValueError):
@@ -42,7 +43,7 @@ def test_causal_mask_with_longer_keys_places_queries_at_the_end():
 
 
 def test_from_allowed_mask_inverts_the_pytorch_sdpa_convention():
-    allowed = np.tril(np.ones((3, 3), dtype=bool))        # the seed's `torch.tril(ones)`
+    allowed = np.tril(np.ones((3, 3), dtype=bool))  # the seed's `torch.tril(ones)`
     np.testing.assert_array_equal(M.from_allowed_mask(allowed), M.causal_mask(3))
     with pytest.raises(TypeError, match="additive"):
         M.from_allowed_mask(np.zeros((3, 3)))
@@ -103,7 +104,7 @@ def test_source_padding_never_leaks(rng, norm_first):
     memory = model.encode(src, spm).data
     logits = model(src, tgt, spm).data
     src2 = src.copy()
-    src2[0, 4:] = [3, 7]              # change what sits under the padding mask
+    src2[0, 4:] = [3, 7]  # change what sits under the padding mask
     memory2 = model.encode(src2, spm).data
     np.testing.assert_allclose(memory2[0, :4], memory[0, :4], rtol=0, atol=1e-12)
     np.testing.assert_allclose(model(src2, tgt, spm).data, logits, rtol=0, atol=1e-12)
@@ -167,9 +168,9 @@ def test_fully_masked_row_gives_zeros_not_nan_forward_and_backward(rng):
     k = mt.tensor(rng.standard_normal((2, 5, 4)), requires_grad=True)
     v = mt.tensor(rng.standard_normal((2, 5, 4)), requires_grad=True)
     mask = np.zeros((2, 3, 5), dtype=bool)
-    mask[0, 1] = True                              # query 1 of batch 0 may see nothing
-    with mt.detect_anomaly():                      # no NaN anywhere: no FloatingPointError,
-        with pytest.warns(mt.autograd.AnomalyWarning, match="1 of 6 rows"):   # but a report
+    mask[0, 1] = True  # query 1 of batch 0 may see nothing
+    with mt.detect_anomaly():  # no NaN anywhere: no FloatingPointError,
+        with pytest.warns(mt.autograd.AnomalyWarning, match="1 of 6 rows"):  # but a report
             out, w = scaled_dot_product_attention(q, k, v, mask=mask)
         (out * out).sum().backward()
     assert np.all(np.isfinite(out.data)) and np.all(out.data[0, 1] == 0)
@@ -182,7 +183,7 @@ def test_fully_masked_row_gives_zeros_not_nan_forward_and_backward(rng):
 def test_model_with_an_all_pad_source_has_no_nan(rng):
     model = Transformer(TransformerConfig.tiny(9, 11))
     src = rng.integers(1, 9, (2, 4))
-    src[1] = PAD                                   # every key of source 1 is blocked
+    src[1] = PAD  # every key of source 1 is blocked
     tgt = rng.integers(1, 11, (2, 3))
     logits = model(src, tgt, M.padding_mask(src, PAD))
     loss = F.cross_entropy(logits.transpose(1, 2), rng.integers(1, 11, (2, 3)))
@@ -201,6 +202,7 @@ def test_mha_rejects_an_allowed_style_int_mask():
 
 def test_combine_masks_accepts_lists_and_names_their_shapes_when_they_do_not_fit():
     from transformer.masks import combine_masks
+
     m = combine_masks([[False, True]], [[False, True], [False, False]])
     assert m.shape == (1, 1, 2, 2) and m.dtype == np.bool_
     with pytest.raises(ValueError, match=r"\(1, 3\).*\(2, 2\)"):

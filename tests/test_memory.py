@@ -1,5 +1,6 @@
 """minitensor keeps freed memory for reuse (minitensor/_memory.py): a loop that allocates and
 frees the same large arrays stops faulting pages in again after the first round."""
+
 import os
 import subprocess
 import sys
@@ -21,8 +22,13 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start)
 
 
 def page_faults(**env):
-    done = subprocess.run([sys.executable, "-c", LOOP], env=dict(os.environ, **env),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", LOOP],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return int(done.stdout.split()[-1])
 
@@ -31,5 +37,5 @@ def page_faults(**env):
 def test_freed_arrays_are_reused_without_page_faults():
     kept = page_faults()
     returned = page_faults(MINITENSOR_KEEP_FREED_MEMORY="0")
-    assert returned > 20 * 1024                  # ~1,000 pages a round, faulted in again
+    assert returned > 20 * 1024  # ~1,000 pages a round, faulted in again
     assert kept < returned / 20, (kept, returned)

@@ -1,4 +1,5 @@
 """minitensor.nn: Module registration, names and scopes, layers, state dicts, init, utils."""
+
 import math
 from collections import OrderedDict
 
@@ -19,7 +20,7 @@ class Block(nn.Module):
         self.drop = nn.Dropout(0.0)
 
     def forward(self, x):
-        with mt.scope("residual"):              # a scope opened by hand inside a module
+        with mt.scope("residual"):  # a scope opened by hand inside a module
             y = x + self.self_attn(x)
         return self.norm(self.drop(y))
 
@@ -53,39 +54,54 @@ def scopes_of(t):
 
 # ----------------------------------------------------------------------------- names and scopes
 
+
 def test_parameter_names_are_dotted_paths():
     m = Model()
     names = [n for n, _ in m.named_parameters()]
-    assert names[:5] == ["encoder.embed.weight", "encoder.layers.0.self_attn.weight",
-                         "encoder.layers.0.self_attn.bias", "encoder.layers.0.norm.weight",
-                         "encoder.layers.0.norm.bias"]
+    assert names[:5] == [
+        "encoder.embed.weight",
+        "encoder.layers.0.self_attn.weight",
+        "encoder.layers.0.self_attn.bias",
+        "encoder.layers.0.norm.weight",
+        "encoder.layers.0.norm.bias",
+    ]
     assert names[-1] == "head.2.bias"
     for name, p in m.named_parameters():
-        assert p.name == name                 # every Parameter knows its own dotted name
+        assert p.name == name  # every Parameter knows its own dotted name
     assert m.encoder.layers[1].self_attn.weight.name == "encoder.layers.1.self_attn.weight"
     assert m.encoder.layers[1].path == "encoder.layers.1"
     assert m.path == ""
     # a parameter outside any module keeps the name it was given
     assert nn.Parameter(np.zeros(2)).name is None
-    assert [n for n, _ in m.named_modules()][:4] == ["", "encoder", "encoder.embed",
-                                                     "encoder.layers"]
+    assert [n for n, _ in m.named_modules()][:4] == [
+        "",
+        "encoder",
+        "encoder.embed",
+        "encoder.layers",
+    ]
 
 
 def test_scopes_recorded_in_nested_modules():
     m = Model()
     out = m(mt.tensor([[1, 2, 3]]))
     scopes = scopes_of(out)
-    assert {"encoder.embed", "encoder.layers.0.self_attn", "encoder.layers.1.self_attn",
-            "encoder.layers.0.residual", "encoder.layers.1.norm", "head.0", "head.1",
-            "head.2"} <= scopes
+    assert {
+        "encoder.embed",
+        "encoder.layers.0.self_attn",
+        "encoder.layers.1.self_attn",
+        "encoder.layers.0.residual",
+        "encoder.layers.1.norm",
+        "head.0",
+        "head.1",
+        "head.2",
+    } <= scopes
     # the matmul inside layer 1's attention projection says where it ran
     matmuls = [n for n in topological_order(out.grad_fn) if n.name == "matmul"]
     assert "encoder.layers.1.self_attn" in {n.scope for n in matmuls}
     # the residual add opened by hand in layer 0 is inside layer 0's scope
-    adds = [n for n in topological_order(out.grad_fn)
-            if n.scope == "encoder.layers.0.residual"]
+    adds = [n for n in topological_order(out.grad_fn) if n.scope == "encoder.layers.0.residual"]
     assert adds and all(n.name == "add" for n in adds)
-    assert mt.current_scope() == ""           # scopes closed again
+    assert mt.current_scope() == ""  # scopes closed again
 
 
 def test_hand_scope_around_a_model_prefixes_it():
@@ -101,7 +117,7 @@ def test_unknown_attribute_raises_with_hint():
         _ = m.encodr
     with pytest.raises(AttributeError, match="encoder.layers.0"):
         _ = m.encoder.layers[0].missing_thing
-    assert getattr(m, "nothing", 42) == 42    # getattr with a default still works
+    assert getattr(m, "nothing", 42) == 42  # getattr with a default still works
 
 
 def test_tied_weight_counted_once_and_named_by_first_owner():
@@ -111,11 +127,12 @@ def test_tied_weight_counted_once_and_named_by_first_owner():
             self.embed = nn.Embedding(5, 3)
             self.out = nn.Linear(3, 5, bias=False)
             self.out.weight = self.embed.weight
+
     m = Tied()
     assert [n for n, _ in m.named_parameters()] == ["embed.weight"]
     assert m.out.weight.name == "embed.weight"
     assert m.num_parameters() == 15
-    assert list(m.state_dict()) == ["embed.weight", "out.weight"]   # every name, as torch
+    assert list(m.state_dict()) == ["embed.weight", "out.weight"]  # every name, as torch
 
 
 def test_registration_rules():
@@ -123,7 +140,7 @@ def test_registration_rules():
     m.w = nn.Parameter(np.ones(3))
     m.child = nn.Linear(2, 2)
     assert list(m._parameters) == ["w"] and list(m._modules) == ["child"]
-    m.w = 5                                    # replacing with a plain value unregisters it
+    m.w = 5  # replacing with a plain value unregisters it
     assert list(m._parameters) == []
     del m.child
     assert list(m._modules) == []
@@ -131,11 +148,12 @@ def test_registration_rules():
         m.add_module("a.b", nn.ReLU())
     d = nn.ModuleDict()
     with pytest.raises(KeyError, match="hide"):
-        d["train"] = nn.ReLU()                 # would shadow Module.train
+        d["train"] = nn.ReLU()  # would shadow Module.train
 
     class NoSuper(nn.Module):
         def __init__(self):
             self.x = 1
+
     with pytest.raises(AttributeError, match="super"):
         NoSuper()
 
@@ -147,6 +165,7 @@ def test_buffers_follow_dtype_and_state_dict():
             self.lin = nn.Linear(2, 2)
             self.register_buffer("table", np.arange(4.0, dtype=np.float32))
             self.register_buffer("scratch", np.zeros(2, np.float32), persistent=False)
+
     m = WithBuf()
     assert list(m.state_dict()) == ["table", "lin.weight", "lin.bias"]
     assert [n for n, _ in m.named_buffers()] == ["table", "scratch"]
@@ -170,15 +189,26 @@ def test_repr_tree():
 @pytest.mark.torch
 def test_repr_matches_torch():
     torch = pytest.importorskip("torch")
-    ours = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.LayerNorm(4), nn.GELU(),
-                         nn.ModuleList([nn.Linear(4, 4, bias=False) for _ in range(3)]),
-                         nn.Embedding(7, 2, padding_idx=1), nn.Identity(), nn.Tanh())
-    theirs = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.LayerNorm(4),
-                                 torch.nn.GELU(),
-                                 torch.nn.ModuleList([torch.nn.Linear(4, 4, bias=False)
-                                                      for _ in range(3)]),
-                                 torch.nn.Embedding(7, 2, padding_idx=1), torch.nn.Identity(),
-                                 torch.nn.Tanh())
+    ours = nn.Sequential(
+        nn.Linear(3, 4),
+        nn.ReLU(),
+        nn.LayerNorm(4),
+        nn.GELU(),
+        nn.ModuleList([nn.Linear(4, 4, bias=False) for _ in range(3)]),
+        nn.Embedding(7, 2, padding_idx=1),
+        nn.Identity(),
+        nn.Tanh(),
+    )
+    theirs = torch.nn.Sequential(
+        torch.nn.Linear(3, 4),
+        torch.nn.ReLU(),
+        torch.nn.LayerNorm(4),
+        torch.nn.GELU(),
+        torch.nn.ModuleList([torch.nn.Linear(4, 4, bias=False) for _ in range(3)]),
+        torch.nn.Embedding(7, 2, padding_idx=1),
+        torch.nn.Identity(),
+        torch.nn.Tanh(),
+    )
     assert repr(ours) == repr(theirs)
     assert ours.num_parameters() == sum(p.numel() for p in theirs.parameters())
 
@@ -231,18 +261,19 @@ def test_get_submodule_and_parameter():
 
 # ----------------------------------------------------------------------------- layers
 
+
 def test_linear_shapes_init_and_error():
     mt.manual_seed(0)
     lin = nn.Linear(16, 5)
     bound = 1 / math.sqrt(16)
     assert np.abs(lin.weight.data).max() <= bound and np.abs(lin.bias.data).max() <= bound
-    assert np.abs(lin.weight.data).max() > 0.8 * bound      # U(±1/√in), not something smaller
+    assert np.abs(lin.weight.data).max() > 0.8 * bound  # U(±1/√in), not something smaller
     assert lin(mt.randn(2, 7, 16)).shape == (2, 7, 5)
     assert nn.Linear(3, 2, bias=False).bias is None
     with pytest.raises(ValueError, match=r"^linear: .*\(2, 3\).*expected 16.*\(5, 16\)"):
         lin(mt.randn(2, 3))
     with pytest.raises(ValueError, match=r"^linear in 0: .*\(2, 3\).*expected 16"):
-        nn.Sequential(lin)(mt.randn(2, 3))        # inside a model: the module's path
+        nn.Sequential(lin)(mt.randn(2, 3))  # inside a model: the module's path
     y = lin(mt.randn(3, 16))
     np.testing.assert_allclose(y.data, y.data)  # runs; values checked against torch below
 
@@ -256,8 +287,11 @@ def test_linear_matches_torch():
         ref.weight.copy_(torch.from_numpy(lin.weight.data))
         ref.bias.copy_(torch.from_numpy(lin.bias.data))
     x = np.random.default_rng(1).standard_normal((3, 6))
-    np.testing.assert_allclose(lin(mt.tensor(x, dtype=mt.float64)).data,
-                               ref(torch.from_numpy(x)).detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        lin(mt.tensor(x, dtype=mt.float64)).data,
+        ref(torch.from_numpy(x)).detach().numpy(),
+        rtol=1e-12,
+    )
 
 
 def test_gradcheck_linear_through_module():
@@ -295,10 +329,10 @@ def test_embedding_padding_idx_gets_no_gradient():
     (emb(ids) * mt.randn(2, 3, 3)).sum().backward()
     g = emb.weight.grad.data
     assert np.all(g[0] == 0)
-    assert np.all(g[1] != 0) and np.all(g[3] == 0)      # 3 unused; 1 used → nonzero
+    assert np.all(g[1] != 0) and np.all(g[3] == 0)  # 3 unused; 1 used → nonzero
     opt = mt.optim.Adam(emb.parameters(), lr=0.1)
     opt.step()
-    assert np.all(emb.weight.data[0] == 0)              # so the pad row stays zero
+    assert np.all(emb.weight.data[0] == 0)  # so the pad row stays zero
     assert nn.Embedding(5, 3, padding_idx=-1).padding_idx == 4
     with pytest.raises(ValueError, match="padding_idx 7"):
         nn.Embedding(5, 3, padding_idx=7)
@@ -318,13 +352,20 @@ def test_dropout_train_and_eval():
 
 def test_activations_match_functional():
     x = mt.randn(3, 5)
-    for module, fn in [(nn.ReLU(), F.relu), (nn.Tanh(), F.tanh), (nn.SiLU(), F.silu),
-                       (nn.GELU(), F.gelu), (nn.Sigmoid(), F.sigmoid),
-                       (nn.Softmax(dim=-1), F.softmax), (nn.Identity(), lambda t: t)]:
+    for module, fn in [
+        (nn.ReLU(), F.relu),
+        (nn.Tanh(), F.tanh),
+        (nn.SiLU(), F.silu),
+        (nn.GELU(), F.gelu),
+        (nn.Sigmoid(), F.sigmoid),
+        (nn.Softmax(dim=-1), F.softmax),
+        (nn.Identity(), lambda t: t),
+    ]:
         np.testing.assert_array_equal(module(x).data, fn(x).data)
 
 
 # ----------------------------------------------------------------------------- init
+
 
 def test_init_functions_seeded_and_scaled():
     def draw():
@@ -332,6 +373,7 @@ def test_init_functions_seeded_and_scaled():
         w = nn.Parameter(np.zeros((200, 300), np.float32))
         nn.init.xavier_uniform_(w)
         return w.data.copy()
+
     a, b = draw(), draw()
     assert np.array_equal(a, b)
     assert abs(a.max() - math.sqrt(6 / 500)) < 1e-3
@@ -359,6 +401,7 @@ def test_init_functions_seeded_and_scaled():
 
 # ----------------------------------------------------------------------------- state dicts
 
+
 def test_state_dict_round_trip():
     mt.manual_seed(6)
     a = Model()
@@ -373,8 +416,8 @@ def test_state_dict_round_trip():
     result = b.load_state_dict(state)
     assert result.missing_keys == [] and result.unexpected_keys == []
     np.testing.assert_array_equal(a(ids).data, b(ids).data)
-    assert b.head[0].weight.data is weight_array        # copied into place, not replaced
-    a.head[0].weight.data[...] = 0                      # the state dict was a copy
+    assert b.head[0].weight.data is weight_array  # copied into place, not replaced
+    a.head[0].weight.data[...] = 0  # the state dict was a copy
     assert not np.all(state["head.0.weight"] == 0)
 
 
@@ -382,9 +425,9 @@ def test_load_state_dict_reports_everything_at_once_and_changes_nothing():
     m = Model()
     before = {k: v.copy() for k, v in m.state_dict().items()}
     state = m.state_dict()
-    del state["head.2.bias"]                             # missing
-    state["head.9.weight"] = np.zeros(3)                 # unexpected
-    state["head.0.weight"] = np.zeros((8, 5), np.float32)   # wrong shape
+    del state["head.2.bias"]  # missing
+    state["head.9.weight"] = np.zeros(3)  # unexpected
+    state["head.0.weight"] = np.zeros((8, 5), np.float32)  # wrong shape
     state["encoder.embed.weight"] = np.zeros((10, 4), np.float32)  # fine, but must not load
     with pytest.raises(RuntimeError) as info:
         m.load_state_dict(state)
@@ -420,6 +463,7 @@ def test_double_and_float():
 
 # ----------------------------------------------------------------------------- utils
 
+
 @pytest.mark.torch
 def test_clip_grad_norm_matches_torch_and_returns_total():
     torch = pytest.importorskip("torch")
@@ -434,10 +478,10 @@ def test_clip_grad_norm_matches_torch_and_returns_total():
     total = nn.utils.clip_grad_norm_(ours, 1.5)
     ref = torch.nn.utils.clip_grad_norm_(theirs, 1.5)
     assert abs(total.item() - ref.item()) < 1e-10
-    assert abs(float(total) - math.sqrt(sum((g ** 2).sum() for g in grads))) < 1e-10
+    assert abs(float(total) - math.sqrt(sum((g**2).sum() for g in grads))) < 1e-10
     for p, q in zip(ours, theirs):
         np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-10)
-    after = math.sqrt(sum((p.grad.data ** 2).sum() for p in ours))
+    after = math.sqrt(sum((p.grad.data**2).sum() for p in ours))
     assert abs(after - 1.5) < 1e-5
     # below the threshold nothing changes
     before = [p.grad.data.copy() for p in ours]
@@ -469,6 +513,7 @@ def test_grad_norms_per_parameter():
 
 # ----------------------------------------------------------------------------- learning
 
+
 def test_mlp_learns_xor():
     mt.manual_seed(0)
     model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
@@ -489,10 +534,11 @@ def test_regression_reaches_a_set_loss():
     mt.manual_seed(1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((256, 3))
-    y = np.sin(x[:, :1]) + 0.5 * x[:, 1:2] * x[:, 2:3]       # a smooth nonlinear target
+    y = np.sin(x[:, :1]) + 0.5 * x[:, 1:2] * x[:, 2:3]  # a smooth nonlinear target
     X, Y = mt.tensor(x), mt.tensor(y)
-    model = nn.Sequential(nn.Linear(3, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(),
-                          nn.Linear(32, 1))
+    model = nn.Sequential(
+        nn.Linear(3, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 1)
+    )
     opt = mt.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-4)
     start = F.mse_loss(model(X), Y).item()
     for _ in range(200):
@@ -500,16 +546,17 @@ def test_regression_reaches_a_set_loss():
         loss = F.mse_loss(model(X), Y)
         loss.backward()
         opt.step()
-    assert loss.item() < 2e-3 < 0.1 < start    # reaches it in ~120 steps with this seed
+    assert loss.item() < 2e-3 < 0.1 < start  # reaches it in ~120 steps with this seed
 
 
 def test_deepcopy_makes_independent_layers_with_their_own_names():
     import copy
+
     layer = Block()
     enc = nn.Module()
-    enc.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(3)])   # "clones(layer, N)"
+    enc.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(3)])  # "clones(layer, N)"
     assert enc.layers[2].self_attn.weight.name == "layers.2.self_attn.weight"
-    assert layer.self_attn.weight.name == "self_attn.weight"               # original unchanged
+    assert layer.self_attn.weight.name == "self_attn.weight"  # original unchanged
     assert enc.layers[1].self_attn.path == "layers.1.self_attn"
     y = enc.layers[1](mt.randn(2, 4))
     assert scopes_of(y) == {"layers.1.self_attn", "layers.1.residual", "layers.1.norm"}
@@ -518,12 +565,16 @@ def test_deepcopy_makes_independent_layers_with_their_own_names():
     assert enc.num_parameters() == 3 * layer.num_parameters()
 
 
-@pytest.mark.parametrize("dtype", [np.float64, mt.float64, np.dtype("float64")],
-                         ids=["np.float64-class", "mt.float64", "np.dtype"])
+@pytest.mark.parametrize(
+    "dtype",
+    [np.float64, mt.float64, np.dtype("float64")],
+    ids=["np.float64-class", "mt.float64", "np.dtype"],
+)
 def test_module_to_float64_by_class_or_dtype(dtype):
     # the class np.float64 has .dtype and .shape of its own: it must be read as a dtype,
     # not as a tensor-like (which silently left the module in float32)
     from transformer.attention import MultiHeadAttention
+
     m = MultiHeadAttention(16, 4).to(dtype)
     assert m.w_q.weight.dtype == np.float64
     assert all(p.dtype == np.float64 for p in m.parameters())

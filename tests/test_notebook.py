@@ -1,5 +1,6 @@
 """The teacher's notebook (docs/tour.ipynb) runs top to bottom, and what a notebook shows of
 training: a run that stops at its target closes its progress bar as complete."""
+
 import pathlib
 
 import numpy as np
@@ -14,6 +15,7 @@ NOTEBOOK = ROOT / "docs" / "tour.ipynb"
 def _tiny_training(stop_at):
     from transformer import Transformer, TransformerConfig
     from transformer.training import seq2seq_batch, train
+
     mt.manual_seed(0)
     rng = np.random.default_rng(0)
     model = Transformer(TransformerConfig.tiny(8, 8))
@@ -22,27 +24,38 @@ def _tiny_training(stop_at):
     def batch(step):
         ids = rng.integers(3, 8, size=(4, 5))
         return seq2seq_batch(ids, ids)
-    return train(model, opt, batch, steps=10, eval_fn=lambda m: {"score": 1.0}, eval_every=2,
-                 stop_when=lambda metrics: metrics["step"] >= stop_at, desc="tiny")
+
+    return train(
+        model,
+        opt,
+        batch,
+        steps=10,
+        eval_fn=lambda m: {"score": 1.0},
+        eval_every=2,
+        stop_when=lambda metrics: metrics["step"] >= stop_at,
+        desc="tiny",
+    )
 
 
 def test_early_stop_closes_the_progress_bar_as_complete(monkeypatch):
     import tqdm.auto
+
     bars = []
 
     class Recorder(tqdm.auto.tqdm):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.container = None            # tqdm.notebook keeps its widgets here
+            self.container = None  # tqdm.notebook keeps its widgets here
             bars.append(self)
+
     monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
     history = _tiny_training(stop_at=4)
     assert history.stopped_early and history.last_step == 4
     (bar,) = bars
-    assert bar.n == bar.total == 4                        # 100%, not "40% 4/10"
+    assert bar.n == bar.total == 4  # 100%, not "40% 4/10"
     assert "target reached" in bar.desc
     bars.clear()
-    history = _tiny_training(stop_at=99)                  # runs its whole budget
+    history = _tiny_training(stop_at=99)  # runs its whole budget
     assert not history.stopped_early and bars[0].n == bars[0].total == 10
 
 
@@ -51,13 +64,15 @@ def test_the_tour_notebook_runs():
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "\n".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-                     for o in outputs)
-    assert "cell [" in text                              # a node's source names the cell
-    assert any("image/png" in o.get("data", {}) for o in outputs)        # attention heatmaps
+    text = "\n".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs
+    )
+    assert "cell [" in text  # a node's source names the cell
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # attention heatmaps
     assert "held-out exact match" in text

@@ -4,6 +4,7 @@ float64) — with broadcasting, keepdims, negative axes and non-contiguous (tran
 Non-contiguous inputs are made *inside* the checked function (gradcheck perturbs contiguous
 leaves in place), e.g. ``gradcheck(lambda x: op(x.T), x)``.
 """
+
 import math
 import re
 
@@ -34,15 +35,17 @@ UNARY = {
     "sigmoid": (lambda x: x.sigmoid(), lambda a: 1 / (1 + np.exp(-a)), False),
     "relu": (lambda x: x.relu(), lambda a: np.maximum(a, 0), False),
     "gelu": (lambda x: F.gelu(x), lambda a: 0.5 * a * (1 + _erf(a / math.sqrt(2))), False),
-    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"),
-                  lambda a: 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi)
-                                                   * (a + 0.044715 * a ** 3))), False),
+    "gelu_tanh": (
+        lambda x: F.gelu(x, approximate="tanh"),
+        lambda a: 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3))),
+        False,
+    ),
     "silu": (lambda x: x.silu(), lambda a: a / (1 + np.exp(-a)), False),
     "clip": (lambda x: x.clip(-0.7, 0.9), lambda a: np.clip(a, -0.7, 0.9), False),
     "clip_low_only": (lambda x: F.clip(x, low=0.1), lambda a: np.clip(a, 0.1, None), False),
-    "square": (lambda x: x ** 2, np.square, False),
-    "pow_frac": (lambda x: x ** 1.5, lambda a: a ** 1.5, True),
-    "rpow": (lambda x: 2.0 ** x, lambda a: 2.0 ** a, False),
+    "square": (lambda x: x**2, np.square, False),
+    "pow_frac": (lambda x: x**1.5, lambda a: a**1.5, True),
+    "rpow": (lambda x: 2.0**x, lambda a: 2.0**a, False),
     "rsub": (lambda x: 3.0 - x, lambda a: 3.0 - a, False),
     "rdiv": (lambda x: 3.0 / x, lambda a: 3.0 / a, False),
     "radd_rmul": (lambda x: 2 * x + 1, lambda a: 2 * a + 1, False),
@@ -60,12 +63,12 @@ def test_unary_forward_matches_numpy(name, leaf):
 def test_unary_gradcheck(name, leaf):
     fn, _, positive = UNARY[name]
     x = leaf(2, 3, 4, positive=positive)
-    if name.startswith("clip"):     # keep away from the clip bounds, where the slope jumps
+    if name.startswith("clip"):  # keep away from the clip bounds, where the slope jumps
         x.data[np.abs(x.data - 0.9) < 0.05] += 0.1
         x.data[np.abs(x.data + 0.7) < 0.05] -= 0.1
         x.data[np.abs(x.data - 0.1) < 0.05] += 0.1
     assert gradcheck(fn, x)
-    assert gradcheck(lambda x: fn(x.T), x)                 # non-contiguous input
+    assert gradcheck(lambda x: fn(x.T), x)  # non-contiguous input
     assert gradcheck(lambda x: fn(x.swapaxes(0, 1)[:, ::2]), x)
 
 
@@ -97,13 +100,19 @@ BINARY = {
     "sub": (lambda a, b: a - b, np.subtract, False),
     "mul": (lambda a, b: a * b, np.multiply, False),
     "div": (lambda a, b: a / b, np.divide, False),
-    "pow": (lambda a, b: a ** b, np.power, True),
+    "pow": (lambda a, b: a**b, np.power, True),
     "maximum": (lambda a, b: F.maximum(a, b), np.maximum, False),
     "minimum": (lambda a, b: a.minimum(b), np.minimum, False),
 }
 
-BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4)), ((2, 1, 4), (3, 1)),
-                    ((), (2, 3)), ((2, 3), (1, 1))]
+BROADCAST_SHAPES = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((4,), (3, 4)),
+    ((2, 1, 4), (3, 1)),
+    ((), (2, 3)),
+    ((2, 3), (1, 1)),
+]
 
 
 @pytest.mark.parametrize("name", list(BINARY))
@@ -122,25 +131,35 @@ def test_binary_gradcheck_on_transposed_inputs(name, leaf):
     fn, _, positive = BINARY[name]
     a, b = leaf(4, 3, positive=positive), leaf(3, 4, positive=positive)
     assert gradcheck(lambda a, b: fn(a.T, b), a, b)
-    assert gradcheck(lambda a, b: fn(b, a.T[:, :1]), a, b)     # transposed and broadcast
+    assert gradcheck(lambda a, b: fn(b, a.T[:, :1]), a, b)  # transposed and broadcast
 
 
 def test_scalar_and_reflected_operators(leaf):
     x = leaf(3)
     d = x.data
-    for got, want in [(x + 2, d + 2), (2 + x, 2 + d), (x - 2, d - 2), (2 - x, 2 - d),
-                      (x * 3, d * 3), (3 * x, 3 * d), (x / 4, d / 4), (4 / x, 4 / d),
-                      (x ** 3, d ** 3), (2 ** x, 2 ** d), (np.float64(2.0) * x, 2 * d),
-                      (np.ones(3) + x, 1 + d)]:
+    for got, want in [
+        (x + 2, d + 2),
+        (2 + x, 2 + d),
+        (x - 2, d - 2),
+        (2 - x, 2 - d),
+        (x * 3, d * 3),
+        (3 * x, 3 * d),
+        (x / 4, d / 4),
+        (4 / x, 4 / d),
+        (x**3, d**3),
+        (2**x, 2**d),
+        (np.float64(2.0) * x, 2 * d),
+        (np.ones(3) + x, 1 + d),
+    ]:
         assert isinstance(got, mt.Tensor)
         close(got, want)
 
 
 def test_tensor_exponent_gradient_reaches_both_operands(leaf):
     a, b = leaf(3, positive=True), leaf(3)
-    (a ** b).sum().backward()
+    (a**b).sum().backward()
     np.testing.assert_allclose(a.grad.data, b.data * a.data ** (b.data - 1))
-    np.testing.assert_allclose(b.grad.data, a.data ** b.data * np.log(a.data))
+    np.testing.assert_allclose(b.grad.data, a.data**b.data * np.log(a.data))
 
 
 @pytest.mark.parametrize("op", [F.maximum, F.minimum])
@@ -154,10 +173,11 @@ def test_maximum_minimum_split_ties_evenly(op):
 
 # ============================================================================ comparisons, logic
 
+
 @pytest.mark.parametrize("op", ["<", "<=", ">", ">=", "==", "!="])
 def test_comparisons_return_bool_without_grad(op, leaf):
     a, b = leaf(3, 4), leaf(4)
-    b.data[0] = a.data[0, 0]        # one tie, so == and != see both answers
+    b.data[0] = a.data[0, 0]  # one tie, so == and != see both answers
     out = eval(f"a {op} b")
     assert out.dtype == np.bool_ and not out.requires_grad and out.grad_fn is None
     np.testing.assert_array_equal(out.data, eval(f"a.data {op} b.data"))
@@ -177,10 +197,11 @@ def test_logical_ops():
 
 # ============================================================================ float32 defaults
 
+
 def test_float32_defaults():
     assert mt.tensor(1.5).dtype == mt.float32
     assert mt.tensor([1.0, 2.0]).dtype == mt.float32
-    assert mt.tensor(np.zeros(3)).dtype == mt.float32            # float64 array → float32
+    assert mt.tensor(np.zeros(3)).dtype == mt.float32  # float64 array → float32
     assert mt.tensor(np.zeros(3), dtype=mt.float64).dtype == mt.float64
     assert mt.tensor([1, 2]).dtype == mt.int64
     assert mt.tensor([True]).dtype == mt.bool_
@@ -195,10 +216,29 @@ def test_float32_defaults():
 def test_float32_is_kept_through_ops():
     x = mt.randn(2, 3)
     ids = mt.tensor([1, 2, 3])
-    for y in (x * 2.0, x * 2, 2.0 * x, x / 3, 3 / x, x ** 2, x + np.float64(1.0),
-              x + np.ones(3), x * ids, ids * x, x + (ids > 1), x.mean(), x.var(), x.std(),
-              F.softmax(x), F.log_softmax(x), F.gelu(x), x.sigmoid(), F.maximum(x, 0.0),
-              mt.tensor([1, 2]) / 2, x @ mt.randn(3, 2)):
+    for y in (
+        x * 2.0,
+        x * 2,
+        2.0 * x,
+        x / 3,
+        3 / x,
+        x**2,
+        x + np.float64(1.0),
+        x + np.ones(3),
+        x * ids,
+        ids * x,
+        x + (ids > 1),
+        x.mean(),
+        x.var(),
+        x.std(),
+        F.softmax(x),
+        F.log_softmax(x),
+        F.gelu(x),
+        x.sigmoid(),
+        F.maximum(x, 0.0),
+        mt.tensor([1, 2]) / 2,
+        x @ mt.randn(3, 2),
+    ):
         assert y.dtype == mt.float32, y
     assert (mt.randn(3, dtype=mt.float64) * 2.0).dtype == mt.float64
 
@@ -214,16 +254,23 @@ REDUCTIONS = {
     "var_biased": (lambda x, **k: x.var(unbiased=False, **k), np.var),
     "std": (lambda x, **k: x.std(**k), lambda a, **k: np.std(a, ddof=1, **k)),
     "std_biased": (lambda x, **k: F.std(x, unbiased=False, **k), np.std),
-    "logsumexp": (lambda x, **k: x.logsumexp(**k),
-                  lambda a, axis=None, keepdims=False: np.log(np.sum(np.exp(a), axis=axis,
-                                                                     keepdims=keepdims))),
+    "logsumexp": (
+        lambda x, **k: x.logsumexp(**k),
+        lambda a, axis=None, keepdims=False: np.log(
+            np.sum(np.exp(a), axis=axis, keepdims=keepdims)
+        ),
+    ),
 }
 AXES = [None, 0, -1, 1, (0, 2), (-1, -3), ()]
 
 
 # (the variance over no axes at all is undefined: those pairs are left out)
-REDUCTION_CASES = [(name, axis) for name in REDUCTIONS for axis in AXES
-                   if not (axis == () and name.startswith(("var", "std")))]
+REDUCTION_CASES = [
+    (name, axis)
+    for name in REDUCTIONS
+    for axis in AXES
+    if not (axis == () and name.startswith(("var", "std")))
+]
 
 
 @pytest.mark.parametrize("name, axis", REDUCTION_CASES, ids=str)
@@ -277,6 +324,7 @@ def test_reductions_of_a_scalar(leaf):
 
 # ============================================================================ shape ops
 
+
 def test_reshape_view_flatten(leaf):
     x = leaf(2, 3, 4)
     assert x.reshape(6, 4).shape == (6, 4)
@@ -287,7 +335,7 @@ def test_reshape_view_flatten(leaf):
     assert x.flatten(0, -2).shape == (6, 4)
     close(x.reshape(4, 6), x.data.reshape(4, 6))
     assert gradcheck(lambda x: x.reshape(4, 6) * mt.arange(6.0, dtype=mt.float64), x)
-    assert gradcheck(lambda x: x.T.reshape(-1, 2), x)          # reshape of a transpose copies
+    assert gradcheck(lambda x: x.T.reshape(-1, 2), x)  # reshape of a transpose copies
     assert gradcheck(lambda x: x.flatten(1, 2), x)
 
 
@@ -301,8 +349,12 @@ def test_transpose_permute_swapaxes_T_mT(leaf):
     close(x.permute((1, -1, 0)), np.transpose(x.data, (1, 2, 0)))
     close(x.swapaxes(-1, 0), np.swapaxes(x.data, -1, 0))
     w = mt.tensor(np.arange(24.0).reshape(4, 3, 2), dtype=mt.float64)
-    for fn in (lambda x: x.T, lambda x: x.permute(2, 0, 1), lambda x: x.swapaxes(0, -2),
-               lambda x: x.transpose(1, 2).permute(1, 0, 2)):
+    for fn in (
+        lambda x: x.T,
+        lambda x: x.permute(2, 0, 1),
+        lambda x: x.swapaxes(0, -2),
+        lambda x: x.transpose(1, 2).permute(1, 0, 2),
+    ):
         assert gradcheck(lambda x, fn=fn: fn(x) * fn(w.permute(2, 1, 0)), x)
 
 
@@ -323,7 +375,7 @@ def test_squeeze_unsqueeze(leaf):
     assert x.squeeze(0).shape == (3, 1)
     assert x.squeeze(-1).shape == (1, 3)
     assert x.squeeze((0, 2)).shape == (3,)
-    assert x.squeeze(1).shape == (1, 3, 1)          # size 3: stays, as in torch
+    assert x.squeeze(1).shape == (1, 3, 1)  # size 3: stays, as in torch
     assert x.unsqueeze(0).shape == (1, 1, 3, 1)
     assert x.unsqueeze(-1).shape == (1, 3, 1, 1)
     assert x.unsqueeze(2).shape == (1, 3, 1, 1)
@@ -338,8 +390,14 @@ def test_concat_and_stack(axis, leaf):
     assert mt.cat([a, b], axis=axis).shape == np.concatenate([a.data, b.data], axis).shape
     w = mt.tensor(np.random.default_rng(0).standard_normal((3, 2, 3)), dtype=mt.float64)
     assert gradcheck(lambda a, b, c: mt.concat([a, b.T.T, c], axis=axis) ** 2, a, b, c)
-    assert gradcheck(lambda a, b, c: mt.stack([a, b, c], axis=axis) * w.reshape(
-        np.stack([a.data] * 3, axis=axis).shape), a, b, c)
+    assert gradcheck(
+        lambda a, b, c: (
+            mt.stack([a, b, c], axis=axis) * w.reshape(np.stack([a.data] * 3, axis=axis).shape)
+        ),
+        a,
+        b,
+        c,
+    )
 
 
 def test_concat_of_different_sizes_and_a_constant(leaf):
@@ -392,7 +450,7 @@ def test_getitem(name, leaf):
     index = INDICES[name]
     if isinstance(index, str):
         index = x.data > 0
-        index[0, 0] = True       # never empty
+        index[0, 0] = True  # never empty
     out = x[index]
     np_index = index.data if isinstance(index, mt.Tensor) else index
     close(out, x.data[np_index])
@@ -443,16 +501,16 @@ def test_tril_triu(k, leaf):
 # ============================================================================ matmul
 
 MATMUL_SHAPES = [
-    ((3,), (3,)),            # dot product → 0-d
-    ((3,), (3, 4)),          # vector @ matrix
-    ((2, 3), (3,)),          # matrix @ vector
+    ((3,), (3,)),  # dot product → 0-d
+    ((3,), (3, 4)),  # vector @ matrix
+    ((2, 3), (3,)),  # matrix @ vector
     ((2, 3), (3, 4)),
-    ((5, 2, 3), (3, 4)),     # batch @ matrix
+    ((5, 2, 3), (3, 4)),  # batch @ matrix
     ((2, 3), (5, 3, 4)),
     ((5, 2, 3), (5, 3, 4)),
-    ((2, 1, 2, 3), (5, 3, 4)),   # batch axes broadcast
-    ((3,), (2, 5, 3, 4)),    # 1-D @ N-D
-    ((2, 5, 2, 3), (3,)),    # N-D @ 1-D
+    ((2, 1, 2, 3), (5, 3, 4)),  # batch axes broadcast
+    ((3,), (2, 5, 3, 4)),  # 1-D @ N-D
+    ((2, 5, 2, 3), (3,)),  # N-D @ 1-D
 ]
 
 
@@ -471,10 +529,11 @@ def test_matmul_with_transposed_operands(leaf):
     a, b = leaf(3, 2), leaf(4, 3)
     assert gradcheck(lambda a, b: a.T @ b.T, a, b)
     assert gradcheck(lambda a, b: b @ a[:, ::-1], a, b)
-    assert gradcheck(lambda a, b: np.ones(4) @ b, a, b)     # reflected, constant on the left
+    assert gradcheck(lambda a, b: np.ones(4) @ b, a, b)  # reflected, constant on the left
 
 
 # ============================================================================ neural-net functions
+
 
 def softmax_ref(x, axis=-1):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -494,7 +553,7 @@ def test_softmax_and_log_softmax(axis, leaf):
 
 def test_softmax_with_scale_and_masks(leaf):
     x = leaf(2, 3, 4)
-    blocked = np.array([False, True, False, True])            # True = blocked
+    blocked = np.array([False, True, False, True])  # True = blocked
     y = F.softmax(x, scale=0.5, mask=mt.tensor(blocked))
     expected = softmax_ref(np.where(blocked, -np.inf, 0.5 * x.data))
     close(y, expected)
@@ -536,11 +595,11 @@ def test_dropout():
     mt.manual_seed(3)
     y = F.dropout(x, p=0.2)
     kept = y.data != 0
-    assert 0.75 < kept.mean() < 0.85                    # about 1 − p survive
-    np.testing.assert_allclose(y.data[kept], 1 / 0.8)   # inverted scaling
+    assert 0.75 < kept.mean() < 0.85  # about 1 − p survive
+    np.testing.assert_allclose(y.data[kept], 1 / 0.8)  # inverted scaling
     mt.manual_seed(3)
-    np.testing.assert_array_equal(F.dropout(x, p=0.2).data, y.data)     # seeded
-    assert not np.array_equal(F.dropout(x, p=0.2).data, y.data)         # fresh mask next call
+    np.testing.assert_array_equal(F.dropout(x, p=0.2).data, y.data)  # seeded
+    assert not np.array_equal(F.dropout(x, p=0.2).data, y.data)  # fresh mask next call
     assert F.dropout(x, p=0.2, training=False) is x
     assert F.dropout(x, p=0.0) is x
     np.testing.assert_array_equal(F.dropout(x, p=1.0).data, 0)
@@ -552,9 +611,10 @@ def test_dropout_gradient_uses_the_same_mask():
     y.sum().backward()
     np.testing.assert_allclose(x.grad.data, (y.data != 0) * 2.0)
 
-    def fn(x):          # the same mask on every evaluation, so gradcheck can run
+    def fn(x):  # the same mask on every evaluation, so gradcheck can run
         mt.manual_seed(7)
         return F.dropout(x, p=0.3)
+
     assert gradcheck(fn, mt.randn(3, 4, dtype=mt.float64, requires_grad=True))
 
 
@@ -565,10 +625,10 @@ def test_embedding(leaf):
     close(out, table.data[ids.data])
     assert out.shape == (2, 3, 3)
     assert gradcheck(lambda t: F.embedding(ids, t), table)
-    assert gradcheck(lambda t: F.embedding(ids, t.T), leaf(3, 5))        # a transposed table
+    assert gradcheck(lambda t: F.embedding(ids, t.T), leaf(3, 5))  # a transposed table
     table.grad = None
     F.embedding(ids, table).sum().backward()
-    np.testing.assert_array_equal(table.grad.data[:, 0], [3, 1, 0, 0, 2])   # counts of each id
+    np.testing.assert_array_equal(table.grad.data[:, 0], [3, 1, 0, 0, 2])  # counts of each id
     table.grad = None
     F.embedding(ids, table, padding_idx=0).sum().backward()
     np.testing.assert_array_equal(table.grad.data[0], 0)
@@ -577,8 +637,11 @@ def test_embedding(leaf):
 def cross_entropy_ref(logits, targets, ignore_index=-100, smoothing=0.0, reduction="mean"):
     c = logits.shape[-1]
     x, t = logits.reshape(-1, c), targets.reshape(-1)
-    logp = x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+    logp = (
+        x
+        - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))
         - x.max(-1, keepdims=True)
+    )
     valid = t != ignore_index
     nll = -logp[np.arange(len(t)), np.where(valid, t, 0)]
     rows = (1 - smoothing) * nll + smoothing * (-logp.mean(-1))
@@ -594,17 +657,18 @@ def cross_entropy_ref(logits, targets, ignore_index=-100, smoothing=0.0, reducti
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_cross_entropy(shape, reduction, smoothing, leaf, rng):
-    logits = leaf(*shape)                          # (N, C, d1, …): the classes on axis 1
+    logits = leaf(*shape)  # (N, C, d1, …): the classes on axis 1
     targets = rng.integers(0, shape[1], size=shape[:1] + shape[2:])
-    targets.reshape(-1)[1] = -100                  # one ignored target
+    targets.reshape(-1)[1] = -100  # one ignored target
     kw = dict(label_smoothing=smoothing, reduction=reduction)
     out = F.cross_entropy(logits, mt.tensor(targets), **kw)
     want = cross_entropy_ref(np.moveaxis(logits.data, 1, -1), targets, -100, smoothing, reduction)
     close(out, want, 1e-8)
     assert gradcheck(lambda x: F.cross_entropy(x, targets, **kw), logits)
-    reverse = tuple(reversed(range(len(shape))))          # logits as a non-contiguous view
-    assert gradcheck(lambda x: F.cross_entropy(x.permute(reverse), targets, **kw),
-                     leaf(*shape[::-1]))
+    reverse = tuple(reversed(range(len(shape))))  # logits as a non-contiguous view
+    assert gradcheck(
+        lambda x: F.cross_entropy(x.permute(reverse), targets, **kw), leaf(*shape[::-1])
+    )
 
 
 def test_cross_entropy_mean_is_over_non_ignored_targets(leaf):
@@ -641,7 +705,7 @@ def test_numbers_and_arrays_take_a_float64_tensors_dtype_without_rounding():
     x = mt.zeros(2, dtype=mt.float64)
     for y in (x + 0.1, x + np.array([0.1, 0.1]), x + [0.1, 0.1], 0.1 + x, np.array([0.1]) + x):
         assert y.dtype == mt.float64
-        np.testing.assert_array_equal(y.data, 0.1)       # not float32's 0.10000000149
+        np.testing.assert_array_equal(y.data, 0.1)  # not float32's 0.10000000149
 
 
 def test_integer_operands():
@@ -655,6 +719,7 @@ def test_integer_operands():
 
 # ============================================================================ gradcheck itself
 
+
 class _WrongSquare(mt.Function):
     """x·y with a deliberately wrong gradient for y at one element."""
 
@@ -667,7 +732,7 @@ class _WrongSquare(mt.Function):
     def backward(ctx, grad):
         x, y = ctx.saved_tensors
         gy = grad * x
-        gy[1, 2] += 0.5                       # the bug
+        gy[1, 2] += 0.5  # the bug
         return grad * y, gy
 
 
@@ -678,9 +743,10 @@ def test_gradcheck_catches_a_wrong_backward_and_names_input_index_and_values(lea
     message = str(info.value)
     assert "input 1 (y) of shape (2, 3)" in message
     assert "at index (1, 2)" in message
-    analytic, numeric = (float(v) for v in
-                         re.search(r"analytic (\S+), numeric (\S+) ", message).groups())
-    np.testing.assert_allclose(analytic - numeric, 0.5, rtol=1e-4)     # the bug's size
+    analytic, numeric = (
+        float(v) for v in re.search(r"analytic (\S+), numeric (\S+) ", message).groups()
+    )
+    np.testing.assert_allclose(analytic - numeric, 0.5, rtol=1e-4)  # the bug's size
     assert "1 of 6 elements differ" in message
 
 
@@ -692,7 +758,7 @@ def test_gradcheck_catches_a_missing_chain_rule(leaf):
 
         @staticmethod
         def backward(ctx, grad):
-            return np.full(grad.shape, 3.0)   # forgot to multiply by grad
+            return np.full(grad.shape, 3.0)  # forgot to multiply by grad
 
     with pytest.raises(mt.GradcheckError, match="input 0 of shape"):
         gradcheck(NoChainRule.apply, leaf(4))
@@ -702,7 +768,7 @@ def test_gradcheck_restores_inputs_and_their_grads(leaf):
     x = leaf(3, 2)
     before = x.data.copy()
     x.grad = mt.tensor(np.ones((3, 2)), dtype=mt.float64)
-    assert gradcheck(lambda x: (x.exp(), x.sum(axis=0)), x)    # several outputs are fine
+    assert gradcheck(lambda x: (x.exp(), x.sum(axis=0)), x)  # several outputs are fine
     np.testing.assert_array_equal(x.data, before)
     np.testing.assert_array_equal(x.grad.data, 1)
 
@@ -717,5 +783,5 @@ def test_std_of_equal_elements_has_zero_gradient_not_nan():
 
 def test_power_zero_has_zero_gradient_even_at_zero():
     x = mt.tensor([0.0, 2.0], requires_grad=True)
-    (x ** 0).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [0, 0])      # not NaN (0 · 0⁻¹)
+    (x**0).sum().backward()
+    np.testing.assert_array_equal(x.grad.data, [0, 0])  # not NaN (0 · 0⁻¹)

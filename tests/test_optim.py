@@ -1,5 +1,6 @@
 """minitensor.optim: SGD/Adam/AdamW against torch.optim, param groups, state dicts,
 version counters, learning-rate schedules."""
+
 import math
 
 import numpy as np
@@ -22,8 +23,9 @@ def make_problem(seed=0, steps=20):
 
 def run_ours(make_opt, init, grads, groups=False):
     params = [nn.Parameter(a.copy()) for a in init]
-    opt = make_opt([{"params": params[:2]}, {"params": params[2:], "lr": 0.03}]
-                   if groups else params)
+    opt = make_opt(
+        [{"params": params[:2]}, {"params": params[2:], "lr": 0.03}] if groups else params
+    )
     for step_grads in grads:
         opt.zero_grad()
         for p, g in zip(params, step_grads):
@@ -34,8 +36,9 @@ def run_ours(make_opt, init, grads, groups=False):
 
 def run_torch(torch, make_opt, init, grads, groups=False):
     params = [torch.tensor(a.copy(), requires_grad=True) for a in init]
-    opt = make_opt([{"params": params[:2]}, {"params": params[2:], "lr": 0.03}]
-                   if groups else params)
+    opt = make_opt(
+        [{"params": params[:2]}, {"params": params[2:], "lr": 0.03}] if groups else params
+    )
     for step_grads in grads:
         opt.zero_grad()
         for p, g in zip(params, step_grads):
@@ -68,29 +71,32 @@ def test_matches_torch_optim_over_20_steps(case, groups):
     cls, kwargs = CASES[case]
     init, grads = make_problem(seed=len(case))
     ours = run_ours(lambda p: getattr(mt.optim, cls)(p, **kwargs), init, grads, groups)
-    theirs = run_torch(torch, lambda p: getattr(torch.optim, cls)(p, **kwargs), init, grads,
-                       groups)
+    theirs = run_torch(torch, lambda p: getattr(torch.optim, cls)(p, **kwargs), init, grads, groups)
     for a, b, start in zip(ours, theirs, init):
-        assert not np.allclose(a, start)            # the parameters really moved
+        assert not np.allclose(a, start)  # the parameters really moved
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)   # and in fact much closer
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)  # and in fact much closer
 
 
 def test_float32_parameters_stay_float32():
     p = nn.Parameter(np.ones(3, np.float32))
-    for opt in (mt.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.1),
-                mt.optim.Adam([p], lr=0.1, weight_decay=0.1), mt.optim.AdamW([p])):
+    for opt in (
+        mt.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.1),
+        mt.optim.Adam([p], lr=0.1, weight_decay=0.1),
+        mt.optim.AdamW([p]),
+    ):
         p.grad = mt.tensor([1.0, 2.0, 3.0])
         opt.step()
         assert p.dtype == np.float32
-        assert all(v.dtype == np.float32 for v in opt.state[p].values()
-                   if isinstance(v, np.ndarray))
+        assert all(
+            v.dtype == np.float32 for v in opt.state[p].values() if isinstance(v, np.ndarray)
+        )
 
 
 def test_step_updates_in_place_and_bumps_version():
     p = nn.Parameter(np.array([1.0, 2.0]))
     array = p.data
-    y = (p * p).sum()                  # mul saves p for backward
+    y = (p * p).sum()  # mul saves p for backward
     p.grad = mt.tensor([1.0, 1.0])
     v0 = p._version
     mt.optim.SGD([p], lr=0.1).step()
@@ -146,8 +152,9 @@ def test_optimizer_state_dict_round_trip_continues_identically():
 
     def fresh():
         params = [nn.Parameter(a.copy()) for a in init]
-        opt = mt.optim.Adam([{"params": params[:1]}, {"params": params[1:], "lr": 0.05}],
-                            lr=0.01, amsgrad=True)
+        opt = mt.optim.Adam(
+            [{"params": params[:1]}, {"params": params[1:], "lr": 0.05}], lr=0.01, amsgrad=True
+        )
         return params, opt
 
     def train(params, opt, gs):
@@ -167,9 +174,10 @@ def test_optimizer_state_dict_round_trip_continues_identically():
     assert [g["params"] for g in state["param_groups"]] == [[0], [1, 2]]
     snapshot = [p.data.copy() for p in params]
     params2 = [nn.Parameter(a) for a in snapshot]
-    opt2 = mt.optim.Adam([{"params": params2[:1]}, {"params": params2[1:], "lr": 0.05}],
-                         lr=0.01, amsgrad=True)
-    train(params, opt, grads[6:7])            # the saved state dict must not see this step
+    opt2 = mt.optim.Adam(
+        [{"params": params2[:1]}, {"params": params2[1:], "lr": 0.05}], lr=0.01, amsgrad=True
+    )
+    train(params, opt, grads[6:7])  # the saved state dict must not see this step
     assert state["state"][0]["step"] == 6
     opt2.load_state_dict(state)
     train(params2, opt2, grads[6:])
@@ -202,6 +210,7 @@ def test_optimizer_load_state_dict_errors_change_nothing():
 
 # ----------------------------------------------------------------------------- schedulers
 
+
 def _lr_trace(optim, params, make_sched, steps, lrs):
     """The learning rates of two param groups over `steps` scheduler steps."""
     opt = optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(params, lrs)])
@@ -233,26 +242,29 @@ def test_step_and_lambda_lr_formulas():
 
 
 def noam(step, d_model=64, warmup=10, scale=2.0):
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 @pytest.mark.torch
 def test_lambda_and_step_lr_match_torch():
     torch = pytest.importorskip("torch")
-    fn = lambda e: 0.95 ** e + 0.01 * (e % 3)        # noqa: E731
-    np.testing.assert_allclose(lrs_ours(lambda o: lr_scheduler.LambdaLR(o, fn)),
-                               lrs_torch(torch, lambda o: torch.optim.lr_scheduler.LambdaLR(o, fn)),
-                               rtol=1e-12)
+    fn = lambda e: 0.95**e + 0.01 * (e % 3)  # noqa: E731
+    np.testing.assert_allclose(
+        lrs_ours(lambda o: lr_scheduler.LambdaLR(o, fn)),
+        lrs_torch(torch, lambda o: torch.optim.lr_scheduler.LambdaLR(o, fn)),
+        rtol=1e-12,
+    )
     np.testing.assert_allclose(
         lrs_ours(lambda o: lr_scheduler.StepLR(o, step_size=7, gamma=0.5)),
         lrs_torch(torch, lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=7, gamma=0.5)),
-        rtol=1e-12)
+        rtol=1e-12,
+    )
 
 
 def test_noam_follows_the_formula():
     ours = lrs_ours(lambda o: lr_scheduler.NoamLR(o, d_model=64, warmup_steps=10, scale=2.0))
     np.testing.assert_allclose(ours[:, 0], [noam(s) for s in range(1, 32)], rtol=1e-12)
-    assert np.array_equal(ours[:, 0], ours[:, 1])      # absolute: the groups' lrs are not used
+    assert np.array_equal(ours[:, 0], ours[:, 1])  # absolute: the groups' lrs are not used
     peak = ours[:, 0].argmax()
     assert peak == 9 and ours[peak, 0] == pytest.approx(2.0 / math.sqrt(64 * 10))
     assert ours[0, 0] > 0
@@ -263,8 +275,9 @@ def test_noam_matches_torch_lambda():
     torch = pytest.importorskip("torch")
     ours = lrs_ours(lambda o: lr_scheduler.NoamLR(o, d_model=64, warmup_steps=10, scale=2.0))
     # torch has no Noam: the same schedule as a LambdaLR over an lr of 1
-    theirs = lrs_torch(torch, lambda o: torch.optim.lr_scheduler.LambdaLR(
-        o, lambda e: noam(e + 1)), lrs=(1.0, 1.0))
+    theirs = lrs_torch(
+        torch, lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda e: noam(e + 1)), lrs=(1.0, 1.0)
+    )
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 
 
@@ -283,8 +296,8 @@ def test_warmup_cosine_shape():
     expected = [[0.1 * cosine_factor(e, 0.1), 0.02 * cosine_factor(e, 0.02)] for e in range(31)]
     np.testing.assert_allclose(ours, expected, rtol=1e-12)
     assert ours[0, 0] == pytest.approx(0.02) and ours[WARMUP - 1, 0] == pytest.approx(0.1)
-    assert np.all(np.diff(ours[:WARMUP, 0]) > 0)                 # rises linearly …
-    assert np.all(np.diff(ours[WARMUP:TOTAL + 1, 0]) < 0)        # … then decays …
+    assert np.all(np.diff(ours[:WARMUP, 0]) > 0)  # rises linearly …
+    assert np.all(np.diff(ours[WARMUP : TOTAL + 1, 0]) < 0)  # … then decays …
     assert ours[TOTAL, 0] == pytest.approx(MIN_LR) and ours[-1, 0] == pytest.approx(MIN_LR)
 
 
@@ -292,8 +305,12 @@ def test_warmup_cosine_shape():
 def test_warmup_cosine_matches_torch_lambda():
     torch = pytest.importorskip("torch")
     ours = lrs_ours(lambda o: lr_scheduler.WarmupCosineLR(o, WARMUP, TOTAL, min_lr=MIN_LR))
-    theirs = lrs_torch(torch, lambda o: torch.optim.lr_scheduler.LambdaLR(
-        o, [lambda e: cosine_factor(e, 0.1), lambda e: cosine_factor(e, 0.02)]))
+    theirs = lrs_torch(
+        torch,
+        lambda o: torch.optim.lr_scheduler.LambdaLR(
+            o, [lambda e: cosine_factor(e, 0.1), lambda e: cosine_factor(e, 0.02)]
+        ),
+    )
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 
 
@@ -314,7 +331,7 @@ def test_scheduler_state_dict_resumes():
     with pytest.raises(ValueError, match="another kind of scheduler"):
         lr_scheduler.StepLR(opt2, 3).load_state_dict(state)
     lam = lr_scheduler.LambdaLR(opt2, lambda e: 0.5)
-    assert "lr_lambdas" not in lam.state_dict()          # code is never saved
+    assert "lr_lambdas" not in lam.state_dict()  # code is never saved
 
 
 def test_scheduler_argument_errors():

@@ -3,6 +3,7 @@ axes, and indexing — on shapes and indices that hypothesis picks.
 
 Kept small (few examples, tiny shapes) so the file runs in seconds.
 """
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,13 +26,22 @@ def away_from_zero(rng, shape):
 
 # ---------------------------------------------------------------------------- broadcasting
 
-BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-          "div": lambda a, b: a / b, "maximum": F.maximum, "minimum": F.minimum}
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "maximum": F.maximum,
+    "minimum": F.minimum,
+}
 
 
 @FEW
-@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
-       op=st.sampled_from(sorted(BINARY)), seed=st.integers(0, 2**16))
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+    op=st.sampled_from(sorted(BINARY)),
+    seed=st.integers(0, 2**16),
+)
 def test_binary_op_gradients_reduce_to_each_input_shape(shapes, op, seed):
     rng = np.random.default_rng(seed)
     (sa, sb), out_shape = shapes.input_shapes, shapes.result_shape
@@ -42,15 +52,17 @@ def test_binary_op_gradients_reduce_to_each_input_shape(shapes, op, seed):
     w = rng.standard_normal(out_shape)
     (out * f64(w, False)).sum().backward()
     assert a.grad.shape == sa and b.grad.shape == sb
-    if op == "add":       # the gradient of a broadcast copy is the sum over the copies
+    if op == "add":  # the gradient of a broadcast copy is the sum over the copies
         np.testing.assert_allclose(a.grad.data.sum(), w.sum())
         np.testing.assert_allclose(b.grad.data.sum(), w.sum())
     assert mt.gradcheck(fn, f64(a.data), f64(b.data))
 
 
 @FEW
-@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4),
-       seed=st.integers(0, 2**16))
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4),
+    seed=st.integers(0, 2**16),
+)
 def test_unbroadcast_is_the_adjoint_of_broadcasting(shapes, seed):
     # <unbroadcast(g), v> == <g, broadcast(v)> for every g and v
     rng = np.random.default_rng(seed)
@@ -65,11 +77,15 @@ def test_unbroadcast_is_the_adjoint_of_broadcasting(shapes, seed):
 # ---------------------------------------------------------------------------- reductions
 
 REDUCTIONS = {
-    "sum": (F.sum, np.sum), "mean": (F.mean, np.mean), "max": (F.max, np.max),
+    "sum": (F.sum, np.sum),
+    "mean": (F.mean, np.mean),
+    "max": (F.max, np.max),
     "min": (F.min, np.min),
     "var": (lambda x, **k: F.var(x, unbiased=False, **k), np.var),
-    "logsumexp": (F.logsumexp,
-                  lambda a, axis, keepdims: np.log(np.exp(a).sum(axis=axis, keepdims=keepdims))),
+    "logsumexp": (
+        F.logsumexp,
+        lambda a, axis, keepdims: np.log(np.exp(a).sum(axis=axis, keepdims=keepdims)),
+    ),
 }
 
 
@@ -79,15 +95,20 @@ def shape_and_axis(draw):
     kind = draw(st.sampled_from(["none", "int", "tuple"]))
     if kind == "none":
         return shape, None
-    axes = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape),
-                         unique=True))
-    axes = [a - len(shape) if draw(st.booleans()) else a for a in axes]    # some negative
+    axes = draw(
+        st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True)
+    )
+    axes = [a - len(shape) if draw(st.booleans()) else a for a in axes]  # some negative
     return shape, (axes[0] if kind == "int" else tuple(axes))
 
 
 @FEW
-@given(case=shape_and_axis(), keepdims=st.booleans(), op=st.sampled_from(sorted(REDUCTIONS)),
-       seed=st.integers(0, 2**16))
+@given(
+    case=shape_and_axis(),
+    keepdims=st.booleans(),
+    op=st.sampled_from(sorted(REDUCTIONS)),
+    seed=st.integers(0, 2**16),
+)
 def test_reductions_over_random_axes(case, keepdims, op, seed):
     shape, axis = case
     fn, ref = REDUCTIONS[op]
@@ -112,6 +133,7 @@ def test_max_gradient_sums_to_one_per_reduced_slice_even_with_ties(case, seed):
 
 # ---------------------------------------------------------------------------- indexing
 
+
 @st.composite
 def basic_index(draw, shape):
     """A random tuple of ints, slices, None and at most one Ellipsis valid for `shape`."""
@@ -129,7 +151,7 @@ def basic_index(draw, shape):
             items.append(slice(None))
     if draw(st.booleans()):
         items.insert(draw(st.integers(0, len(items))), None)
-    if draw(st.booleans()) and items:           # replace a trailing run of full slices by ...
+    if draw(st.booleans()) and items:  # replace a trailing run of full slices by ...
         cut = draw(st.integers(0, len(items)))
         items = items[:cut] + [Ellipsis]
     return tuple(items)
@@ -140,8 +162,9 @@ def scatter_reference(shape, index, w):
     receives the sum of w over the output positions that read it."""
     positions = np.arange(int(np.prod(shape))).reshape(shape)
     picked = positions[index]
-    return np.bincount(picked.reshape(-1), weights=np.asarray(w).reshape(-1),
-                       minlength=positions.size).reshape(shape)
+    return np.bincount(
+        picked.reshape(-1), weights=np.asarray(w).reshape(-1), minlength=positions.size
+    ).reshape(shape)
 
 
 @st.composite
@@ -150,12 +173,13 @@ def shape_and_index(draw):
     kind = draw(st.sampled_from(["basic", "int array", "bool mask", "mixed"]))
     if kind == "basic":
         return shape, draw(basic_index(shape))
-    if kind == "int array":      # repeated indices are likely
+    if kind == "int array":  # repeated indices are likely
         ids = draw(st.lists(st.integers(-shape[0], shape[0] - 1), min_size=1, max_size=6))
         return shape, np.array(ids)
     if kind == "bool mask":
-        bits = draw(st.lists(st.booleans(), min_size=int(np.prod(shape)),
-                             max_size=int(np.prod(shape))))
+        bits = draw(
+            st.lists(st.booleans(), min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))
+        )
         return shape, np.array(bits).reshape(shape)
     ids = draw(st.lists(st.integers(0, shape[-1] - 1), min_size=1, max_size=5))
     return shape, (Ellipsis, np.array(ids))
@@ -179,12 +203,13 @@ def test_indexing_forward_and_scatter_add_backward(case, seed):
 @given(case=shape_and_index(), seed=st.integers(0, 2**16))
 def test_indexing_a_transposed_view(case, seed):
     shape, index = case
-    x = f64(np.random.default_rng(seed).standard_normal(shape[::-1]))     # x.T has `shape`
+    x = f64(np.random.default_rng(seed).standard_normal(shape[::-1]))  # x.T has `shape`
     np.testing.assert_array_equal(x.T[index].data, x.data.T[index])
     assert mt.gradcheck(lambda x: x.T[index], x)
 
 
 # ---------------------------------------------------------------------------- matmul
+
 
 @st.composite
 def matmul_shapes(draw):

@@ -1,5 +1,6 @@
 """tests/pytorch_style_transformer.py — PyTorch tutorial code — run under torch and under
 minitensor with only its imports switched: same weights, same outputs, same gradients."""
+
 import numpy as np
 import pytest
 
@@ -9,7 +10,6 @@ import _torch_shim as shim  # noqa: E402
 
 SOURCE = "pytorch_style_transformer.py"
 PAD, VOCAB = 0, 11
-
 
 
 def batch(seed, b=3, s=7, t=6):
@@ -29,7 +29,7 @@ def build(backend, torch_model=None, **kw):
         torch.manual_seed(0)
     model = source.Seq2SeqTransformer(VOCAB, VOCAB, **kw)
     if torch_model is not None:
-        model.load_state_dict(torch_model.state_dict())   # torch tensors load directly
+        model.load_state_dict(torch_model.state_dict())  # torch tensors load directly
     return source, model
 
 
@@ -49,6 +49,7 @@ def test_the_source_runs_under_torch():
 
 def test_the_torch_side_leaves_sys_modules_alone():
     import sys
+
     try:
         shim.load(SOURCE, "minitensor")
     except Exception:
@@ -74,15 +75,14 @@ def test_training_steps_match_torch():
     t_source, theirs = build("torch")
     m_source, ours = build("minitensor", theirs)
     batches = [batch(seed) for seed in range(3)]
-    t_losses = t_source.train_steps(theirs, [[shim.tensor("torch", a) for a in b]
-                                             for b in batches])
-    losses = m_source.train_steps(ours, [[shim.tensor("minitensor", a) for a in b]
-                                         for b in batches])
+    t_losses = t_source.train_steps(theirs, [[shim.tensor("torch", a) for a in b] for b in batches])
+    losses = m_source.train_steps(
+        ours, [[shim.tensor("minitensor", a) for a in b] for b in batches]
+    )
     np.testing.assert_allclose(losses, t_losses, atol=1e-5)
     for name, value in theirs.state_dict().items():
         if name.endswith("w_k.bias"):
             # q·(k + b) shifts every score of a query by the same q·b, which the softmax
             # ignores: this gradient is rounding noise, and Adam's m/√v blows noise up to lr
             continue
-        np.testing.assert_allclose(ours.state_dict()[name], value.numpy(), atol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(ours.state_dict()[name], value.numpy(), atol=1e-5, err_msg=name)

@@ -1,6 +1,7 @@
 """tests/pytorch_style_training.py — a PyTorch tutorial-style training loop — run under torch
 and under minitensor with only its imports switched: same weights and batches give the same
 losses, learning rates, parameters, predictions and per-token losses."""
+
 import numpy as np
 import pytest
 
@@ -30,7 +31,7 @@ def run(backend, state=None):
         torch.manual_seed(0)
     model = source.Tagger(VOCAB, TAGS)
     if state is not None:
-        model.load_state_dict(state)                      # torch tensors load directly
+        model.load_state_dict(state)  # torch tensors load directly
     data = [tuple(shim.tensor(backend, a) for a in pair) for pair in batches()]
     losses, rates = source.train(model, data, TAGS)
     ids, tags = (shim.tensor(backend, a) for a in batches(1, seed=1)[0])
@@ -49,11 +50,12 @@ def test_training_loop_matches_torch():
     t_model, t_losses, t_rates, t_acc, t_pred, t_tok = run("torch", state)
     model, losses, rates, acc, pred, tok = run("minitensor", state)
     np.testing.assert_allclose(losses, t_losses, rtol=1e-5, atol=1e-6)
-    assert losses[-1] < 0.5 * losses[0]                   # it learns
-    np.testing.assert_allclose(rates, t_rates, rtol=1e-12)   # LambdaLR and StepLR chained
+    assert losses[-1] < 0.5 * losses[0]  # it learns
+    np.testing.assert_allclose(rates, t_rates, rtol=1e-12)  # LambdaLR and StepLR chained
     for name, p in t_model.state_dict().items():
-        np.testing.assert_allclose(shim.numpy(model.state_dict()[name]), p.numpy(), atol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            shim.numpy(model.state_dict()[name]), p.numpy(), atol=1e-5, err_msg=name
+        )
     assert isinstance(acc, float) and acc == pytest.approx(t_acc)
     np.testing.assert_array_equal(shim.numpy(pred), t_pred.numpy())
     assert tok.shape == tuple(t_tok.shape) == (3, 6) and tok.dtype == np.float32

@@ -1,5 +1,6 @@
 """torch's names, side by side: each call on the same inputs in minitensor and in torch — values,
 gradients, returned types and dtypes. Skipped without torch."""
+
 import math
 import sys
 import warnings
@@ -49,6 +50,7 @@ def check_backward(out, tout, leaves, atol=1e-10):
 # ----------------------------------------------------------------------------- nn.functional
 def test_nn_functional_is_minitensor_functional():
     import minitensor.nn.functional as F
+
     assert F is mt.functional is nn.functional
     assert sys.modules["minitensor.nn.functional"] is mt.functional
 
@@ -68,8 +70,10 @@ def test_pad_refuses_other_modes():
 @pytest.mark.parametrize("num_classes", [-1, 7])
 def test_one_hot(num_classes):
     ids = np.array([[0, 3, 1], [2, 2, 4]])
-    ours, theirs = FT.one_hot(mt.tensor(ids), num_classes), TF.one_hot(torch.tensor(ids),
-                                                                       num_classes)
+    ours, theirs = (
+        FT.one_hot(mt.tensor(ids), num_classes),
+        TF.one_hot(torch.tensor(ids), num_classes),
+    )
     check(ours, theirs)
     assert ours.dtype == np.int64
 
@@ -79,7 +83,7 @@ def test_one_hot(num_classes):
 def test_kl_div(reduction, log_target):
     logp, tlogp = pair(np.log(np.random.default_rng(1).dirichlet(np.ones(5), 4)))
     target = np.random.default_rng(2).dirichlet(np.ones(5), 4)
-    target[0, 1] = 0.0                                     # 0·log 0 counts as 0
+    target[0, 1] = 0.0  # 0·log 0 counts as 0
     if log_target:
         target = np.log(target + 1e-3)
     tgt, ttgt = pair(target)
@@ -101,7 +105,11 @@ def test_kl_div_loss_module_sums_as_the_annotated_transformer_uses_it():
 
 
 NLL_CASES = [  # (input shape, target shape): classes on axis 1, as torch
-    ((5, 4), (5,)), ((3, 4, 6), (3, 6)), ((2, 4, 3, 2), (2, 3, 2)), ((4,), ())]
+    ((5, 4), (5,)),
+    ((3, 4, 6), (3, 6)),
+    ((2, 4, 3, 2), (2, 3, 2)),
+    ((4,), ()),
+]
 
 
 @pytest.mark.parametrize("shape,tshape", NLL_CASES)
@@ -112,7 +120,7 @@ def test_nll_loss(shape, tshape, reduction, weighted):
     x, tx = pair(rand(*shape))
     t = np.random.default_rng(5).integers(0, c, tshape)
     if t.ndim:
-        t.reshape(-1)[0] = -100                                # one ignored target
+        t.reshape(-1)[0] = -100  # one ignored target
     w = np.linspace(0.5, 2.0, c) if weighted else None
     kw = dict(reduction=reduction)
     out = FT.nll_loss(x, mt.tensor(t), weight=None if w is None else mt.tensor(w), **kw)
@@ -132,19 +140,20 @@ def test_cross_entropy_torch_layout(shape, tshape, reduction, weighted, smoothin
     x, tx = pair(rand(*shape, seed=8))
     t = np.random.default_rng(9).integers(0, c, tshape)
     if t.ndim:
-        t.reshape(-1)[-1] = 1                                   # ignore_index=1 below
+        t.reshape(-1)[-1] = 1  # ignore_index=1 below
     else:
-        t = np.array(2)                       # unbatched: one target, not ignored (torch: NaN)
+        t = np.array(2)  # unbatched: one target, not ignored (torch: NaN)
     w = np.linspace(0.5, 2.0, c) if weighted else None
     kw = dict(reduction=reduction, label_smoothing=smoothing, ignore_index=1)
     out = MF.cross_entropy(x, mt.tensor(t), weight=None if w is None else mt.tensor(w), **kw)
-    tout = TF.cross_entropy(tx, torch.tensor(t), weight=None if w is None else torch.tensor(w),
-                            **kw)
+    tout = TF.cross_entropy(
+        tx, torch.tensor(t), weight=None if w is None else torch.tensor(w), **kw
+    )
     check(out, tout)
     check_backward(out, tout, [(x, tx)])
     mod = nn.CrossEntropyLoss(weight=None if w is None else mt.tensor(w), **kw)
     check(mod(x, mt.tensor(t)), tout)
-    assert FT.cross_entropy is MF.cross_entropy                 # one implementation
+    assert FT.cross_entropy is MF.cross_entropy  # one implementation
 
 
 def test_cross_entropy_of_class_ids_is_one_fused_node_in_every_layout():
@@ -156,22 +165,29 @@ def test_cross_entropy_of_class_ids_is_one_fused_node_in_every_layout():
         out = MF.cross_entropy(x, mt.tensor(t), ignore_index=4)
         assert out.grad_fn.name == "cross_entropy"
         assert [n.name for n in out.grad_fn.parents if n is not None] == (
-            ["permute"] if transposed else [])            # the user's transpose, nothing else
+            ["permute"] if transposed else []
+        )  # the user's transpose, nothing else
         tout = TF.cross_entropy(tx, torch.tensor(t), ignore_index=4)
         check(out, tout)
         check_backward(out, tout, [(leaf, tleaf)])
 
 
 def test_cross_entropy_errors_name_the_class_axis():
-    with pytest.raises(ValueError, match=r"cross_entropy.*\(2, 5, 3\).*\(2, 5\).*expected "
-                                         r"target of shape \(2, 3\).*axis 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"cross_entropy.*\(2, 5, 3\).*\(2, 5\).*expected "
+        r"target of shape \(2, 3\).*axis 1",
+    ):
         MF.cross_entropy(mt.randn(2, 5, 3), mt.tensor(np.zeros((2, 5), np.int64)))
     with pytest.raises(ValueError, match=r"classes last go in as logits.transpose\(1, 2\)"):
         MF.cross_entropy(mt.randn(2, 5, 3), mt.tensor(np.zeros((2, 5), np.int64)))
     with pytest.raises(TypeError, match=r"cross_entropy.*\(2,\).*float32.*integers"):
         MF.cross_entropy(mt.randn(2, 5), mt.tensor([1.0, 2.0]))
-    with pytest.raises(ValueError, match=r"cross_entropy.*probability targets.*\(2, 4\).*"
-                                         r"\(2, 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"cross_entropy.*probability targets.*\(2, 4\).*"
+        r"\(2, 5\)",
+    ):
         MF.cross_entropy(mt.randn(2, 5), mt.randn(2, 4))
 
 
@@ -206,8 +222,15 @@ def test_cross_entropy_float32_result_is_float32():
     assert out.dtype == np.float32 and out.shape == ()
 
 
-@pytest.mark.parametrize("shape,wshape,bias", [((4, 3), (2, 3), True), ((2, 5, 3), (4, 3), False),
-                                              ((3,), (2, 3), True), ((2, 3), (3,), False)])
+@pytest.mark.parametrize(
+    "shape,wshape,bias",
+    [
+        ((4, 3), (2, 3), True),
+        ((2, 5, 3), (4, 3), False),
+        ((3,), (2, 3), True),
+        ((2, 3), (3,), False),
+    ],
+)
 def test_linear_matches_torch(shape, wshape, bias):
     x, tx = pair(rand(*shape, seed=12))
     w, tw = pair(rand(*wshape, seed=13))
@@ -226,8 +249,11 @@ def test_nn_linear_is_f_linear_and_draws_weight_transposed():
     np.testing.assert_array_equal(lin(x).data, MF.linear(x, lin.weight, lin.bias).data)
     dot = mt.viz.draw_graph(lin(x).sum(), model=lin).source
     assert "weightᵀ" in dot and "permute" not in dot
-    with pytest.raises(ValueError, match=r"linear: input of shape \(4, 2\) has 2 features.*"
-                                         r"expected 3 \(weight \(2, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"linear: input of shape \(4, 2\) has 2 features.*"
+        r"expected 3 \(weight \(2, 3\)",
+    ):
         MF.linear(mt.randn(4, 2), lin.weight)
 
 
@@ -237,7 +263,7 @@ def test_mse_loss(reduction):
     b, tb = pair(rand(3, 4, seed=3))
     check(FT.mse_loss(a, b, reduction=reduction), TF.mse_loss(ta, tb, reduction=reduction))
     assert FT.mse_loss is MF.mse_loss
-    with pytest.warns(DeprecationWarning, match="mse_loss"):       # torch's legacy flags
+    with pytest.warns(DeprecationWarning, match="mse_loss"):  # torch's legacy flags
         check(MF.mse_loss(a, b, False), TF.mse_loss(ta, tb, False))
     out, tout = nn.MSELoss(reduction=reduction)(a, b), torch.nn.MSELoss(reduction=reduction)(ta, tb)
     check(out, tout)
@@ -256,7 +282,7 @@ def _qkv(shape_q=(2, 3, 5, 4), shape_k=(2, 3, 6, 4)):
 def test_scaled_dot_product_attention_torch_mask_meaning(kind):
     ours, theirs = _qkv()
     kw, tkw = {}, {}
-    if kind == "bool":              # True = MAY attend; every query keeps at least one key
+    if kind == "bool":  # True = MAY attend; every query keeps at least one key
         allowed = np.random.default_rng(4).random((5, 6)) > 0.4
         allowed[:, 0] = True
         kw, tkw = dict(attn_mask=mt.tensor(allowed)), dict(attn_mask=torch.tensor(allowed))
@@ -287,9 +313,10 @@ def test_sdpa_mask_is_the_opposite_of_multihead_attention_mask():
 def _mha_pair(e=8, h=2, batch_first=False, bias=True, dtype=torch.float64):
     torch.manual_seed(0)
     theirs = torch.nn.MultiheadAttention(e, h, bias=bias, batch_first=batch_first, dtype=dtype)
-    ours = nn.MultiheadAttention(e, h, bias=bias, batch_first=batch_first,
-                                 dtype=str(dtype).replace("torch.", ""))
-    ours.load_state_dict(theirs.state_dict())          # torch tensors load directly
+    ours = nn.MultiheadAttention(
+        e, h, bias=bias, batch_first=batch_first, dtype=str(dtype).replace("torch.", "")
+    )
+    ours.load_state_dict(theirs.state_dict())  # torch tensors load directly
     return ours, theirs
 
 
@@ -313,8 +340,8 @@ def test_multihead_attention_matches_torch(batch_first, masks, average):
     kv, tkv = pair(rand(*kshape, seed=2))
     kw, tkw = {}, {}
     padding = np.zeros((n, l_k), bool)
-    padding[0, -2:] = True                           # True = ignore this key (<pad>)
-    causal = np.triu(np.ones((l_q, l_k), bool), 1)   # True = not allowed
+    padding[0, -2:] = True  # True = ignore this key (<pad>)
+    causal = np.triu(np.ones((l_q, l_k), bool), 1)  # True = not allowed
     if masks in ("bool", "both"):
         kw["key_padding_mask"], tkw["key_padding_mask"] = mt.tensor(padding), torch.tensor(padding)
     if masks == "both":
@@ -326,8 +353,16 @@ def test_multihead_attention_matches_torch(batch_first, masks, average):
     tout, tw = theirs(tq, tkv, tkv, average_attn_weights=average, **tkw)
     check(out, tout)
     check(w, tw)
-    check_backward(out, tout, [(q, tq), (kv, tkv), (ours.in_proj_weight, theirs.in_proj_weight),
-                               (ours.out_proj.weight, theirs.out_proj.weight)])
+    check_backward(
+        out,
+        tout,
+        [
+            (q, tq),
+            (kv, tkv),
+            (ours.in_proj_weight, theirs.in_proj_weight),
+            (ours.out_proj.weight, theirs.out_proj.weight),
+        ],
+    )
 
 
 def test_multihead_attention_unbatched_and_need_weights_false():
@@ -350,10 +385,20 @@ def test_multihead_attention_is_causal_needs_the_mask_as_in_torch():
 
 
 # ----------------------------------------------------------------------------- modules
-@pytest.mark.parametrize("make", [
-    lambda m: m.Softmax(dim=-1), lambda m: m.Softmax(1), lambda m: m.LogSoftmax(dim=0),
-    lambda m: m.ReLU(), lambda m: m.GELU(), lambda m: m.GELU(approximate="tanh"),
-    lambda m: m.Identity(54, unused=1), lambda m: m.Tanh(), lambda m: m.Sigmoid()])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda m: m.Softmax(dim=-1),
+        lambda m: m.Softmax(1),
+        lambda m: m.LogSoftmax(dim=0),
+        lambda m: m.ReLU(),
+        lambda m: m.GELU(),
+        lambda m: m.GELU(approximate="tanh"),
+        lambda m: m.Identity(54, unused=1),
+        lambda m: m.Tanh(),
+        lambda m: m.Sigmoid(),
+    ],
+)
 def test_activation_modules(make):
     x, tx = pair(rand(3, 4, 5))
     out, tout = make(nn)(x), make(torch.nn)(tx)
@@ -404,8 +449,9 @@ class _Net:
                 self.lin = lib.Linear(4, 4)
                 self.norm = lib.LayerNorm(4)
                 self.register_buffer("pe", mt.zeros(3, 4) if lib is nn else torch.zeros(3, 4))
-                self.register_buffer("tmp", mt.ones(2) if lib is nn else torch.ones(2),
-                                     persistent=False)
+                self.register_buffer(
+                    "tmp", mt.ones(2) if lib is nn else torch.ones(2), persistent=False
+                )
 
         class Net(lib.Module):
             def __init__(self):
@@ -413,6 +459,7 @@ class _Net:
                 self.blocks = lib.ModuleList([Block() for _ in range(2)])
                 self.head = lib.Sequential(lib.Linear(4, 2), lib.ReLU())
                 self.attn = lib.MultiheadAttention(4, 2)
+
         return Net()
 
 
@@ -422,10 +469,12 @@ def test_module_traversal_matches_torch():
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
     assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
     assert list(ours.state_dict()) == list(theirs.state_dict())
-    assert [type(c).__name__ for c in ours.children()] == \
-        [type(c).__name__ for c in theirs.children()]
-    assert [n for n, _ in ours.named_modules(prefix="net")] == \
-        [n for n, _ in theirs.named_modules(prefix="net")]
+    assert [type(c).__name__ for c in ours.children()] == [
+        type(c).__name__ for c in theirs.children()
+    ]
+    assert [n for n, _ in ours.named_modules(prefix="net")] == [
+        n for n, _ in theirs.named_modules(prefix="net")
+    ]
     ours.load_state_dict(theirs.state_dict())
     seen = []
     assert ours.apply(lambda m: seen.append(type(m).__name__)) is ours
@@ -453,43 +502,64 @@ def test_module_modes_devices_dtypes_and_grads():
     net.zero_grad()
     assert net.head[0].weight.grad is None
     assert net.requires_grad_(False) is net and not net.head[0].weight.requires_grad
-    assert all(p is q for p, q in zip(net.parameters(),
-                                      (p for _, p in net.named_parameters())))
+    assert all(p is q for p, q in zip(net.parameters(), (p for _, p in net.named_parameters())))
     kept = net.state_dict(keep_vars=True, prefix="m.")
     assert kept["m.head.0.weight"] is net.head[0].weight
 
 
 # ----------------------------------------------------------------------------- init
 def test_calculate_gain_matches_torch():
-    for name, param in [("linear", None), ("conv3d", None), ("sigmoid", None), ("tanh", None),
-                        ("relu", None), ("leaky_relu", None), ("leaky_relu", 0.2),
-                        ("selu", None)]:
+    for name, param in [
+        ("linear", None),
+        ("conv3d", None),
+        ("sigmoid", None),
+        ("tanh", None),
+        ("relu", None),
+        ("leaky_relu", None),
+        ("leaky_relu", 0.2),
+        ("selu", None),
+    ]:
         assert nn.init.calculate_gain(name, param) == pytest.approx(
-            torch.nn.init.calculate_gain(name, param))
+            torch.nn.init.calculate_gain(name, param)
+        )
 
 
-@pytest.mark.parametrize("fn,kw,bound", [
-    ("xavier_uniform_", dict(gain=2.0), lambda fi, fo: 2.0 * math.sqrt(6 / (fi + fo))),
-    ("kaiming_uniform_", dict(a=math.sqrt(5)), lambda fi, fo: 1 / math.sqrt(fi)),
-    ("kaiming_uniform_", dict(mode="fan_out", nonlinearity="relu"),
-     lambda fi, fo: math.sqrt(6 / fo)),
-    ("uniform_", dict(a=-0.3, b=0.3), lambda fi, fo: 0.3)])
+@pytest.mark.parametrize(
+    "fn,kw,bound",
+    [
+        ("xavier_uniform_", dict(gain=2.0), lambda fi, fo: 2.0 * math.sqrt(6 / (fi + fo))),
+        ("kaiming_uniform_", dict(a=math.sqrt(5)), lambda fi, fo: 1 / math.sqrt(fi)),
+        (
+            "kaiming_uniform_",
+            dict(mode="fan_out", nonlinearity="relu"),
+            lambda fi, fo: math.sqrt(6 / fo),
+        ),
+        ("uniform_", dict(a=-0.3, b=0.3), lambda fi, fo: 0.3),
+    ],
+)
 def test_uniform_initialisers_use_torchs_fans(fn, kw, bound):
     mt.manual_seed(0)
     w = nn.Parameter(np.zeros((300, 200), np.float32))
     getattr(nn.init, fn)(w, **kw)
     b = bound(200, 300)
     assert np.abs(w.data).max() <= b * (1 + 1e-6)
-    assert np.abs(w.data).max() > 0.99 * b                 # the whole range is used
+    assert np.abs(w.data).max() > 0.99 * b  # the whole range is used
     t = torch.empty(300, 200)
     getattr(torch.nn.init, fn)(t, **kw)
     assert np.abs(w.data).std() == pytest.approx(t.abs().std().item(), rel=0.03)
 
 
-@pytest.mark.parametrize("fn,kw", [
-    ("xavier_normal_", {}), ("kaiming_normal_", dict(nonlinearity="relu")),
-    ("kaiming_normal_", dict(mode="fan_out")), ("normal_", dict(mean=1.0, std=0.5)),
-    ("trunc_normal_", dict(std=0.5, a=-0.6, b=0.4)), ("orthogonal_", dict(gain=1.5))])
+@pytest.mark.parametrize(
+    "fn,kw",
+    [
+        ("xavier_normal_", {}),
+        ("kaiming_normal_", dict(nonlinearity="relu")),
+        ("kaiming_normal_", dict(mode="fan_out")),
+        ("normal_", dict(mean=1.0, std=0.5)),
+        ("trunc_normal_", dict(std=0.5, a=-0.6, b=0.4)),
+        ("orthogonal_", dict(gain=1.5)),
+    ],
+)
 def test_normal_initialisers_match_torchs_statistics(fn, kw):
     mt.manual_seed(0)
     torch.manual_seed(0)
@@ -503,7 +573,7 @@ def test_normal_initialisers_match_torchs_statistics(fn, kw):
     if fn == "trunc_normal_":
         assert w.data.min() >= -0.6 and w.data.max() <= 0.4
     if fn == "orthogonal_":
-        np.testing.assert_allclose(w.data.T @ w.data, 1.5 ** 2 * np.eye(200), atol=1e-4)
+        np.testing.assert_allclose(w.data.T @ w.data, 1.5**2 * np.eye(200), atol=1e-4)
 
 
 def test_constant_initialisers():
@@ -512,8 +582,9 @@ def test_constant_initialisers():
     np.testing.assert_array_equal(nn.init.constant_(w, 0.25).data, np.full((3, 3), 0.25))
     np.testing.assert_array_equal(nn.init.ones_(w).data, np.ones((3, 3)))
     np.testing.assert_array_equal(nn.init.zeros_(w).data, np.zeros((3, 3)))
-    assert nn.init._calculate_fan_in_and_fan_out(mt.zeros(5, 3, 2)) == \
-        torch.nn.init._calculate_fan_in_and_fan_out(torch.zeros(5, 3, 2))
+    assert nn.init._calculate_fan_in_and_fan_out(
+        mt.zeros(5, 3, 2)
+    ) == torch.nn.init._calculate_fan_in_and_fan_out(torch.zeros(5, 3, 2))
 
 
 # ----------------------------------------------------------------------------- optim
@@ -542,10 +613,16 @@ def _train_both(make_opt, make_topt, steps=5, sched=None):
     return opt, topt
 
 
-@pytest.mark.parametrize("kw", [
-    dict(lr=0.5, betas=(0.9, 0.98), eps=1e-9), dict(lr=0.01, weight_decay=0.1),
-    dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), dict(lr=0.01, amsgrad=True),
-    dict(lr=0.01, foreach=False, maximize=True)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(lr=0.5, betas=(0.9, 0.98), eps=1e-9),
+        dict(lr=0.01, weight_decay=0.1),
+        dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True),
+        dict(lr=0.01, amsgrad=True),
+        dict(lr=0.01, foreach=False, maximize=True),
+    ],
+)
 def test_adam_matches_torch(kw):
     opt, topt = _train_both(lambda p: optim.Adam(p, **kw), lambda p: torch.optim.Adam(p, **kw))
     assert {k for k in opt.param_groups[0]} <= set(topt.param_groups[0])
@@ -561,37 +638,56 @@ def test_sgd_and_adamw_match_torch_and_take_named_parameters():
 
 def _noam(step, model_size=16, factor=1.0, warmup=3):
     step = max(step, 1)
-    return factor * model_size ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return factor * model_size**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-@pytest.mark.parametrize("name,kw", [
-    ("LambdaLR", dict(lr_lambda=_noam)), ("StepLR", dict(step_size=2, gamma=0.5)),
-    ("MultiStepLR", dict(milestones=[2, 4], gamma=0.3)), ("ExponentialLR", dict(gamma=0.8)),
-    ("LinearLR", dict(start_factor=0.25, total_iters=3)),
-    ("CosineAnnealingLR", dict(T_max=4, eta_min=0.01))])
+@pytest.mark.parametrize(
+    "name,kw",
+    [
+        ("LambdaLR", dict(lr_lambda=_noam)),
+        ("StepLR", dict(step_size=2, gamma=0.5)),
+        ("MultiStepLR", dict(milestones=[2, 4], gamma=0.3)),
+        ("ExponentialLR", dict(gamma=0.8)),
+        ("LinearLR", dict(start_factor=0.25, total_iters=3)),
+        ("CosineAnnealingLR", dict(T_max=4, eta_min=0.01)),
+    ],
+)
 def test_lr_schedulers_match_torch(name, kw):
     ours = getattr(optim.lr_scheduler, name)
     theirs = getattr(torch.optim.lr_scheduler, name)
-    _train_both(lambda p: optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
-                lambda p: torch.optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
-                steps=7, sched=(lambda o: ours(o, **kw), lambda o: theirs(o, **kw)))
+    _train_both(
+        lambda p: optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
+        lambda p: torch.optim.Adam(p, lr=0.1, betas=(0.9, 0.98), eps=1e-9),
+        steps=7,
+        sched=(lambda o: ours(o, **kw), lambda o: theirs(o, **kw)),
+    )
 
 
-@pytest.mark.parametrize("first,second", [
-    (("LambdaLR", dict(lr_lambda=lambda s: min(1.0, (s + 1) / 4))), ("StepLR", dict(step_size=2))),
-    (("LinearLR", dict(start_factor=0.25, total_iters=5)), ("ExponentialLR", dict(gamma=0.9))),
-    (("LambdaLR", dict(lr_lambda=lambda s: min(1.0, (s + 1) / 4))),
-     ("CosineAnnealingLR", dict(T_max=3, eta_min=0.01))),
-    (("ExponentialLR", dict(gamma=0.95)), ("MultiStepLR", dict(milestones=[2, 5], gamma=0.3))),
-    (("StepLR", dict(step_size=3, gamma=0.5)), ("LambdaLR", dict(lr_lambda=lambda s: 0.9 ** s)))])
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        (
+            ("LambdaLR", dict(lr_lambda=lambda s: min(1.0, (s + 1) / 4))),
+            ("StepLR", dict(step_size=2)),
+        ),
+        (("LinearLR", dict(start_factor=0.25, total_iters=5)), ("ExponentialLR", dict(gamma=0.9))),
+        (
+            ("LambdaLR", dict(lr_lambda=lambda s: min(1.0, (s + 1) / 4))),
+            ("CosineAnnealingLR", dict(T_max=3, eta_min=0.01)),
+        ),
+        (("ExponentialLR", dict(gamma=0.95)), ("MultiStepLR", dict(milestones=[2, 5], gamma=0.3))),
+        (("StepLR", dict(step_size=3, gamma=0.5)), ("LambdaLR", dict(lr_lambda=lambda s: 0.9**s))),
+    ],
+)
 def test_two_schedulers_on_one_optimizer_compose_as_torch(first, second):
     """A warm-up stepped every batch and a decay stepped every epoch: torch's chainable
     schedulers change the lr the other one left."""
     rates = []
     for lib in (mt, torch):
         opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(2))], lr=0.1)
-        per_batch, per_epoch = (getattr(lib.optim.lr_scheduler, name)(opt, **kw)
-                                for name, kw in (first, second))
+        per_batch, per_epoch = (
+            getattr(lib.optim.lr_scheduler, name)(opt, **kw) for name, kw in (first, second)
+        )
         seen = [opt.param_groups[0]["lr"]]
         for _ in range(8):
             for _ in range(3):
@@ -620,8 +716,9 @@ def test_sin_cos_gradcheck(name):
     assert mt.gradcheck(getattr(mt, name), x)
 
 
-@pytest.mark.parametrize("name", ["sum", "mean", "std", "var", "logsumexp", "softmax",
-                                  "log_softmax"])
+@pytest.mark.parametrize(
+    "name", ["sum", "mean", "std", "var", "logsumexp", "softmax", "log_softmax"]
+)
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_dim_and_keepdim_spellings(name, keepdim):
     x, tx = pair(rand(2, 3, 4))
@@ -645,14 +742,16 @@ def test_dim_and_axis_together_is_an_error():
 def test_max_min_with_dim_return_values_and_indices(name, keepdim):
     x, tx = pair(rand(3, 5))
     out, tout = getattr(mt, name)(x, dim=1, keepdim=keepdim), getattr(torch, name)(tx, 1, keepdim)
-    values, indices = out                       # unpacks as torch's (values, indices)
+    values, indices = out  # unpacks as torch's (values, indices)
     assert out._fields == ("values", "indices") and tout.values is tout[0]
     check(values, tout.values)
     check(indices, tout.indices)
     check_backward(out.values, tout.values, [(x, tx)])
-    check(getattr(x, name)(), getattr(tx, name)())                 # no dim: the element
-    np.testing.assert_array_equal(getattr(x, name)(axis=1).data, tout.values.detach().numpy()
-                                  if not keepdim else tout.values.detach().numpy()[:, 0])
+    check(getattr(x, name)(), getattr(tx, name)())  # no dim: the element
+    np.testing.assert_array_equal(
+        getattr(x, name)(axis=1).data,
+        tout.values.detach().numpy() if not keepdim else tout.values.detach().numpy()[:, 0],
+    )
 
 
 def test_max_of_two_tensors_is_elementwise():
@@ -698,28 +797,35 @@ def test_inplace_fills_and_scatter():
     a = rand(3, 4)
     x, tx = pair(a, requires_grad=False)
     m = a > 0
-    check(x.clone().masked_fill_(mt.tensor(m), 7.0), tx.clone().masked_fill_(torch.tensor(m), 7.))
+    check(x.clone().masked_fill_(mt.tensor(m), 7.0), tx.clone().masked_fill_(torch.tensor(m), 7.0))
     idx = np.array([0, 2])
-    check(x.clone().index_fill_(1, mt.tensor(idx), -1.0),
-          tx.clone().index_fill_(1, torch.tensor(idx), -1.0))
+    check(
+        x.clone().index_fill_(1, mt.tensor(idx), -1.0),
+        tx.clone().index_fill_(1, torch.tensor(idx), -1.0),
+    )
     target = np.array([[1], [3], [0]])
-    check(x.clone().scatter_(1, mt.tensor(target), 0.5),
-          tx.clone().scatter_(1, torch.tensor(target), 0.5))
+    check(
+        x.clone().scatter_(1, mt.tensor(target), 0.5),
+        tx.clone().scatter_(1, torch.tensor(target), 0.5),
+    )
     src = rand(3, 4, seed=2)
-    check(x.clone().scatter_(1, mt.tensor(target), mt.tensor(src)),
-          tx.clone().scatter_(1, torch.tensor(target), torch.tensor(src)))
+    check(
+        x.clone().scatter_(1, mt.tensor(target), mt.tensor(src)),
+        tx.clone().scatter_(1, torch.tensor(target), torch.tensor(src)),
+    )
 
 
 def test_gather_index_select_repeat_expand_as_t():
     x, tx = pair(rand(3, 4))
     idx = np.array([[0, 3], [1, 1], [2, 0]])
     for out, tout in [
-            (x.gather(1, mt.tensor(idx)), tx.gather(1, torch.tensor(idx))),
-            (mt.gather(x, 0, mt.tensor(idx % 3)), torch.gather(tx, 0, torch.tensor(idx % 3))),
-            (x.index_select(1, mt.tensor([3, 0, 3])), tx.index_select(1, torch.tensor([3, 0, 3]))),
-            (x.repeat(2, 1, 2), tx.repeat(2, 1, 2)),
-            (x[:1].expand_as(x), tx[:1].expand_as(tx)),
-            (x.t(), tx.t())]:
+        (x.gather(1, mt.tensor(idx)), tx.gather(1, torch.tensor(idx))),
+        (mt.gather(x, 0, mt.tensor(idx % 3)), torch.gather(tx, 0, torch.tensor(idx % 3))),
+        (x.index_select(1, mt.tensor([3, 0, 3])), tx.index_select(1, torch.tensor([3, 0, 3]))),
+        (x.repeat(2, 1, 2), tx.repeat(2, 1, 2)),
+        (x[:1].expand_as(x), tx[:1].expand_as(tx)),
+        (x.t(), tx.t()),
+    ]:
         check(out, tout)
         check_backward(out, tout, [(x, tx)])
     y = mt.tensor(rand(2, 3), dtype=mt.float64, requires_grad=True)
@@ -730,14 +836,17 @@ def test_gather_index_select_repeat_expand_as_t():
 def test_top_level_functions():
     x, tx = pair(rand(2, 3, 4))
     y, ty = pair(rand(2, 4, 5, seed=1))
-    for out, tout in [(mt.matmul(x, y), torch.matmul(tx, ty)), (mt.bmm(x, y), torch.bmm(tx, ty)),
-                      (mt.triu(x, diagonal=1), torch.triu(tx, diagonal=1)),
-                      (mt.tril(x, -1), torch.tril(tx, -1)),
-                      (mt.cat([x, x], dim=1), torch.cat([tx, tx], dim=1)),
-                      (mt.clamp(x, -0.5, 0.5), torch.clamp(tx, -0.5, 0.5)),
-                      (mt.softmax(x, dim=-1), torch.softmax(tx, dim=-1)),
-                      (mt.sum(x, dim=1), torch.sum(tx, dim=1)),
-                      (mt.mean(x, 1, keepdim=True), torch.mean(tx, 1, keepdim=True))]:
+    for out, tout in [
+        (mt.matmul(x, y), torch.matmul(tx, ty)),
+        (mt.bmm(x, y), torch.bmm(tx, ty)),
+        (mt.triu(x, diagonal=1), torch.triu(tx, diagonal=1)),
+        (mt.tril(x, -1), torch.tril(tx, -1)),
+        (mt.cat([x, x], dim=1), torch.cat([tx, tx], dim=1)),
+        (mt.clamp(x, -0.5, 0.5), torch.clamp(tx, -0.5, 0.5)),
+        (mt.softmax(x, dim=-1), torch.softmax(tx, dim=-1)),
+        (mt.sum(x, dim=1), torch.sum(tx, dim=1)),
+        (mt.mean(x, 1, keepdim=True), torch.mean(tx, 1, keepdim=True)),
+    ]:
         check(out, tout)
         check_backward(out, tout, [(x, tx)])
     check(mt.argmax(x, dim=-1), torch.argmax(tx, dim=-1))
@@ -751,27 +860,40 @@ def test_creators_and_dtypes():
     check(mt.linspace(0, 1, 5), torch.linspace(0, 1, 5), atol=1e-7)
     check(mt.LongTensor([1, 2]), torch.LongTensor([1, 2]))
     check(mt.FloatTensor([1.5, 2]), torch.FloatTensor([1.5, 2]))
-    for ours, theirs in [(mt.uint8, torch.uint8), (mt.long, torch.long), (mt.bool, torch.bool),
-                         (mt.float, torch.float), (mt.double, torch.double)]:
+    for ours, theirs in [
+        (mt.uint8, torch.uint8),
+        (mt.long, torch.long),
+        (mt.bool, torch.bool),
+        (mt.float, torch.float),
+        (mt.double, torch.double),
+    ]:
         check(mt.ones(2, dtype=ours), torch.ones(2, dtype=theirs))
 
 
-@pytest.mark.parametrize("equation,shapes", [("ij,jk->ik", [(2, 3), (3, 4)]),
-                                             ("bij,bkj->bik", [(2, 3, 4), (2, 5, 4)]),
-                                             ("ij->i", [(3, 4)]), ("ij,j", [(3, 4), (4,)]),
-                                             ("ij,kl->ijkl", [(2, 3), (2, 2)]),
-                                             # diagonals: a repeated index in one operand
-                                             ("ii->i", [(3, 3)]), ("ii", [(4, 4)]),
-                                             ("iji->j", [(2, 3, 2)]),
-                                             ("ii,ij->j", [(3, 3), (3, 2)]),
-                                             # '...', with broadcasting inside it
-                                             ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
-                                             ("b...,b...->b...", [(2, 1, 4), (2, 3, 1)]),
-                                             ("...ii->...i", [(2, 3, 3)]), ("i...", [(3, 2, 2)]),
-                                             ("ij,ij->ij", [(1, 3), (5, 3)]),
-                                             # size 0 (a size-1 axis broadcasts to it)
-                                             ("ij,ij->ij", [(0, 3), (1, 3)]),
-                                             ("ij,jk", [(0, 3), (3, 4)])])
+@pytest.mark.parametrize(
+    "equation,shapes",
+    [
+        ("ij,jk->ik", [(2, 3), (3, 4)]),
+        ("bij,bkj->bik", [(2, 3, 4), (2, 5, 4)]),
+        ("ij->i", [(3, 4)]),
+        ("ij,j", [(3, 4), (4,)]),
+        ("ij,kl->ijkl", [(2, 3), (2, 2)]),
+        # diagonals: a repeated index in one operand
+        ("ii->i", [(3, 3)]),
+        ("ii", [(4, 4)]),
+        ("iji->j", [(2, 3, 2)]),
+        ("ii,ij->j", [(3, 3), (3, 2)]),
+        # '...', with broadcasting inside it
+        ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+        ("b...,b...->b...", [(2, 1, 4), (2, 3, 1)]),
+        ("...ii->...i", [(2, 3, 3)]),
+        ("i...", [(3, 2, 2)]),
+        ("ij,ij->ij", [(1, 3), (5, 3)]),
+        # size 0 (a size-1 axis broadcasts to it)
+        ("ij,ij->ij", [(0, 3), (1, 3)]),
+        ("ij,jk", [(0, 3), (3, 4)]),
+    ],
+)
 def test_einsum_values_and_gradients(equation, shapes):
     pairs = [pair(rand(*s, seed=i)) for i, s in enumerate(shapes)]
     out = mt.einsum(equation, *[p[0] for p in pairs])
@@ -790,20 +912,21 @@ def test_einsum_errors_name_the_equation_and_shapes():
 
 def test_cumsum_sort_argsort_topk():
     a = rand(3, 5)
-    a[0, 1] = a[0, 3]                                  # a tie
+    a[0, 1] = a[0, 3]  # a tie
     x, tx = pair(a)
     out, tout = mt.cumsum(x, dim=1), torch.cumsum(tx, dim=1)
     check(out, tout)
     check_backward(out, tout, [(x, tx)])
-    assert mt.gradcheck(lambda v: v.cumsum(0), mt.tensor(a, dtype=mt.float64,
-                                                         requires_grad=True))
+    assert mt.gradcheck(lambda v: v.cumsum(0), mt.tensor(a, dtype=mt.float64, requires_grad=True))
     for descending in (False, True):
         s = mt.sort(x, dim=1, descending=descending)
         ts = torch.sort(tx, dim=1, descending=descending, stable=True)
         check(s.values, ts.values)
         check(s.indices, ts.indices)
-        check(x.argsort(dim=0, descending=descending), tx.argsort(dim=0, descending=descending,
-                                                                    stable=True))
+        check(
+            x.argsort(dim=0, descending=descending),
+            tx.argsort(dim=0, descending=descending, stable=True),
+        )
     k, tk = x.topk(2, dim=1), tx.topk(2, dim=1)
     values, indices = k
     check(values, tk.values)
@@ -816,7 +939,7 @@ def test_scatter_out_of_place_and_multinomial():
     x, tx = pair(np.zeros((2, 4)), requires_grad=False)
     idx = np.array([[1], [3]])
     check(mt.scatter(x, 1, mt.tensor(idx), 1.0), torch.scatter(tx, 1, torch.tensor(idx), 1.0))
-    assert x.data.sum() == 0                                   # the input is unchanged
+    assert x.data.sum() == 0  # the input is unchanged
     mt.manual_seed(0)
     probs = mt.tensor([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]])
     draws = mt.multinomial(probs, 2, replacement=True)
@@ -825,11 +948,12 @@ def test_scatter_out_of_place_and_multinomial():
     no_repeat = mt.multinomial(probs[1], 2)
     assert sorted(no_repeat.tolist()) == [0, 2]
     with pytest.raises(ValueError, match="multinomial"):
-        mt.multinomial(probs, 2)                               # row 0 has one non-zero weight
+        mt.multinomial(probs, 2)  # row 0 has one non-zero weight
 
 
-@pytest.mark.parametrize("dim,index", [(1, [[0, 2], [1, 3], [3, 0]]), (0, [[2, 0, 1, 1]]),
-                                       (-1, [[1], [0], [2]])])
+@pytest.mark.parametrize(
+    "dim,index", [(1, [[0, 2], [1, 3], [3, 0]]), (0, [[2, 0, 1, 1]]), (-1, [[1], [0], [2]])]
+)
 def test_scatter_gradients_reach_input_and_src_as_torch(dim, index):
     x, tx = pair(rand(3, 4, seed=4))
     idx = np.array(index)
@@ -843,7 +967,7 @@ def test_scatter_gradients_reach_input_and_src_as_torch(dim, index):
     out, tout = x.scatter(dim, mt.tensor(idx), 0.5), tx.scatter(dim, torch.tensor(idx), 0.5)
     check(out, tout)
     check_backward(out, tout, [(x, tx)])
-    ones = mt.zeros(2, 3, dtype=mt.long).scatter_(1, mt.tensor([[1], [2]]), 1)   # a one-hot
+    ones = mt.zeros(2, 3, dtype=mt.long).scatter_(1, mt.tensor([[1], [2]]), 1)  # a one-hot
     check(ones, torch.zeros(2, 3, dtype=torch.long).scatter_(1, torch.tensor([[1], [2]]), 1))
 
 
@@ -861,22 +985,23 @@ def test_inplace_index_errors_name_the_op_and_shape():
         x.index_fill_(2, mt.tensor([0]), 1.0)
     with pytest.raises(IndexError, match=r"scatter_.*\(2, 3\)"):
         x.scatter_(1, mt.tensor([[5], [0]]), 1.0)
-    assert x.data.sum() == 0 and x._version == 0            # a failed call changes nothing
+    assert x.data.sum() == 0 and x._version == 0  # a failed call changes nothing
 
 
 # ----------------------------------------------------------------------------- nanoGPT's idioms
 # What tests/gpt_style_model.py (a nanoGPT-style GPT and its train/sample loop) needed.
+
 
 def test_a_one_element_integer_tensor_is_an_index_as_in_torch():
     data = np.arange(20)
     for ours, theirs in [pair(np.array(3)), pair(np.array([3])), pair(np.array(True))]:
         assert ours.__index__() == theirs.__index__()
     ix, tix = pair(np.array([2, 7]))
-    slices = [data[i:i + 3] for i in ix]                 # nanoGPT's get_batch
-    np.testing.assert_array_equal(slices, [data[i:i + 3] for i in tix])
+    slices = [data[i : i + 3] for i in ix]  # nanoGPT's get_batch
+    np.testing.assert_array_equal(slices, [data[i : i + 3] for i in tix])
     t, tt = pair(np.array(4))
     assert list(range(t)) == list(range(tt)) and "abcdef"[t] == "abcdef"[tt] == "e"
-    for index in ([3], [[1, 2]], [True] * 20):              # numpy indexed by a tensor
+    for index in ([3], [[1, 2]], [True] * 20):  # numpy indexed by a tensor
         ours, theirs = pair(np.array(index), requires_grad=False)
         np.testing.assert_array_equal(data[ours], data[theirs])
         assert data[ours].shape == data[theirs].shape
@@ -884,8 +1009,11 @@ def test_a_one_element_integer_tensor_is_an_index_as_in_torch():
         ours, theirs = pair(bad, requires_grad=False)
         with pytest.raises(TypeError, match="only integer tensors of a single element"):
             theirs.__index__()
-        with pytest.raises(TypeError, match=r"__index__: only integer tensors of a single "
-                                            r"element.*shape \(.*dtype"):
+        with pytest.raises(
+            TypeError,
+            match=r"__index__: only integer tensors of a single "
+            r"element.*shape \(.*dtype",
+        ):
             ours.__index__()
 
 
@@ -897,7 +1025,7 @@ def test_a_0d_tensor_formats_as_its_number_as_in_torch():
     ids, tids = pair(np.array(7))
     assert f"{ids:03d}" == f"{tids:03d}" == "007"
     vec, tvec = pair(np.array([1.5, 2.0]))
-    assert f"{vec}" == repr(vec)                          # no spec: the repr, as torch
+    assert f"{vec}" == repr(vec)  # no spec: the repr, as torch
     with pytest.raises(TypeError):
         format(tvec, ".2f")
     with pytest.raises(TypeError):
@@ -907,10 +1035,14 @@ def test_a_0d_tensor_formats_as_its_number_as_in_torch():
 def test_creators_take_device_as_torch():
     cpu, tcpu = mt.device("cpu"), torch.device("cpu")
     for device in ("cpu", "cpu:0", cpu, tcpu):
-        check(mt.arange(0, 5, dtype=mt.long, device=device),
-              torch.arange(0, 5, dtype=torch.long, device="cpu"))
-        check(mt.tensor([1, 2, 3], dtype=mt.long, device=device),
-              torch.tensor([1, 2, 3], dtype=torch.long))
+        check(
+            mt.arange(0, 5, dtype=mt.long, device=device),
+            torch.arange(0, 5, dtype=torch.long, device="cpu"),
+        )
+        check(
+            mt.tensor([1, 2, 3], dtype=mt.long, device=device),
+            torch.tensor([1, 2, 3], dtype=torch.long),
+        )
         check(mt.zeros(2, 3, device=device), torch.zeros(2, 3))
         check(mt.ones(2, device=device), torch.ones(2))
         check(mt.full((2, 2), 1.5, device=device), torch.full((2, 2), 1.5))
@@ -923,16 +1055,22 @@ def test_creators_take_device_as_torch():
         assert mt.randn(2, device=device).shape == mt.rand(2, device=device).shape == (2,)
         assert mt.randn_like(x, device=device).shape == mt.rand_like(x, device=device).shape
         assert mt.ones_like(x, device=device).sum().item() == 6
-    for make in (lambda: mt.arange(3, device="cuda"), lambda: mt.zeros(2, device="cuda:0"),
-                 lambda: mt.tensor([1], device="mps")):
-        with pytest.raises(RuntimeError, match=r"\w+: device '(cuda|cuda:0|mps)' is not "
-                                               r"available; minitensor runs on the CPU only"):
+    for make in (
+        lambda: mt.arange(3, device="cuda"),
+        lambda: mt.zeros(2, device="cuda:0"),
+        lambda: mt.tensor([1], device="mps"),
+    ):
+        with pytest.raises(
+            RuntimeError,
+            match=r"\w+: device '(cuda|cuda:0|mps)' is not "
+            r"available; minitensor runs on the CPU only",
+        ):
             make()
 
 
 def test_randint_takes_torch_high_size_form():
     mt.manual_seed(0)
-    ix, tix = mt.randint(10, (1000,)), torch.randint(10, (1000,))   # low 0, as torch
+    ix, tix = mt.randint(10, (1000,)), torch.randint(10, (1000,))  # low 0, as torch
     assert ix.shape == tuple(tix.shape) and ix.dtype == tix.numpy().dtype == np.int64
     assert set(ix.tolist()) == set(tix.tolist()) == set(range(10))
     lo = mt.randint(3, 5, (200,), device="cpu")
@@ -954,10 +1092,16 @@ def test_load_takes_map_location_and_weights_only(tmp_path):
     path = tmp_path / "ckpt.pt"
     ckpt = {"model": {"w": np.arange(3.0)}, "iter_num": 4, "best_val_loss": mt.tensor(1.25)}
     mt.save(ckpt, path)
-    for kw in ({"map_location": "cpu"}, {"map_location": mt.device("cpu")},
-               {"map_location": torch.device("cpu")}, {"map_location": {"cuda:0": "cpu"}},
-               {"map_location": lambda storage, loc: storage}, {"weights_only": True},
-               {"weights_only": False}, {}):
+    for kw in (
+        {"map_location": "cpu"},
+        {"map_location": mt.device("cpu")},
+        {"map_location": torch.device("cpu")},
+        {"map_location": {"cuda:0": "cpu"}},
+        {"map_location": lambda storage, loc: storage},
+        {"weights_only": True},
+        {"weights_only": False},
+        {},
+    ):
         back = mt.load(path, **kw)
         assert back["iter_num"] == 4 and f"{back['best_val_loss']:.2f}" == "1.25", kw
         np.testing.assert_array_equal(back["model"]["w"], [0.0, 1.0, 2.0])
@@ -975,20 +1119,30 @@ class _TiedLM:
                 super().__init__()
                 self.wte = lib.nn.Embedding(5, 3)
                 self.shared = lib.nn.Linear(3, 3)
-                self.again = self.shared               # one submodule under two names
+                self.again = self.shared  # one submodule under two names
                 self.lm_head = lib.nn.Linear(3, 5, bias=False)
                 self.wte.weight = self.lm_head.weight
+
         return Tied()
 
 
 def test_state_dict_names_a_tied_weight_under_each_name_as_torch():
     torch.manual_seed(0)
     theirs, ours = _TiedLM.build(torch), _TiedLM.build(mt)
-    assert list(ours.state_dict()) == list(theirs.state_dict()) == [
-        "wte.weight", "shared.weight", "shared.bias", "again.weight", "again.bias",
-        "lm_head.weight"]
+    assert (
+        list(ours.state_dict())
+        == list(theirs.state_dict())
+        == [
+            "wte.weight",
+            "shared.weight",
+            "shared.bias",
+            "again.weight",
+            "again.bias",
+            "lm_head.weight",
+        ]
+    )
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
-    ours.load_state_dict(theirs.state_dict())             # every name, as torch writes them
+    ours.load_state_dict(theirs.state_dict())  # every name, as torch writes them
     assert ours.wte.weight is ours.lm_head.weight
     np.testing.assert_array_equal(ours.lm_head.weight.data, theirs.lm_head.weight.detach())
     theirs.load_state_dict({k: torch.tensor(v) for k, v in ours.state_dict().items()})
@@ -997,20 +1151,25 @@ def test_state_dict_names_a_tied_weight_under_each_name_as_torch():
 def test_load_state_dict_of_a_tied_weight_given_once_or_two_ways():
     ours = _TiedLM.build(mt)
     sd = ours.state_dict()
-    once = {k: v for k, v in sd.items() if k not in ("lm_head.weight", "again.weight",
-                                                     "again.bias")}
+    once = {
+        k: v for k, v in sd.items() if k not in ("lm_head.weight", "again.weight", "again.bias")
+    }
     once["wte.weight"] = np.full((5, 3), 0.5, np.float32)
-    assert ours.load_state_dict(once) == ([], [])         # an older checkpoint: each once
+    assert ours.load_state_dict(once) == ([], [])  # an older checkpoint: each once
     assert np.all(ours.lm_head.weight.data == 0.5)
-    sd["lm_head.weight"] = sd["lm_head.weight"] + 1       # which of the two is meant?
-    with pytest.raises(mt.nn.module.StateDictError,
-                       match="wte.weight and lm_head.weight name one tied tensor but hold "
-                             "different values"):
+    sd["lm_head.weight"] = sd["lm_head.weight"] + 1  # which of the two is meant?
+    with pytest.raises(
+        mt.nn.module.StateDictError,
+        match="wte.weight and lm_head.weight name one tied tensor but hold different values",
+    ):
         ours.load_state_dict(sd)
-    assert np.all(ours.lm_head.weight.data == 0.5)        # nothing changed
+    assert np.all(ours.lm_head.weight.data == 0.5)  # nothing changed
     del once["shared.bias"]
-    with pytest.raises(mt.nn.module.StateDictError, match=r"missing keys \(2\): shared.bias, "
-                                                          r"again.bias"):
+    with pytest.raises(
+        mt.nn.module.StateDictError,
+        match=r"missing keys \(2\): shared.bias, "
+        r"again.bias",
+    ):
         ours.load_state_dict(once)
 
 
@@ -1018,6 +1177,7 @@ def test_interop_from_torch_loads_a_tied_generator():
     from transformer import interop
     from transformer.config import TransformerConfig
     from transformer.models import Transformer
+
     cfg = TransformerConfig.tiny(11, 13, tie_embeddings=True)
     twin = interop.to_torch(Transformer(cfg))
     with torch.no_grad():
@@ -1055,18 +1215,18 @@ def _scaler_run(lib, scaler, steps):
 
 def test_grad_scaler_on_the_cpu_scales_skips_and_grows_as_torch():
     steps = [False, True, False, False, False]
-    kw = dict(init_scale=2.0 ** 10, growth_interval=2)
+    kw = dict(init_scale=2.0**10, growth_interval=2)
     theirs, t_scales = _scaler_run(torch, torch.amp.GradScaler("cpu", **kw), steps)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                        # clipping an inf: no warning
+        warnings.simplefilter("error")  # clipping an inf: no warning
         ours, scales = _scaler_run(mt, mt.amp.GradScaler("cpu", **kw), steps)
-    assert scales == t_scales == [1024.0, 512.0, 512.0, 1024.0, 1024.0]   # halve, then grow
+    assert scales == t_scales == [1024.0, 512.0, 512.0, 1024.0, 1024.0]  # halve, then grow
     for name, p in theirs.state_dict().items():
         np.testing.assert_allclose(ours.state_dict()[name], p.numpy(), rtol=1e-6, err_msg=name)
     scaler, t_scaler = mt.amp.GradScaler("cpu", **kw), torch.amp.GradScaler("cpu", **kw)
     assert scaler.state_dict() == t_scaler.state_dict()
     opt = mt.optim.SGD([nn.Parameter(np.ones(2, np.float32))], lr=0.1)
-    scaler.step(opt)                                          # unscales first, once
+    scaler.step(opt)  # unscales first, once
     with pytest.raises(RuntimeError, match=r"unscale_\(\) has already been called"):
         scaler.unscale_(opt)
     scaler.update()
@@ -1087,7 +1247,7 @@ def test_grad_scaler_for_cuda_is_disabled_with_torch_warning():
         loss = mt.tensor(2.0)
         assert scaler.scale(loss) is loss
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                        # enabled=False: no warning
+        warnings.simplefilter("error")  # enabled=False: no warning
         assert not mt.amp.GradScaler("cuda", enabled=False).is_enabled()
     with pytest.raises(RuntimeError, match="GradScaler: device 'mps' is not available"):
         mt.amp.GradScaler("mps")
@@ -1104,6 +1264,6 @@ def test_backends_switches_and_dtype_names_gpu_code_sets():
     assert mt.float16 == mt.half == torch.zeros(1, dtype=torch.float16).numpy().dtype
     check(mt.ones(2, dtype=mt.float16), torch.ones(2, dtype=torch.float16))
     table = {"float32": mt.float32, "bfloat16": mt.bfloat16, "float16": mt.float16}
-    assert table["float16"] == np.float16                     # nanoGPT's ptdtype table builds
+    assert table["float16"] == np.float16  # nanoGPT's ptdtype table builds
     with pytest.raises(TypeError, match="bfloat16 .not available: numpy has no bfloat16"):
         mt.zeros(2, dtype=mt.bfloat16)

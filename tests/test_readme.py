@@ -1,4 +1,5 @@
 """The README's code must run: each ```python block is executed in order."""
+
 import os
 import pathlib
 import re
@@ -39,9 +40,21 @@ def test_the_readme_benchmark_command_runs_without_torch(tmp_path):
     (fake / "__init__.py").write_text(f"raise ImportError({message!r})\n")
     root = README.parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(root)]))
-    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "train_step.py"), "--steps",
-                           "2", "--rounds", "1"], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(root / "benchmarks" / "train_step.py"),
+            "--steps",
+            "2",
+            "--rounds",
+            "1",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"torch is not installed (ImportError: {message})" in proc.stdout
     assert "minitensor: median" in proc.stdout and "torch     :" not in proc.stdout

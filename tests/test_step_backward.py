@@ -1,4 +1,5 @@
 """The step-through backward (`loss.backward_steps()`) and demos/step_backward.py."""
+
 import importlib.util
 import os
 import pathlib
@@ -78,14 +79,14 @@ def test_stepping_gradients_match_the_closed_form():
     y = (F.tanh(a) * a).sum()
     list(y.backward_steps())
     t = np.tanh(a.data)
-    np.testing.assert_allclose(a.grad.data, t + a.data * (1 - t ** 2), rtol=1e-6)
+    np.testing.assert_allclose(a.grad.data, t + a.data * (1 - t**2), rtol=1e-6)
 
 
 def test_step_order_is_a_reverse_topological_order():
     model, x, loss = build()
     steps = list(loss.backward_steps())
     position = {id(s.node): i for i, s in enumerate(steps)}
-    assert len(position) == len(steps)                      # each node once
+    assert len(position) == len(steps)  # each node once
     assert steps[0].node is loss.grad_fn
     for s in steps:
         for t in s.node.inputs:
@@ -133,7 +134,7 @@ def test_partial_walk_gives_partial_gradients():
     it = loss.backward_steps()
     for _ in range(3):
         next(it)
-    assert x.grad is None                 # x's gradient arrives only at the end
+    assert x.grad is None  # x's gradient arrives only at the end
     for _ in it:
         pass
     assert x.grad is not None and x.grad.shape == x.shape
@@ -141,9 +142,17 @@ def test_partial_walk_gives_partial_gradients():
 
 # ----------------------------------------------------------------------------- the demo
 
+
 def run_demo(*args, stdin=None, env=None):
-    return subprocess.run([sys.executable, str(DEMO), *args], input=stdin, capture_output=True,
-                          text=True, timeout=120, env=env, cwd=str(ROOT))
+    return subprocess.run(
+        [sys.executable, str(DEMO), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=str(ROOT),
+    )
 
 
 def _n_steps():
@@ -186,7 +195,7 @@ def test_demo_steps_on_enter_and_quits_on_q(tmp_path):
     r = run_demo("--no-frames", stdin="\n\nq\n")
     assert r.returncode == 0, r.stderr
     assert "step 2/" in r.stdout and "step 3/" not in r.stdout and "stopped." in r.stdout
-    r = run_demo("--no-frames", stdin="")          # end of input: stop, no traceback
+    r = run_demo("--no-frames", stdin="")  # end of input: stop, no traceback
     assert r.returncode == 0 and "step 1/" not in r.stdout
 
 
@@ -198,6 +207,7 @@ def test_demo_help():
 def test_demo_walk_in_process():
     args = demo.parse_args(["--all", "--no-frames", "--tokens", "2", "--d-model", "3"])
     import io
+
     buf = io.StringIO()
     taken = demo.walk(args, out=buf)
     model, x, loss = demo.build(2, 3)
@@ -207,10 +217,12 @@ def test_demo_walk_in_process():
 
 # ----------------------------------------------------------------------------- the Transformer
 
+
 def transformer_batch(seed=0):
     """The encoder-decoder (2 + 2 layers, dropout on) on a padded batch, and its loss."""
     from transformer.config import TransformerConfig
     from transformer.models import Transformer
+
     mt.manual_seed(seed)
     cfg = TransformerConfig.small(16, 16, d_model=32, n_heads=4, d_ff=64, dropout=0.1)
     model = Transformer(cfg)
@@ -228,7 +240,7 @@ def test_stepping_equals_backward_on_the_encoder_decoder():
     loss.backward()
     expected = {name: p.grad.data.copy() for name, p in model.named_parameters()}
     model2, loss2 = transformer_batch()
-    assert loss2.item() == loss.item()                  # same seed: same dropout masks
+    assert loss2.item() == loss.item()  # same seed: same dropout masks
     steps = list(loss2.backward_steps())
     got = {name: p.grad.data for name, p in model2.named_parameters()}
     assert expected.keys() == got.keys()

@@ -10,7 +10,7 @@ def test_addition_format_is_fixed_width_and_reversed():
     assert src.shape == (2, 7) and tgt.shape == (2, 5)
     tok = task.tokenizer
     assert tok.decode(src[0]) == "023+456"
-    assert tok.decode(tgt[0]) == "9740"          # 479 → "0479" → reversed
+    assert tok.decode(tgt[0]) == "9740"  # 479 → "0479" → reversed
     assert tgt[0, -1] == tok.eos_id
     assert task.read_answer("8991") == 1998
     assert task.read_answer("99") is None and task.read_answer("9a91") is None
@@ -70,6 +70,6 @@ def test_copy_and_reverse_pad_and_end_with_eos(cls):
     for t, s, g in zip(texts, src, tgt):
         assert tok.decode(s) == t
         assert tok.decode(g) == task.transform(t)
-        assert g[len(t)] == tok.eos_id and (g[len(t) + 1:] == tok.pad_id).all()
+        assert g[len(t)] == tok.eos_id and (g[len(t) + 1 :] == tok.pad_id).all()
     assert task.correct(tgt, texts).all()
     assert ReverseTask().transform("abc") == "cba"

@@ -1,4 +1,5 @@
 """mt.Tensor: attributes, constructors, dtype rules, conversions, repr, seeding."""
+
 import numpy as np
 import pytest
 
@@ -8,7 +9,13 @@ import minitensor as mt
 def test_attributes():
     x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True, name="x")
     assert isinstance(x.data, np.ndarray)
-    assert x.shape == (2, 3) and x.ndim == 2 and x.size() == (2, 3) and x.size(-1) == 3 and x.numel() == 6
+    assert (
+        x.shape == (2, 3)
+        and x.ndim == 2
+        and x.size() == (2, 3)
+        and x.size(-1) == 3
+        and x.numel() == 6
+    )
     assert x.dtype == mt.float32
     assert x.requires_grad and x.grad is None and x.grad_fn is None and x.is_leaf
     assert x.name == "x"
@@ -25,7 +32,7 @@ def test_tensor_copies_its_data():
     assert t.data[0] == 1
     assert mt.tensor(t).data is not t.data
     t64 = mt.tensor([1.0], dtype=mt.float64)
-    assert mt.tensor(t64).dtype == mt.float64           # a Tensor keeps its dtype
+    assert mt.tensor(t64).dtype == mt.float64  # a Tensor keeps its dtype
     assert mt.tensor(t64, dtype=mt.float32).dtype == mt.float32
 
 
@@ -68,7 +75,7 @@ def test_astype_and_conversions():
     x = mt.tensor([1.7, -2.2])
     assert x.double().dtype == mt.float64
     assert x.long().tolist() == [1, -2]
-    assert x.astype(mt.float32) is x                   # no-op
+    assert x.astype(mt.float32) is x  # no-op
     assert x.to(mt.float64).dtype == mt.float64
     c = x.clone()
     assert c.data is not x.data and c.tolist() == x.tolist()
@@ -86,6 +93,7 @@ def test_repr():
 
 
 # ---------------------------------------------------------------------------- constructors
+
 
 def test_zeros_ones_full_eye_arange():
     assert mt.zeros(2, 3).tolist() == [[0, 0, 0], [0, 0, 0]]
@@ -112,10 +120,14 @@ def test_like_constructors():
 
 
 def test_constructors_take_requires_grad_and_name():
-    for t in (mt.zeros(2, requires_grad=True, name="a"), mt.ones(2, requires_grad=True, name="a"),
-              mt.randn(2, requires_grad=True, name="a"), mt.rand(2, requires_grad=True, name="a"),
-              mt.full((2,), 1.0, requires_grad=True, name="a"),
-              mt.tensor([1.0], requires_grad=True, name="a")):
+    for t in (
+        mt.zeros(2, requires_grad=True, name="a"),
+        mt.ones(2, requires_grad=True, name="a"),
+        mt.randn(2, requires_grad=True, name="a"),
+        mt.rand(2, requires_grad=True, name="a"),
+        mt.full((2,), 1.0, requires_grad=True, name="a"),
+        mt.tensor([1.0], requires_grad=True, name="a"),
+    ):
         assert t.requires_grad and t.name == "a"
     assert mt.randint(0, 5, (3,), name="ids").name == "ids"
 
@@ -133,8 +145,13 @@ def test_manual_seed_makes_every_random_op_reproducible():
     import minitensor.functional as F
 
     def draw():
-        return (mt.randn(3).tolist(), mt.rand(2).tolist(), mt.randint(0, 100, 4).tolist(),
-                F.dropout(mt.ones(8), 0.5).tolist())
+        return (
+            mt.randn(3).tolist(),
+            mt.rand(2).tolist(),
+            mt.randint(0, 100, 4).tolist(),
+            F.dropout(mt.ones(8), 0.5).tolist(),
+        )
+
     mt.manual_seed(42)
     first = draw()
     mt.manual_seed(42)
@@ -175,8 +192,8 @@ def test_numpy_functions_see_the_data():
 def test_numpy_ufuncs_refuse_tensors_instead_of_leaving_the_graph():
     t = mt.randn(3, requires_grad=True)
     with pytest.raises(TypeError):
-        np.exp(t)                       # would silently drop out of autograd otherwise
+        np.exp(t)  # would silently drop out of autograd otherwise
     a = np.ones(3, dtype=np.float32)
-    y = a + t                           # numpy defers to Tensor.__radd__: still in the graph
+    y = a + t  # numpy defers to Tensor.__radd__: still in the graph
     assert isinstance(y, mt.Tensor) and y.grad_fn is not None
     assert np.asarray(t).shape == (3,)  # explicit conversion still works

@@ -1,4 +1,5 @@
 """Gradient mode, anomaly mode and module scopes are per thread, as in PyTorch."""
+
 import threading
 
 import numpy as np
@@ -30,7 +31,7 @@ def _in_turn(*steps):
                         t.set()
                     break
                 turn[steps[position[0]][0]].set()
-        except BaseException as e:       # noqa: BLE001 - reported to the test's thread
+        except BaseException as e:  # noqa: BLE001 - reported to the test's thread
             errors.append(e)
             done.set()
             for t in turn.values():
@@ -56,12 +57,14 @@ def test_no_grad_blocks_entered_and_left_across_threads_restore_each_thread():
             blocks[name] = mt.no_grad()
             blocks[name].__enter__()
             return mt.is_grad_enabled()
+
         return fn
 
     def leave(name):
         def fn():
             blocks[name].__exit__(None, None, None)
             return mt.is_grad_enabled()
+
         return fn
 
     # A enters, B enters, A exits, B exits: each thread ends with autograd on
@@ -85,7 +88,7 @@ def test_a_thread_in_no_grad_does_not_stop_another_threads_graph():
     t = threading.Thread(target=inference)
     t.start()
     inside.wait(timeout=30)
-    loss = (x * x).sum()            # this thread is not in no_grad
+    loss = (x * x).sum()  # this thread is not in no_grad
     release.set()
     t.join(timeout=30)
     assert loss.grad_fn is not None
@@ -95,11 +98,13 @@ def test_a_thread_in_no_grad_does_not_stop_another_threads_graph():
 
 
 def test_anomaly_mode_is_per_thread():
-    block = mt.autograd.detect_anomaly()        # kept here: entered in A, left at the end
-    seen = _in_turn(("A", block.__enter__),
-                    ("B", mt.autograd.is_anomaly_enabled),
-                    ("A", mt.autograd.is_anomaly_enabled),
-                    ("A", lambda: block.__exit__(None, None, None)))
+    block = mt.autograd.detect_anomaly()  # kept here: entered in A, left at the end
+    seen = _in_turn(
+        ("A", block.__enter__),
+        ("B", mt.autograd.is_anomaly_enabled),
+        ("A", mt.autograd.is_anomaly_enabled),
+        ("A", lambda: block.__exit__(None, None, None)),
+    )
     assert seen[1:3] == [False, True]
     assert not mt.autograd.is_anomaly_enabled()
 
@@ -114,12 +119,14 @@ def test_module_scopes_of_two_threads_do_not_mix():
             blocks[name] = mt.scope(name)
             blocks[name].__enter__()
             return mt.current_scope()
+
         return fn
 
     def op(name):
         def fn():
             nodes[name] = (x * 1.0).grad_fn
             return mt.current_scope()
+
         return fn
 
     seen = _in_turn(("A", enter("a")), ("B", enter("b")), ("A", op("A")), ("B", op("B")))

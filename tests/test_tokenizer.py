@@ -8,7 +8,7 @@ def test_specials_have_fixed_ids_and_pad_is_zero():
     v = Vocab(["a", "b", "a", "<eos>"])
     assert [v.pad_id, v.bos_id, v.eos_id, v.unk_id] == [0, 1, 2, 3]
     assert v.itos[:4] == [PAD, BOS, EOS, UNK]
-    assert len(v) == 6                      # "a" and the special "<eos>" are not added twice
+    assert len(v) == 6  # "a" and the special "<eos>" are not added twice
     assert v.token_to_id("b") == 5 and v.id_to_token(4) == "a"
 
 

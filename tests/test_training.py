@@ -5,9 +5,20 @@ import minitensor as mt
 import minitensor.functional as F
 from minitensor import nn
 from transformer.tasks import CopyTask, ReverseTask
-from transformer.training import (History, diagnostics_table, evaluate, grad_norms_by_module,
-                                  labeled_batch, lm_batch, module_of, seq2seq_batch,
-                                  sequence_loss, shift_right, token_accuracy, train)
+from transformer.training import (
+    History,
+    diagnostics_table,
+    evaluate,
+    grad_norms_by_module,
+    labeled_batch,
+    lm_batch,
+    module_of,
+    seq2seq_batch,
+    sequence_loss,
+    shift_right,
+    token_accuracy,
+    train,
+)
 
 
 def test_shift_right_is_teacher_forcing():
@@ -51,8 +62,10 @@ def test_loss_ignores_pad_positions_and_smooths():
     assert np.abs(logits.grad.data[0, 0]).sum() > 0
     smooth = sequence_loss(logits.detach(), targets, pad_id=0, label_smoothing=0.1).item()
     assert smooth != pytest.approx(expected)
-    assert token_accuracy(logits, targets) == (int(sum(np.argmax(logits.data, -1)[[0, 0, 1], [0, 1, 0]]
-                                                       == [1, 2, 3])), 3)
+    assert token_accuracy(logits, targets) == (
+        int(sum(np.argmax(logits.data, -1)[[0, 0, 1], [0, 1, 0]] == [1, 2, 3])),
+        3,
+    )
     with pytest.raises(ValueError, match="sequence_loss"):
         sequence_loss(logits, targets[:, :2])
 
@@ -78,7 +91,7 @@ class AlignedCopy(nn.Module):
 
     def forward(self, src, tgt_in, src_padding_mask=None, tgt_padding_mask=None):
         L = tgt_in.shape[1]
-        src = np.pad(src, ((0, 0), (0, L - src.shape[1])))      # <pad> predicts <eos> / <pad>
+        src = np.pad(src, ((0, 0), (0, L - src.shape[1])))  # <pad> predicts <eos> / <pad>
         return self.proj(F.relu(self.embed(src)))
 
 
@@ -93,10 +106,17 @@ def test_train_loop_learns_aligned_copy_and_records_history(capsys):
     model = AlignedCopy(len(task.tokenizer))
     val = [seq2seq_batch(*task.batch(64, np.random.default_rng(99)))]
     before = evaluate(model, val)
-    hist = train(model, _optimizer(model, 0.05), lambda step: seq2seq_batch(*task.batch(32, rng)),
-                 steps=120, eval_every=40, val_batches=val, quiet=True,
-                 eval_fn=lambda m: {"token_acc": evaluate(m, val)["token_accuracy"]},
-                 stop_when=lambda metrics: metrics["token_acc"] == 1.0)
+    hist = train(
+        model,
+        _optimizer(model, 0.05),
+        lambda step: seq2seq_batch(*task.batch(32, rng)),
+        steps=120,
+        eval_every=40,
+        val_batches=val,
+        quiet=True,
+        eval_fn=lambda m: {"token_acc": evaluate(m, val)["token_accuracy"]},
+        stop_when=lambda metrics: metrics["token_acc"] == 1.0,
+    )
     after = evaluate(model, val)
     assert isinstance(hist, History) and hist.steps[0] == 1
     assert after["loss"] < before["loss"] / 5
@@ -105,7 +125,7 @@ def test_train_loop_learns_aligned_copy_and_records_history(capsys):
     assert hist.stopped_early == (hist.last_step < 120)
     arrays = hist.as_arrays()
     assert arrays["losses"].shape == (len(hist.steps),) and "eval_token_acc" in arrays
-    assert capsys.readouterr().out == ""       # quiet means quiet
+    assert capsys.readouterr().out == ""  # quiet means quiet
     assert model.training
 
 
@@ -116,9 +136,17 @@ def test_diagnostics_print_grad_norms_and_losses():
     model = AlignedCopy(len(task.tokenizer))
     printed = []
     val = [seq2seq_batch(*task.batch(16, rng))]
-    train(model, _optimizer(model, 0.01), lambda s: seq2seq_batch(*task.batch(8, rng)), steps=4,
-          diagnostics=True, diagnostics_every=2, val_batches=val, quiet=True,
-          print_fn=printed.append)
+    train(
+        model,
+        _optimizer(model, 0.01),
+        lambda s: seq2seq_batch(*task.batch(8, rng)),
+        steps=4,
+        diagnostics=True,
+        diagnostics_every=2,
+        val_batches=val,
+        quiet=True,
+        print_fn=printed.append,
+    )
     assert len(printed) == 2
     table = printed[-1]
     assert "step 4" in table and "embed" in table and "proj" in table and "val loss" in table
@@ -135,20 +163,32 @@ def test_nan_loss_stops_with_a_clear_error():
     with mt.no_grad():
         model.proj.weight.data = np.full(model.proj.weight.shape, np.nan, np.float32)
     with pytest.raises(FloatingPointError, match="step 1"):
-        train(model, _optimizer(model, 0.01), lambda s: seq2seq_batch(*task.batch(4, rng)),
-              steps=2, quiet=True)
+        train(
+            model,
+            _optimizer(model, 0.01),
+            lambda s: seq2seq_batch(*task.batch(4, rng)),
+            steps=2,
+            quiet=True,
+        )
 
 
 def test_trace_records_the_ops_of_one_step_and_clipping_runs():
     task = CopyTask(max_len=3)
     rng = np.random.default_rng(0)
     model = AlignedCopy(len(task.tokenizer))
-    hist = train(model, _optimizer(model, 0.01), lambda s: seq2seq_batch(*task.batch(4, rng)),
-                 steps=3, quiet=True, trace=True, max_grad_norm=1e-3)
+    hist = train(
+        model,
+        _optimizer(model, 0.01),
+        lambda s: seq2seq_batch(*task.batch(4, rng)),
+        steps=3,
+        quiet=True,
+        trace=True,
+        max_grad_norm=1e-3,
+    )
     ops = [r.op for r in hist.trace.records]
     scopes = {r.scope for r in hist.trace.records}
     assert len(ops) > 3 and "embed" in scopes and "proj" in scopes
-    assert len(hist.steps) == 3                        # only the first step is traced
+    assert len(hist.steps) == 3  # only the first step is traced
 
 
 def test_transformer_learns_copy_to_full_token_accuracy():
@@ -163,15 +203,27 @@ def test_transformer_learns_copy_to_full_token_accuracy():
     rng = np.random.default_rng(0)
     texts = task.sample(256, np.random.default_rng(123))
     val = [seq2seq_batch(*task.encode(texts))]
-    hist = train(model, mt.optim.Adam(model.parameters(), lr=1e-2),
-                 lambda s: seq2seq_batch(*task.batch(32, rng)), steps=400, eval_every=20,
-                 eval_fn=lambda m: {"token_acc": evaluate(m, val)["token_accuracy"]},
-                 stop_when=lambda metrics: metrics["token_acc"] == 1.0, quiet=True)
+    hist = train(
+        model,
+        mt.optim.Adam(model.parameters(), lr=1e-2),
+        lambda s: seq2seq_batch(*task.batch(32, rng)),
+        steps=400,
+        eval_every=20,
+        eval_fn=lambda m: {"token_acc": evaluate(m, val)["token_accuracy"]},
+        stop_when=lambda metrics: metrics["token_acc"] == 1.0,
+        quiet=True,
+    )
     assert hist.evals[-1]["token_acc"] == 1.0, hist.evals[-1]
     # and autoregressive generation (no teacher forcing) copies the held-out strings
     src, _ = task.encode(texts)
-    pred = greedy_decode(model, src, max_len=task.tgt_len, bos_id=task.tokenizer.bos_id,
-                         eos_id=task.tokenizer.eos_id, src_padding_mask=src == 0)
+    pred = greedy_decode(
+        model,
+        src,
+        max_len=task.tgt_len,
+        bos_id=task.tokenizer.bos_id,
+        eos_id=task.tokenizer.eos_id,
+        src_padding_mask=src == 0,
+    )
     assert task.correct(pred, texts).mean() > 0.98
 
 
@@ -195,8 +247,11 @@ def test_train_and_evaluate_work_with_the_other_two_model_shapes():
     # not <pad>: labeled batches ignore -100 instead)
     src = task.tokenizer.encode_batch(texts)
     labels = (src[:, 0] == task.tokenizer.vocab.token_to_id("a")).astype(np.int64)
-    clf = EncoderOnly(TransformerConfig.tiny(len(task.tokenizer), 0, scale_embeddings=False),
-                      num_classes=2, pooling="first")
+    clf = EncoderOnly(
+        TransformerConfig.tiny(len(task.tokenizer), 0, scale_embeddings=False),
+        num_classes=2,
+        pooling="first",
+    )
     cb = labeled_batch(src, labels)
     train(clf, _optimizer(clf, 1e-2), [cb], steps=40, quiet=True)
     result = evaluate(clf, [cb])

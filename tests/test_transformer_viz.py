@@ -1,4 +1,5 @@
 """transformer.viz: attention heatmaps as a matplotlib Figure, labelled by what each row writes."""
+
 import numpy as np
 import pytest
 
@@ -22,15 +23,17 @@ def run(src_ids, tgt_in_ids, pad_mask=True):
 
 
 def labels_of(ax):
-    return ([t.get_text() for t in ax.get_yticklabels()],
-            [t.get_text() for t in ax.get_xticklabels()])
+    return (
+        [t.get_text() for t in ax.get_yticklabels()],
+        [t.get_text() for t in ax.get_xticklabels()],
+    )
 
 
 def test_every_layer_and_head_of_the_three_kinds_with_one_colour_scale():
-    maps = run([5, 6, 7, 8], [1, 9, 10])           # <bos>=1, then what was written so far
+    maps = run([5, 6, 7, 8], [1, 9, 10])  # <bos>=1, then what was written so far
     fig = plot_attention(maps, ["a", "b", "c", "d"], ["x", "y", "<eos>"], title="abcd → xy")
     heatmaps = [ax for ax in fig.axes if ax.images]
-    assert len(heatmaps) == 3 * 2 * 2                 # 3 kinds × 2 layers × 2 heads
+    assert len(heatmaps) == 3 * 2 * 2  # 3 kinds × 2 layers × 2 heads
     titles = [ax.get_title() for ax in heatmaps]
     for kind in ("encoder self-attention", "decoder self-attention", "cross-attention"):
         for layer in (0, 1):
@@ -74,6 +77,8 @@ def test_save_attention_writes_one_png_per_kind(tmp_path):
     maps = run([5, 6], [1, 9])
     files = save_attention(maps, ["a", "b"], ["x", "<eos>"], tmp_path, title="ab")
     assert [f.rsplit("/", 1)[1] for f in files] == [
-        "attention_encoder_self_attn.png", "attention_decoder_self_attn.png",
-        "attention_decoder_cross_attn.png"]
+        "attention_encoder_self_attn.png",
+        "attention_decoder_self_attn.png",
+        "attention_decoder_cross_attn.png",
+    ]
     assert all((tmp_path / f).stat().st_size > 1000 for f in files)

@@ -1,5 +1,6 @@
 """mt.viz: draw_graph (clusters, names, shapes, depth, folding, budget, highlight, grads, values,
 NaN colouring, rendering with and without Graphviz) and trace (scopes, shapes, ranges, marks)."""
+
 import io
 import math
 import re
@@ -14,11 +15,13 @@ import minitensor.functional as F
 from minitensor import nn
 from minitensor.viz import GraphvizNotFound, count_boxes, draw_graph, scope_units, trace
 
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
-                               reason="Graphviz's dot is not installed (CI installs it)")
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz's dot is not installed (CI installs it)"
+)
 
 
 # ----------------------------------------------------------------------------- a small model
+
 
 class Attention(nn.Module):
     def __init__(self, d):
@@ -116,6 +119,7 @@ def find(g, text):
 
 # ----------------------------------------------------------------------------- structure
 
+
 def test_scope_units_join_list_indices():
     assert scope_units("") == ()
     assert scope_units("encoder.layers.0.self_attn") == ("encoder", "layers.0", "self_attn")
@@ -133,7 +137,7 @@ def test_returns_digraph_with_nested_clusters_per_module():
     assert parent["cluster_encoder_layers_0_self_attn"] == "cluster_encoder_layers_0"
     assert parent["cluster_encoder_layers_0_self_attn_w_q"] == "cluster_encoder_layers_0_self_attn"
     assert parent["cluster_encoder_layers_2_ff_0"] == "cluster_encoder_layers_2"
-    assert "cluster_encoder_layers" not in parent     # a ModuleList runs no op: no empty cluster
+    assert "cluster_encoder_layers" not in parent  # a ModuleList runs no op: no empty cluster
     # the softmax sits in the attention's cluster; the loss ops at the top level
     (softmax,) = [n for n in find(g, "softmax") if where[n] == "cluster_encoder_layers_1_self_attn"]
     assert where[find(g, "mean\n")[0]] is None
@@ -147,7 +151,7 @@ def test_parameter_names_leaf_names_and_shapes():
     g = draw_graph(loss, fold=False, max_nodes=None)
     labels = [a["label"] for a in nodes(g).values()]
     names = {name for name, _ in model.named_parameters()}
-    for name in names:                       # every parameter appears under its dotted name
+    for name in names:  # every parameter appears under its dotted name
         assert any(lab.split("\n")[0] in (name, name + "ᵀ") for lab in labels), name
     _, where = structure(g)
     (wq,) = find(g, "encoder.layers.0.self_attn.w_q.weightᵀ")
@@ -206,10 +210,13 @@ def test_bad_arguments_are_clear():
 
 # ----------------------------------------------------------------------------- depth and folding
 
+
 def test_collapse_at_each_depth_box_counts():
     model, x, loss = make(n=3)
-    counts = {d: count_boxes(draw_graph(loss, depth=d, fold=False, max_nodes=None))
-              for d in (0, 1, 2, 3, None)}
+    counts = {
+        d: count_boxes(draw_graph(loss, depth=d, fold=False, max_nodes=None))
+        for d in (0, 1, 2, 3, None)
+    }
     # depth 0: x, encoder, head, pow, mean
     assert counts[0] == 5
     # depth 1: x, 3 layers, encoder.norm, head's bias, weight.T, matmul, add, pow, mean
@@ -218,8 +225,8 @@ def test_collapse_at_each_depth_box_counts():
     # every parameter (weight.T boxes included) and every op drawn at full depth
     n_params = len(list(model.parameters()))
     n_ops = len(mt.autograd.topological_order(loss.grad_fn))
-    n_views = sum(isinstance(m, nn.Linear) for m in model.modules())   # weight.T, one per Linear
-    assert counts[None] == n_params + n_ops - n_views + 1      # + x
+    n_views = sum(isinstance(m, nn.Linear) for m in model.modules())  # weight.T, one per Linear
+    assert counts[None] == n_params + n_ops - n_views + 1  # + x
 
 
 def test_collapsed_box_shows_type_path_and_shapes():
@@ -242,7 +249,7 @@ def test_identical_layers_fold():
     model, x, loss = make(n=3)
     g = draw_graph(loss, depth=1)
     assert find(g, "Layer × 3\nencoder.layers.0–2")
-    assert count_boxes(g) == 9                      # 11 without folding, minus 2
+    assert count_boxes(g) == 9  # 11 without folding, minus 2
     # shown in detail: layers.0 in full, layers.1–2 as one box
     g = draw_graph(loss, max_nodes=None)
     parent, _ = structure(g)
@@ -266,21 +273,25 @@ def test_different_siblings_do_not_fold():
     model = Stack()
     loss = model(mt.randn(2, 8)).sum()
     g = draw_graph(loss, depth=0, model=model)
-    assert find(g, "Linear × 2\nlayers.0–1")     # the two 8 -> 8 layers fold
-    assert find(g, "Linear\nlayers.2")           # the 8 -> 4 one stays
+    assert find(g, "Linear × 2\nlayers.0–1")  # the two 8 -> 8 layers fold
+    assert find(g, "Linear\nlayers.2")  # the 8 -> 4 one stays
     g = draw_graph(loss, depth=0, model=model, fold=False)
     assert len(find(g, "Linear\nlayers.")) == 3
 
 
 # ----------------------------------------------------------------------------- budget
 
+
 def test_node_budget_collapses_and_says_so():
     model, x, loss = make(n=3)
     full = count_boxes(draw_graph(loss, fold=False, max_nodes=None))
     g = draw_graph(loss, fold=False, max_nodes=20)
     assert count_boxes(g) <= 20 < full
-    m = re.search(r"collapsed automatically to depth=(\d+): all ops would draw (\d+) boxes, "
-                  r"over max_nodes=20", g.source)
+    m = re.search(
+        r"collapsed automatically to depth=(\d+): all ops would draw (\d+) boxes, "
+        r"over max_nodes=20",
+        g.source,
+    )
     assert m and int(m.group(2)) == full
     # the deepest depth that fits is chosen
     d = int(m.group(1))
@@ -301,11 +312,12 @@ def test_default_budget_applies():
 
 # ----------------------------------------------------------------------------- after backward
 
+
 def test_show_grad_gives_shape_and_norm():
     model, x, loss = make(n=1)
     g = draw_graph(loss, show_grad=True, max_nodes=None)
     assert "grad: none yet" in g.source
-    loss.backward(retain_graph=True)     # nodes keep their gradients only for a retained graph
+    loss.backward(retain_graph=True)  # nodes keep their gradients only for a retained graph
     g = draw_graph(loss, show_grad=True, max_nodes=None)
     w = model.encoder.layers[0].self_attn.w_q.weight
     (box,) = find(g, "encoder.layers.0.self_attn.w_q.weightᵀ")
@@ -313,7 +325,7 @@ def test_show_grad_gives_shape_and_norm():
     assert f"grad (8, 8) ‖g‖ {norm:.3g}" in nodes(g)[box]["label"]
     (mean,) = find(g, "mean\n")
     assert "grad () ‖g‖ 1" in nodes(g)[mean]["label"]
-    assert "grad:" not in nodes(g)[find(g, "x\n")[0]]["label"]   # x needs no gradient
+    assert "grad:" not in nodes(g)[find(g, "x\n")[0]]["label"]  # x needs no gradient
 
 
 def test_show_values_gives_min_max_mean():
@@ -355,6 +367,7 @@ def test_nan_and_inf_nodes_are_coloured():
 
 # ----------------------------------------------------------------------------- highlight a step
 
+
 def _fills(g):
     return {nid: a.get("fillcolor") for nid, a in nodes(g).items()}
 
@@ -374,16 +387,19 @@ def test_highlight_marks_current_and_known_nodes():
     assert seen_green == sorted(seen_green) and seen_green[0] == 0
     # at the last step every op and parameter is known (except the current node)
     n_boxes = count_boxes(g)
-    assert seen_green[-1] == n_boxes - 2                     # all but x and the current node
+    assert seen_green[-1] == n_boxes - 2  # all but x and the current node
 
 
 def test_highlight_of_an_earlier_step_after_the_walk():
     model, x, loss = make(n=1)
-    steps = list(loss.backward_steps())                     # the walk is over
+    steps = list(loss.backward_steps())  # the walk is over
     early = draw_graph(loss, highlight=steps[2], max_nodes=None, fold=False)
-    green = {nodes(early)[n]["label"].split("\n")[0] for n, f in _fills(early).items()
-             if f == "palegreen"}
-    assert green == {"mean", "pow", "head.bias"}            # the head's add is current
+    green = {
+        nodes(early)[n]["label"].split("\n")[0]
+        for n, f in _fills(early).items()
+        if f == "palegreen"
+    }
+    assert green == {"mean", "pow", "head.bias"}  # the head's add is current
     (current,) = [n for n, f in _fills(early).items() if f == "orange"]
     assert nodes(early)[current]["label"].startswith(steps[2].node.name)
 
@@ -399,6 +415,7 @@ def test_highlight_in_collapsed_view_counts_known_ops():
 
 # ----------------------------------------------------------------------------- rendering
 
+
 @needs_dot
 def test_renders_to_svg_at_several_depths(tmp_path):
     model, x, loss = make(n=2)
@@ -412,7 +429,7 @@ def test_renders_to_svg_at_several_depths(tmp_path):
 
 
 def test_without_dot_source_works_and_render_explains(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))          # no `dot` anywhere on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` anywhere on PATH
     model, x, loss = make(n=1)
     g = draw_graph(loss)
     assert g.source.startswith("digraph")
@@ -427,22 +444,24 @@ def test_without_dot_source_works_and_render_explains(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- trace
 
+
 def test_trace_prints_one_line_per_op_with_scope_shapes_and_ranges():
     model, x, _ = make(n=1)
     buf = io.StringIO()
     with trace(file=buf) as t:
         y = model(x)
-        loss = (y ** 2).mean()
+        loss = (y**2).mean()
     lines = buf.getvalue().splitlines()
     assert len(lines) == len(t.records) == len(mt.autograd.topological_order(loss.grad_fn))
     sm = [r for r in t.records if r.op == "softmax"]
     assert len(sm) == 1 and sm[0].scope == "encoder.layers.0.self_attn"
     assert sm[0].input_shapes == [(2, 3, 3)] and sm[0].output_shape == (2, 3, 3)
     assert 0 <= sm[0].stats[0] <= sm[0].stats[1] <= 1
-    assert abs(sm[0].stats[2] - 1 / 3) < 1e-6                  # rows of 3 sum to 1
+    assert abs(sm[0].stats[2] - 1 / 3) < 1e-6  # rows of 3 sum to 1
     head = [r for r in t.records if r.scope == "head" and r.op == "add"][0]
-    assert head.stats == pytest.approx((float(y.data.min()), float(y.data.max()),
-                                        float(y.data.mean())), rel=1e-5)
+    assert head.stats == pytest.approx(
+        (float(y.data.min()), float(y.data.max()), float(y.data.mean())), rel=1e-5
+    )
     last = t.records[-1]
     assert last.op == "mean" and last.scope == "" and last.stats[0] == pytest.approx(loss.item())
     line = lines[[i for i, r in enumerate(t.records) if r.op == "softmax"][0]]
@@ -458,13 +477,14 @@ def test_trace_filters_by_scope_and_stops_after_the_block(capsys):
     with trace(scope="encoder.layers.1") as t:
         model(x)
     out = capsys.readouterr().out
-    assert t.records and all(r.scope == "encoder.layers.1" or r.scope.startswith("encoder.layers.1.")
-                             for r in t.records)
+    assert t.records and all(
+        r.scope == "encoder.layers.1" or r.scope.startswith("encoder.layers.1.") for r in t.records
+    )
     assert not any(r.scope.startswith("encoder.layers.10") for r in t.records)
     assert len(out.splitlines()) == len(t.records)
     n = len(t.records)
     model(x)
-    assert len(t.records) == n                                 # the hook is gone
+    assert len(t.records) == n  # the hook is gone
 
 
 def test_trace_marks_nan_and_saturated_softmax():
@@ -478,12 +498,12 @@ def test_trace_marks_nan_and_saturated_softmax():
     assert sm.marks == ["saturated: 1/2 rows max > 0.99"]
     assert lg.marks == ["NaN ×1"]
     assert "⚠ saturated: 1/2 rows" in buf.getvalue() and "⚠ NaN ×1" in buf.getvalue()
-    with trace(quiet=True, saturation=0.99995) as t:    # its top weight is 0.99991
+    with trace(quiet=True, saturation=0.99995) as t:  # its top weight is 0.99991
         F.softmax(scores)
     assert t.records[0].marks == []
-    causal = np.triu(np.ones((3, 3), dtype=bool), k=1)          # True = blocked
+    causal = np.triu(np.ones((3, 3), dtype=bool), k=1)  # True = blocked
     with trace(quiet=True) as t:
-        F.softmax(mt.zeros(3, 3), mask=causal)                  # row 0 has one allowed key
+        F.softmax(mt.zeros(3, 3), mask=causal)  # row 0 has one allowed key
         F.softmax(mt.zeros(2, 3), mask=np.ones((2, 3), dtype=bool))
     assert t.records[0].marks == []
     assert t.records[1].marks == ["2/2 rows fully masked (all zero)"]
@@ -498,22 +518,25 @@ def test_trace_sees_ops_under_no_grad():
 
 # ----------------------------------------------------------------------------- the Transformer
 
+
 def transformer_loss(cfg, batch=1, length=4, seed=0):
     """A Transformer (transformer.models) and the loss of one teacher-forced batch."""
     from transformer.models import Transformer
+
     mt.manual_seed(seed)
     model = Transformer(cfg)
     rng = np.random.default_rng(seed)
     src = mt.tensor(rng.integers(4, cfg.src_vocab_size, size=(batch, length)))
     tgt_in = mt.tensor(rng.integers(4, cfg.tgt_vocab_size, size=(batch, length)))
     target = mt.tensor(rng.integers(4, cfg.tgt_vocab_size, size=(batch, length)))
-    loss = F.cross_entropy(model(src, tgt_in).transpose(1, 2), target)   # classes on axis 1
+    loss = F.cross_entropy(model(src, tgt_in).transpose(1, 2), target)  # classes on axis 1
     return model, loss
 
 
 @needs_dot
 def test_small_transformer_renders_through_dot_at_several_depths(tmp_path):
     from transformer.config import TransformerConfig
+
     model, loss = transformer_loss(TransformerConfig.small(16, 16), batch=2, length=5)
     counts = []
     for depth in (0, 1, 2, 3, None):
@@ -524,8 +547,12 @@ def test_small_transformer_renders_through_dot_at_several_depths(tmp_path):
     assert count_boxes(draw_graph(loss, model=model)) <= mt.viz.DEFAULT_MAX_NODES
     assert counts[:4] == sorted(counts[:4]) and len(set(counts[:4])) == 4
     g0 = draw_graph(loss, depth=0, model=model)
-    for name in ("Encoder\nencoder\n", "Decoder\ndecoder\n", "Embeddings\nsrc_embed\n",
-                 "Linear\ngenerator\n"):
+    for name in (
+        "Encoder\nencoder\n",
+        "Decoder\ndecoder\n",
+        "Embeddings\nsrc_embed\n",
+        "Linear\ngenerator\n",
+    ):
         assert find(g0, name), name
     g1 = draw_graph(loss, depth=1, model=model)
     assert find(g1, "EncoderLayer × 2\nencoder.layers.0–1")
@@ -541,9 +568,10 @@ def test_small_transformer_renders_through_dot_at_several_depths(tmp_path):
 def test_paper_size_transformer_fits_the_default_budget(tmp_path):
     """N = 6, d_model 512, h = 8, d_ff 2048 (the defaults), one sentence of 4 tokens."""
     from transformer.config import TransformerConfig
+
     model, loss = transformer_loss(TransformerConfig(src_vocab_size=24, tgt_vocab_size=24))
     n_nodes = len(mt.autograd.topological_order(loss.grad_fn))
-    g = draw_graph(loss)                                        # default settings
+    g = draw_graph(loss)  # default settings
     assert count_boxes(g) <= 60 < n_nodes
     assert "collapsed automatically to depth=2" in g.source
     assert find(g, "EncoderLayer × 5\nencoder.layers.1–5")  # layers.0 in detail, the rest folded
@@ -557,12 +585,13 @@ def test_paper_size_transformer_fits_the_default_budget(tmp_path):
 def test_small_transformer_default_fits_a_screen(with_model):
     """The README's 2 + 2-layer model: the default picks the deepest depth within 60 boxes."""
     from transformer.config import TransformerConfig
+
     model, loss = transformer_loss(TransformerConfig.small(14, 14), batch=2, length=5)
     g = draw_graph(loss, model=model if with_model else None)
     assert mt.viz.DEFAULT_MAX_NODES == 60
     assert 30 < count_boxes(g) <= 60
     assert "collapsed automatically to depth=2" in g.source
-    assert count_boxes(draw_graph(loss, depth=3, max_nodes=None)) > 60     # depth 3 does not fit
+    assert count_boxes(draw_graph(loss, depth=3, max_nodes=None)) > 60  # depth 3 does not fit
     # the explicit overrides still win
     assert count_boxes(draw_graph(loss, depth=3, max_nodes=200)) > 60
     assert count_boxes(draw_graph(loss, max_nodes=None)) > 150
@@ -575,10 +604,10 @@ def test_parameter_views_share_the_parameter_box():
     assert find(g, "w.permute\n(4, 2, 3)") and count_boxes(g) == 2
     m = nn.Parameter(mt.randn(3, 3))
     m.name = "m"
-    g = draw_graph((m.T @ m).sum())              # m used twice: the transpose stays an op
+    g = draw_graph((m.T @ m).sum())  # m used twice: the transpose stays an op
     assert find(g, "mᵀ\n(3, 3)") and find(g, "m\n(3, 3)") and count_boxes(g) == 4
     x = mt.randn(3, 4, requires_grad=True)
-    g = draw_graph(x.T.sum())                    # not a parameter: an anonymous permute
+    g = draw_graph(x.T.sum())  # not a parameter: an anonymous permute
     assert find(g, "permute\n(4, 3)")
 
 
@@ -586,6 +615,7 @@ def test_linear_weight_shows_as_the_layers_transposed_weight(capsys):
     """nn.Linear computes x Wᵀ: its `permute` node is named W's name with ᵀ, in the graph (shape
     and gradient of Wᵀ, both (in, out)), the trace and the step-through."""
     from minitensor.viz import describe_step
+
     mt.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 32))
     x = mt.randn(5, 64)
@@ -599,8 +629,9 @@ def test_linear_weight_shows_as_the_layers_transposed_weight(capsys):
     assert "grad (64, 32)" in nodes(g)[box]["label"]
     assert not find(g, "permute")
     texts = [describe_step(s) for s in loss.backward_steps()]
-    assert any("`weightᵀ` (0.weight, transposed) in 0 -> output (64, 32)" in text
-               for text in texts), texts
+    assert any(
+        "`weightᵀ` (0.weight, transposed) in 0 -> output (64, 32)" in text for text in texts
+    ), texts
     assert not any("permute" in text for text in texts)
 
 
@@ -610,25 +641,33 @@ def test_trace_on_the_transformer_shows_why_scores_are_scaled():
     by construction, is not counted)."""
     from transformer.config import TransformerConfig
     from transformer.models import Transformer
+
     saturated = {}
     for scale in (True, False):
         mt.manual_seed(0)
-        cfg = TransformerConfig.small(16, 16, d_model=256, n_heads=4, dropout=0.0,
-                                      attention_scale=scale)
+        cfg = TransformerConfig.small(
+            16, 16, d_model=256, n_heads=4, dropout=0.0, attention_scale=scale
+        )
         model = Transformer(cfg)
         rng = np.random.default_rng(0)
         src = mt.tensor(rng.integers(4, 16, size=(2, 6)))
         tgt_in = mt.tensor(rng.integers(4, 16, size=(2, 5)))
         with trace(scope="decoder.layers.0", quiet=True) as t:
             model(src, tgt_in)
-        assert {r.scope.split(".")[3] for r in t.records if r.scope.count(".") >= 3} >= \
-            {"self_attn", "cross_attn"}
+        assert {r.scope.split(".")[3] for r in t.records if r.scope.count(".") >= 3} >= {
+            "self_attn",
+            "cross_attn",
+        }
         assert all(r.scope.startswith("decoder.layers.0") for r in t.records)
         soft = {r.scope: r for r in t.records if r.op == "softmax"}
         assert soft["decoder.layers.0.self_attn"].output_shape == (2, 4, 5, 5)
         assert soft["decoder.layers.0.cross_attn"].output_shape == (2, 4, 5, 6)
-        saturated[scale] = sum(int(re.match(r"saturated: (\d+)/", m).group(1))
-                               for r in soft.values() for m in r.marks if m.startswith("sat"))
+        saturated[scale] = sum(
+            int(re.match(r"saturated: (\d+)/", m).group(1))
+            for r in soft.values()
+            for m in r.marks
+            if m.startswith("sat")
+        )
     assert saturated[False] > saturated[True] + 10
 
 
@@ -650,8 +689,10 @@ def test_budget_without_modules_to_collapse_says_why():
 
 # ----------------------------------------------------------------------------- a step in a notebook
 
+
 def test_step_draws_itself_with_its_node_highlighted(monkeypatch):
     from minitensor.viz import step_graph, step_mimebundle, step_svg
+
     model, x, loss = make(n=1)
     steps = list(loss.backward_steps(retain_graph=True))
     third = steps[2]
@@ -679,26 +720,31 @@ def test_step_draws_itself_with_its_node_highlighted(monkeypatch):
 def test_source_lines_typed_in_a_notebook_cell_read_as_the_cell(monkeypatch):
     """IPython compiles cell 3 as '/tmp/ipykernel_…/2429019779.py': say 'cell [3], line 5'."""
     from minitensor.viz import describe_node, describe_source
+
     assert describe_source("/home/me/model.py", 42) == "model.py:42"
     assert describe_source("<ipython-input-7-1b2c3d4e5f>", 2) == "cell [7], line 2"
     compilerop = pytest.importorskip("IPython.core.compilerop")
     import IPython.core.getipython as getipython
+
     compiler = compilerop.CachingCompiler()
     code = "w = nn.Parameter(mt.randn(2, 2))\nw.name = 'w'\n\n\ny = (w.T * 2).sum()\n"
     filename = compiler.cache(code, number=3)
 
     class Shell:
         compile = compiler
+
     monkeypatch.setattr(getipython, "get_ipython", lambda: Shell())
     assert describe_source(filename, 5) == "cell [3], line 5"
-    assert describe_source("/home/me/model.py", 42) == "model.py:42"     # not a cell
+    assert describe_source("/home/me/model.py", 42) == "model.py:42"  # not a cell
     namespace = {"nn": nn, "mt": mt}
     exec(compile(code, filename, "exec"), namespace)
     node = namespace["y"].grad_fn
     assert describe_node(node) == "`sum` (created at cell [3], line 5)"
-    assert node.where() == "`sum` (created at cell [3], line 5)"      # errors say it too
-    assert describe_node(node.inputs[0].grad_fn.inputs[0].grad_fn) == \
-        "`wᵀ` (created at cell [3], line 5)"
+    assert node.where() == "`sum` (created at cell [3], line 5)"  # errors say it too
+    assert (
+        describe_node(node.inputs[0].grad_fn.inputs[0].grad_fn)
+        == "`wᵀ` (created at cell [3], line 5)"
+    )
     g = draw_graph(namespace["y"])
     assert "created at cell [3], line 5" in g.source
 
@@ -706,10 +752,11 @@ def test_source_lines_typed_in_a_notebook_cell_read_as_the_cell(monkeypatch):
 def test_a_step_evaluated_in_a_notebook_uses_the_viewers_drawing():
     """The core's BackwardStep asks the hook the viewer registers (the core never imports viz)."""
     from minitensor.autograd import BackwardStep
+
     assert BackwardStep._display_hook is mt.viz.step_mimebundle
     model, x, loss = make(n=1)
     step = next(loss.backward_steps())
-    assert step.root is loss.grad_fn            # a step draws the whole graph, from the loss
+    assert step.root is loss.grad_fn  # a step draws the whole graph, from the loss
     bundle = step._repr_mimebundle_()
     assert bundle["text/plain"].startswith(f"── step 1/{step.total}: `mean`")
     if shutil.which("dot"):

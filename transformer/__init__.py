@@ -9,23 +9,59 @@ Files follow the parts of the model: config, embeddings (token + positions), mas
 layers, models, decoding (greedy, beam, sampling, KV cache), interop (to and from PyTorch).
 Masks everywhere: bool True = blocked.
 """
+
 from . import masks
 from .attention import AttentionCache, MultiHeadAttention, scaled_dot_product_attention
 from .config import TransformerConfig
-from .embeddings import (Embeddings, LearnedPositionalEmbedding, RotaryEmbedding,
-                         SinusoidalPositionalEncoding, TokenEmbedding, sinusoidal_table)
+from .embeddings import (
+    Embeddings,
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+    sinusoidal_table,
+)
 from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .masks import causal_mask, combine_masks, from_allowed_mask, padding_mask
-from .models import (Decoder, DecoderCache, DecoderOnlyLM, Encoder, EncoderOnly, LayerCache,
-                     Transformer)
+from .models import (
+    Decoder,
+    DecoderCache,
+    DecoderOnlyLM,
+    Encoder,
+    EncoderOnly,
+    LayerCache,
+    Transformer,
+)
 from .decoding import beam_search, generate, greedy_decode, sample
 
 __all__ = [
-    "Transformer", "TransformerConfig", "DecoderOnlyLM", "EncoderOnly", "Encoder", "Decoder",
-    "EncoderLayer", "DecoderLayer", "FeedForward", "MultiHeadAttention",
-    "scaled_dot_product_attention", "Embeddings", "TokenEmbedding",
-    "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding", "RotaryEmbedding",
-    "sinusoidal_table", "masks", "padding_mask", "causal_mask", "combine_masks",
-    "from_allowed_mask", "AttentionCache", "LayerCache", "DecoderCache", "greedy_decode",
-    "beam_search", "sample", "generate",
+    "Transformer",
+    "TransformerConfig",
+    "DecoderOnlyLM",
+    "EncoderOnly",
+    "Encoder",
+    "Decoder",
+    "EncoderLayer",
+    "DecoderLayer",
+    "FeedForward",
+    "MultiHeadAttention",
+    "scaled_dot_product_attention",
+    "Embeddings",
+    "TokenEmbedding",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "sinusoidal_table",
+    "masks",
+    "padding_mask",
+    "causal_mask",
+    "combine_masks",
+    "from_allowed_mask",
+    "AttentionCache",
+    "LayerCache",
+    "DecoderCache",
+    "greedy_decode",
+    "beam_search",
+    "sample",
+    "generate",
 ]

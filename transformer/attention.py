@@ -21,6 +21,7 @@ Masks follow the project's convention, **bool True = blocked** (or additive floa
   docs/kernels.md, "Fused attention"). Same result within float32 rounding, less memory, faster
   on long sequences. Used whenever the weights are not asked for.
 """
+
 import math
 
 import numpy as np
@@ -49,21 +50,24 @@ def _attend(query, key, value, mask=None, scale=None, dropout=0.0, training=True
     """The core of attention; returns (output, weights, raw scores Q Kᵀ before scaling)."""
     d_k = query.shape[-1]
     if key.shape[-1] != d_k or key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"attention: query {query.shape}, key {key.shape} and value "
-                         f"{value.shape} do not fit: need query (..., L_q, d_k), key "
-                         f"(..., L_k, d_k), value (..., L_k, d_v)")
+        raise ValueError(
+            f"attention: query {query.shape}, key {key.shape} and value "
+            f"{value.shape} do not fit: need query (..., L_q, d_k), key "
+            f"(..., L_k, d_k), value (..., L_k, d_v)"
+        )
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    scores = query @ key.swapaxes(-1, -2)                     # (…, L_q, L_k): every q · every k
+    scores = query @ key.swapaxes(-1, -2)  # (…, L_q, L_k): every q · every k
     # the mask is applied before the softmax (§3.2.3: −∞ where blocked); one fused op scales,
     # masks and normalises
     weights = F.softmax(scores, scale=scale, mask=mask)
     if dropout and training:
         weights = F.dropout(weights, dropout, training)
-    return weights @ value, weights, scores                   # (…, L_q, d_v)
+    return weights @ value, weights, scores  # (…, L_q, d_v)
 
 
-def scaled_dot_product_attention(query, key, value, mask=None, dropout=0.0, scale=None,
-                                 training=True, need_weights=True):
+def scaled_dot_product_attention(
+    query, key, value, mask=None, dropout=0.0, scale=None, training=True, need_weights=True
+):
     """softmax(query keyᵀ · scale + mask) value, the attention of §3.2.1.
 
     query (…, L_q, d_k), key (…, L_k, d_k), value (…, L_k, d_v) — any leading axes, usually
@@ -135,12 +139,12 @@ class MultiHeadAttention(nn.Module):
     weights before dropout); asking costs one explicit attention, a training step nothing.
     """
 
-    def __init__(self, d_model, n_heads, dropout=0.0, bias=True, attention_scale=True,
-                 rotary=None):
+    def __init__(self, d_model, n_heads, dropout=0.0, bias=True, attention_scale=True, rotary=None):
         super().__init__()
         if d_model % n_heads:
-            raise ValueError(f"MultiHeadAttention: d_model={d_model} is not a multiple of "
-                             f"n_heads={n_heads}")
+            raise ValueError(
+                f"MultiHeadAttention: d_model={d_model} is not a multiple of n_heads={n_heads}"
+            )
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.scale = 1.0 / math.sqrt(self.d_k) if attention_scale else 1.0
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
@@ -150,7 +154,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout_p = dropout
         self.rotary = rotary
         self.need_weights = True
-        self._record = None         # what the last forward left for last_weights / score_stats
+        self._record = None  # what the last forward left for last_weights / score_stats
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -178,23 +182,28 @@ class MultiHeadAttention(nn.Module):
         where = f"MultiHeadAttention in {self.path or 'model'}"
         for label, x in (("query", query), ("key", key), ("value", value)):
             if x.ndim != 3:
-                raise ValueError(f"{where}: {label} must be (B, L, d_model={self.d_model}), got "
-                                 f"shape {tuple(x.shape)}")
+                raise ValueError(
+                    f"{where}: {label} must be (B, L, d_model={self.d_model}), got "
+                    f"shape {tuple(x.shape)}"
+                )
         d = self.d_model
         if query.shape[-1] != d or key.shape[-1] != d or value.shape[-1] != d:
-            raise ValueError(f"{where}: query {query.shape}, key {key.shape}, value "
-                             f"{value.shape} must all end in d_model={self.d_model}")
+            raise ValueError(
+                f"{where}: query {query.shape}, key {key.shape}, value "
+                f"{value.shape} must all end in d_model={self.d_model}"
+            )
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
-            raise ValueError(f"{where}: key {key.shape} and value {value.shape} need the same "
-                             f"(batch, length), and the batch of query {query.shape}")
+            raise ValueError(
+                f"{where}: key {key.shape} and value {value.shape} need the same "
+                f"(batch, length), and the batch of query {query.shape}"
+            )
 
     def _attention(self, q, k, v, mask, need_weights):
         """(output (B, h, L_q, d_k), weights or None) by the explicit or the fused path; keeps
         what last_weights and score_stats need."""
         if not _fused(need_weights, k.shape[2]):
             # explicit: scores, softmax, weights·V — the weights are kept, returned and plotted
-            out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p,
-                                           self.training)
+            out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p, self.training)
             self._record = (weights.data, scores.data, self.scale, mask)
             return out, (weights if need_weights else None)
         # fused: the same attention without the (L_q, L_k) matrix (docs/kernels.md)
@@ -204,8 +213,17 @@ class MultiHeadAttention(nn.Module):
         return out, None
 
     # ------------------------------------------------------------------ forward
-    def forward(self, query, key=None, value=None, mask=None, key_padding_mask=None,
-                attn_mask=None, cache=None, need_weights=None):
+    def forward(
+        self,
+        query,
+        key=None,
+        value=None,
+        mask=None,
+        key_padding_mask=None,
+        attn_mask=None,
+        cache=None,
+        need_weights=None,
+    ):
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
@@ -219,24 +237,24 @@ class MultiHeadAttention(nn.Module):
         reuse = cache is not None and cache.static and cache.k is not None
 
         q2 = query.reshape(batch * l_q, d)
-        q = self._heads(self.w_q, q2, batch, l_q)                     # Q = X W_q, per head
+        q = self._heads(self.w_q, q2, batch, l_q)  # Q = X W_q, per head
         if reuse:
-            k, v = cache.k, cache.v                 # cross-attention: memory's K, V from step 1
+            k, v = cache.k, cache.v  # cross-attention: memory's K, V from step 1
         else:
             l_k = key.shape[1]
             k2 = q2 if key is query else key.reshape(batch * l_k, d)
             v2 = k2 if value is key else value.reshape(batch * l_k, d)
-            k = self._heads(self.w_k, k2, batch, l_k)                 # K = X W_k
-            v = self._heads(self.w_v, v2, batch, l_k)                 # V = X W_v
+            k = self._heads(self.w_k, k2, batch, l_k)  # K = X W_k
+            v = self._heads(self.w_v, v2, batch, l_k)  # V = X W_v
 
-        if self.rotary is not None:                  # RoPE: rotate q and k by their positions
+        if self.rotary is not None:  # RoPE: rotate q and k by their positions
             q = self.rotary(q, offset)
             if not reuse:
                 k = self.rotary(k, offset)
         if cache is not None:
             if cache.static:
                 cache.k, cache.v = k, v
-            else:                                    # keep the history, append the new step
+            else:  # keep the history, append the new step
                 if cache.k is not None:
                     k = F.concat([cache.k, k], axis=2)
                     v = F.concat([cache.v, v], axis=2)
@@ -256,7 +274,7 @@ class MultiHeadAttention(nn.Module):
         if self._record is None:
             return None
         _, scores, scale, mask = self._record
-        if isinstance(scores, tuple):                   # a fused forward kept Q and K only
+        if isinstance(scores, tuple):  # a fused forward kept Q and K only
             q, k = scores
             scores = q @ np.swapaxes(k, -1, -2)
             self._record = self._record[:1] + (scores,) + self._record[2:]
@@ -267,7 +285,7 @@ class MultiHeadAttention(nn.Module):
         """The attention weights (B, h, L_q, L_k) of the last forward (numpy), or None."""
         if self._record is None:
             return None
-        if self._record[0] is None:                     # a fused forward: compute them now
+        if self._record[0] is None:  # a fused forward: compute them now
             scores, scale, mask = self._last_scores
             weights = kernels.softmax_forward(scores, scale, mask)
             self._record = (weights,) + self._record[1:]
@@ -290,17 +308,25 @@ class MultiHeadAttention(nn.Module):
             allowed = ~np.broadcast_to(blocked, s.shape)
         vals = s[allowed]
         if vals.size == 0:
-            return {"max_abs_score": 0.0, "mean_abs_score": 0.0, "std_score": 0.0,
-                    "max_weight_mean": 0.0}
+            return {
+                "max_abs_score": 0.0,
+                "mean_abs_score": 0.0,
+                "std_score": 0.0,
+                "max_weight_mean": 0.0,
+            }
         w = self.last_weights
-        return {"max_abs_score": float(np.abs(vals).max()),
-                "mean_abs_score": float(np.abs(vals).mean()),
-                "std_score": float(vals.std()),
-                "max_weight_mean": float(w.max(axis=-1).mean()) if w is not None else 0.0}
+        return {
+            "max_abs_score": float(np.abs(vals).max()),
+            "mean_abs_score": float(np.abs(vals).mean()),
+            "std_score": float(vals.std()),
+            "max_weight_mean": float(w.max(axis=-1).mean()) if w is not None else 0.0,
+        }
 
     def extra_repr(self):
-        return (f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, "
-                f"scale={self.scale:.4g}, dropout={self.dropout_p}")
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, "
+            f"scale={self.scale:.4g}, dropout={self.dropout_p}"
+        )
 
 
 def _merge(a, b):

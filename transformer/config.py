@@ -5,6 +5,7 @@ The defaults are the paper's base model ("Attention Is All You Need", Table 3): 
 positions, embeddings scaled by √d_model. `TransformerConfig.small(...)` is the size the addition
 task and the tests use.
 """
+
 from dataclasses import asdict, dataclass, replace
 
 ACTIVATIONS = ("relu", "gelu", "silu", "swiglu", "geglu")
@@ -46,6 +47,7 @@ class TransformerConfig:
     tie_embeddings: share the output projection's weight with the target token embedding.
     layer_norm_eps: ε inside every LayerNorm.
     """
+
     src_vocab_size: int = 0
     tgt_vocab_size: int = 0
     d_model: int = 512
@@ -54,7 +56,7 @@ class TransformerConfig:
     num_decoder_layers: int = 6
     d_ff: int = 2048
     dropout: float = 0.1
-    activation: object = "relu"         # a name in ACTIVATIONS, or a callable
+    activation: object = "relu"  # a name in ACTIVATIONS, or a callable
     norm_first: bool = False
     positional: str = "sinusoidal"
     scale_embeddings: bool = True
@@ -67,22 +69,28 @@ class TransformerConfig:
 
     def __post_init__(self):
         if self.d_model <= 0 or self.n_heads <= 0 or self.d_model % self.n_heads:
-            raise ValueError(f"TransformerConfig: d_model={self.d_model} must be a positive "
-                             f"multiple of n_heads={self.n_heads} (each head gets "
-                             f"d_model / n_heads)")
+            raise ValueError(
+                f"TransformerConfig: d_model={self.d_model} must be a positive "
+                f"multiple of n_heads={self.n_heads} (each head gets "
+                f"d_model / n_heads)"
+            )
         check_activation(self.activation, "TransformerConfig")
         if self.positional not in POSITIONALS:
-            raise ValueError(f"TransformerConfig: positional must be one of {POSITIONALS}, "
-                             f"got {self.positional!r}")
+            raise ValueError(
+                f"TransformerConfig: positional must be one of {POSITIONALS}, "
+                f"got {self.positional!r}"
+            )
         if self.positional == "rotary" and self.d_k % 2:
-            raise ValueError(f"TransformerConfig: rotary positions need an even head size, "
-                             f"d_k = {self.d_k}")
+            raise ValueError(
+                f"TransformerConfig: rotary positions need an even head size, d_k = {self.d_k}"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"TransformerConfig: dropout must be in [0, 1), got {self.dropout}")
         for name in ("d_ff", "max_len"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"TransformerConfig: {name} must be positive, got "
-                                 f"{getattr(self, name)}")
+                raise ValueError(
+                    f"TransformerConfig: {name} must be positive, got {getattr(self, name)}"
+                )
 
     @property
     def d_k(self):
@@ -97,15 +105,29 @@ class TransformerConfig:
     @classmethod
     def small(cls, src_vocab_size, tgt_vocab_size, **overrides):
         """The addition-task size: d_model 128, 4 heads, 2 + 2 layers, d_ff 512."""
-        base = dict(d_model=128, n_heads=4, num_encoder_layers=2, num_decoder_layers=2,
-                    d_ff=512, dropout=0.1, max_len=256)
+        base = dict(
+            d_model=128,
+            n_heads=4,
+            num_encoder_layers=2,
+            num_decoder_layers=2,
+            d_ff=512,
+            dropout=0.1,
+            max_len=256,
+        )
         return cls(src_vocab_size, tgt_vocab_size, **{**base, **overrides})
 
     @classmethod
     def tiny(cls, src_vocab_size, tgt_vocab_size, **overrides):
         """Small enough for gradchecks and quick tests: d_model 16, 2 heads, 1 + 1 layers."""
-        base = dict(d_model=16, n_heads=2, num_encoder_layers=1, num_decoder_layers=1,
-                    d_ff=32, dropout=0.0, max_len=64)
+        base = dict(
+            d_model=16,
+            n_heads=2,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            d_ff=32,
+            dropout=0.0,
+            max_len=64,
+        )
         return cls(src_vocab_size, tgt_vocab_size, **{**base, **overrides})
 
     def replace(self, **changes):
@@ -139,10 +161,14 @@ def check_activation(activation, where):
     if callable(activation) or activation in ACTIVATIONS:
         return
     if isinstance(activation, str) and activation.startswith(CUSTOM_PREFIX):
-        raise ValueError(f"{where}: this config was saved with your own activation "
-                         f"{activation[len(CUSTOM_PREFIX):]}; a checkpoint stores only its "
-                         f"name: pass it again: "
-                         f"TransformerConfig(**{{**d, 'activation': my_gelu}})")
-    raise ValueError(f"{where}: activation must be one of {ACTIVATIONS} or a callable (a "
-                     f"function on Tensors, an nn.Module class or an mt.Function class), got "
-                     f"{activation!r}")
+        raise ValueError(
+            f"{where}: this config was saved with your own activation "
+            f"{activation[len(CUSTOM_PREFIX) :]}; a checkpoint stores only its "
+            f"name: pass it again: "
+            f"TransformerConfig(**{{**d, 'activation': my_gelu}})"
+        )
+    raise ValueError(
+        f"{where}: activation must be one of {ACTIVATIONS} or a callable (a "
+        f"function on Tensors, an nn.Module class or an mt.Function class), got "
+        f"{activation!r}"
+    )

@@ -19,6 +19,7 @@ Conventions of every function here:
 - Logits no token can be chosen from (NaN, +inf, or a row that is -inf everywhere) raise
   FloatingPointError naming the function, the step and the rows, never a silent <pad>.
 """
+
 import numpy as np
 
 from minitensor import Tensor, from_numpy, no_grad
@@ -49,16 +50,19 @@ def _check_logits(logits, what, step):
     bad = nan | pos_inf | all_neg_inf
     if not bad.any():
         return
-    kinds = [name for name, rows in (("NaN", nan), ("+inf", pos_inf), ("-inf everywhere",
-                                                                         all_neg_inf))
-             if rows.any()]
+    kinds = [
+        name
+        for name, rows in (("NaN", nan), ("+inf", pos_inf), ("-inf everywhere", all_neg_inf))
+        if rows.any()
+    ]
     rows = np.flatnonzero(bad)
     shown = ", ".join(str(r) for r in rows[:10]) + (", …" if rows.size > 10 else "")
     raise FloatingPointError(
         f"{what}: the model's next-token logits at step {step} (choosing output token {step}) "
         f"are {' / '.join(kinds)} in batch row(s) {shown} of {logits.shape[0]}, so no token can "
         f"be chosen. Run the call under `with mt.autograd.detect_anomaly():` to find the op "
-        f"that first produced a NaN or Inf")
+        f"that first produced a NaN or Inf"
+    )
 
 
 class _Seq2SeqStepper(_Stepper):
@@ -72,7 +76,7 @@ class _Seq2SeqStepper(_Stepper):
 
     def _forward(self, ys):
         if self.cache is not None:
-            fed = ys[:, len(self.cache):]               # only what the cache has not seen
+            fed = ys[:, len(self.cache) :]  # only what the cache has not seen
             out = self.model.decode(fed, self.memory, self.src_mask, cache=self.cache)
         else:
             out = self.model.decode(ys, self.memory, self.src_mask)
@@ -95,7 +99,7 @@ class _LMStepper(_Stepper):
 
     def _forward(self, ys):
         if self.cache is not None:
-            out = self.model(ys[:, len(self.cache):], cache=self.cache)   # prefill, then 1 token
+            out = self.model(ys[:, len(self.cache) :], cache=self.cache)  # prefill, then 1 token
         else:
             out = self.model(ys)
         return out.data[:, -1].astype(np.float64)
@@ -134,8 +138,9 @@ def _mask_array(mask):
 def _check_length(model, needed, what):
     max_len = model.cfg.max_len
     if model.cfg.positional in ("sinusoidal", "learned", "rotary") and needed > max_len:
-        raise ValueError(f"{what}: decoding needs {needed} positions but the model's max_len is "
-                         f"{max_len}")
+        raise ValueError(
+            f"{what}: decoding needs {needed} positions but the model's max_len is {max_len}"
+        )
 
 
 def _src_batch(src, what):
@@ -177,8 +182,9 @@ def greedy_decode(model, src, max_len, bos_id, eos_id, src_padding_mask=None, us
     with _EvalMode(model):
         stepper = _Seq2SeqStepper(model, src, src_padding_mask, use_cache, "greedy_decode")
         start = np.full((src.shape[0], 1), bos_id, dtype=np.int64)
-        return _run(stepper, start, max_len, eos_id, _pad_id(model),
-                    lambda logits: logits.argmax(axis=-1))
+        return _run(
+            stepper, start, max_len, eos_id, _pad_id(model), lambda logits: logits.argmax(axis=-1)
+        )
 
 
 def _log_softmax(logits):
@@ -190,8 +196,9 @@ def _filter_logits(logits, temperature, top_k, top_p):
     """Logits (B, V) float64 → log-probabilities after temperature, top-k and top-p (nucleus)."""
     if temperature is not None:
         if temperature <= 0:
-            raise ValueError(f"sample: temperature must be > 0 (use greedy_decode for 0), got "
-                             f"{temperature}")
+            raise ValueError(
+                f"sample: temperature must be > 0 (use greedy_decode for 0), got {temperature}"
+            )
         logits = logits / temperature
     if top_k is not None:
         if top_k < 1:
@@ -205,8 +212,8 @@ def _filter_logits(logits, temperature, top_k, top_p):
             raise ValueError(f"sample: top_p must be in (0, 1], got {top_p}")
         order = np.argsort(-logp, axis=-1, kind="stable")
         probs = np.exp(np.take_along_axis(logp, order, axis=-1))
-        before = np.cumsum(probs, axis=-1) - probs     # mass of the tokens ranked above
-        drop_sorted = before >= top_p                  # keep the smallest set reaching top_p
+        before = np.cumsum(probs, axis=-1) - probs  # mass of the tokens ranked above
+        drop_sorted = before >= top_p  # keep the smallest set reaching top_p
         drop = np.zeros_like(drop_sorted)
         np.put_along_axis(drop, order, drop_sorted, axis=-1)
         logp = _log_softmax(np.where(drop, -np.inf, logp))
@@ -221,11 +228,23 @@ def _sampler(temperature, top_k, top_p, seed):
         cdf = np.cumsum(probs, axis=-1)
         u = rng.random((logits.shape[0], 1)) * cdf[:, -1:]
         return np.minimum((cdf < u).sum(axis=-1), logits.shape[-1] - 1)
+
     return choose
 
 
-def sample(model, src, max_len, bos_id, eos_id, temperature=1.0, top_k=None, top_p=None,
-           seed=None, src_padding_mask=None, use_cache=True):
+def sample(
+    model,
+    src,
+    max_len,
+    bos_id,
+    eos_id,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    src_padding_mask=None,
+    use_cache=True,
+):
     """Sampling: draw each next token from softmax(logits / temperature), optionally only among
     the top_k most likely tokens and/or the smallest set whose probability reaches top_p.
 
@@ -258,7 +277,7 @@ class _Beams:
         self.eos_id, self.pad_id, self.alpha = eos_id, pad_id, alpha
         self.ys = np.full((batch * k, 1), bos_id, dtype=np.int64)
         self.scores = np.full((batch, k), -np.inf)
-        self.scores[:, 0] = 0.0                # at first all k beams are the same: use one
+        self.scores[:, 0] = 0.0  # at first all k beams are the same: use one
         self.hyps = [[] for _ in range(batch)]
         self.done = np.zeros(batch, dtype=bool)
 
@@ -270,11 +289,11 @@ class _Beams:
         source. Returns the rows the new beams continue (for the stepper to reorder its
         state), or None when every source is done."""
         vocab = logp.shape[-1]
-        cand = (self.scores[:, :, None] + logp.reshape(self.batch, self.k, vocab))
+        cand = self.scores[:, :, None] + logp.reshape(self.batch, self.k, vocab)
         cand = cand.reshape(self.batch, self.k * vocab)
-        n_top = min(2 * self.k, self.k * vocab)    # k live beams survive even if k end in <eos>
+        n_top = min(2 * self.k, self.k * vocab)  # k live beams survive even if k end in <eos>
         top = np.argsort(-cand, axis=-1, kind="stable")[:, :n_top]
-        rows = np.arange(self.batch * self.k)      # default: keep rows (done sources)
+        rows = np.arange(self.batch * self.k)  # default: keep rows (done sources)
         tokens = np.full(self.batch * self.k, self.pad_id, dtype=np.int64)
         scores = np.full((self.batch, self.k), -np.inf)
         for b in np.flatnonzero(~self.done):
@@ -302,7 +321,7 @@ class _Beams:
                 continue
             rows[b * k + j], tokens[b * k + j], scores[b, j] = b * k + beam, tok, score
             j += 1
-            if j == k:                         # the rest rank below every live beam
+            if j == k:  # the rest rank below every live beam
                 break
 
     def best(self):
@@ -313,15 +332,25 @@ class _Beams:
                 for j in np.flatnonzero(np.isfinite(self.scores[b])):
                     self._finish(b, self.scores[b, j], self.ys[b * self.k + j, 1:])
         best = [max(h, key=lambda item: item[0])[1] for h in self.hyps]
-        out = np.full((self.batch, max((len(t) for t in best), default=0)), self.pad_id,
-                      dtype=np.int64)
+        out = np.full(
+            (self.batch, max((len(t) for t in best), default=0)), self.pad_id, dtype=np.int64
+        )
         for b, tokens in enumerate(best):
-            out[b, :len(tokens)] = tokens
+            out[b, : len(tokens)] = tokens
         return out
 
 
-def beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty=0.6,
-                src_padding_mask=None, use_cache=True):
+def beam_search(
+    model,
+    src,
+    max_len,
+    bos_id,
+    eos_id,
+    beam_size=4,
+    length_penalty=0.6,
+    src_padding_mask=None,
+    use_cache=True,
+):
     """Beam search: keep the beam_size most likely prefixes of each source at every step
     ("Attention Is All You Need", §6.1: beam size 4, length penalty α = 0.6).
 
@@ -341,11 +370,12 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty
     beams = _Beams(src.shape[0], beam_size, bos_id, eos_id, _pad_id(model), length_penalty)
     if src.shape[0] == 0:
         return beams.best()
-    rep = np.repeat(np.arange(src.shape[0]), beam_size)   # each source once per beam
+    rep = np.repeat(np.arange(src.shape[0]), beam_size)  # each source once per beam
     mask = _mask_array(src_padding_mask)
     with _EvalMode(model):
-        stepper = _Seq2SeqStepper(model, src[rep], None if mask is None else mask[rep],
-                                  use_cache, "beam_search")
+        stepper = _Seq2SeqStepper(
+            model, src[rep], None if mask is None else mask[rep], use_cache, "beam_search"
+        )
         for _ in range(max_len):
             rows = beams.step(_log_softmax(stepper.logits(beams.ys)))
             if rows is None:
@@ -355,20 +385,31 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty
 
 
 # ---------------------------------------------------------------------------- language models
-def generate(model, prompt, max_new_tokens, eos_id=None, temperature=None, top_k=None,
-             top_p=None, seed=None, use_cache=True):
+def generate(
+    model,
+    prompt,
+    max_new_tokens,
+    eos_id=None,
+    temperature=None,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    use_cache=True,
+):
     """Continue a decoder-only LM's prompt (B, L_p) ids (no padding): greedy when temperature,
     top_k and top_p are all None, else sampling. Returns only the new tokens (B, ≤
     max_new_tokens); each row stops at its own eos_id (kept), padded with pad_id after it."""
     prompt = _src_batch(prompt, "generate").astype(np.int64)
     if prompt.shape[1] == 0:
-        raise ValueError(f"generate: {type(model).__name__} got a prompt of shape "
-                         f"{prompt.shape} whose length axis (1) is empty; a decoder-only LM "
-                         f"predicts each token from the ones before it, so the prompt needs at "
-                         f"least one token (e.g. <bos>)")
+        raise ValueError(
+            f"generate: {type(model).__name__} got a prompt of shape "
+            f"{prompt.shape} whose length axis (1) is empty; a decoder-only LM "
+            f"predicts each token from the ones before it, so the prompt needs at "
+            f"least one token (e.g. <bos>)"
+        )
     _check_length(model, prompt.shape[1] + max_new_tokens - 1, "generate")
     if temperature is None and top_k is None and top_p is None:
-        choose = lambda logits: logits.argmax(axis=-1)          # noqa: E731
+        choose = lambda logits: logits.argmax(axis=-1)  # noqa: E731
     else:
         choose = _sampler(temperature, top_k, top_p, seed)
     with _EvalMode(model):

@@ -22,6 +22,7 @@ The input to the first layer is (paper, §3.4 and §3.5)
 Attention itself does not know the order of the tokens (paper, §3.5); these are the only places
 where order enters the model.
 """
+
 import math
 
 import numpy as np
@@ -61,9 +62,11 @@ class _Table:
 
 def _check_length(module, length, offset, max_len):
     if offset + length > max_len:
-        raise ValueError(f"{type(module).__name__} in {module.path or 'model'}: positions "
-                         f"{offset}..{offset + length - 1} exceed max_len={max_len}; build the "
-                         f"model with a larger TransformerConfig.max_len")
+        raise ValueError(
+            f"{type(module).__name__} in {module.path or 'model'}: positions "
+            f"{offset}..{offset + length - 1} exceed max_len={max_len}; build the "
+            f"model with a larger TransformerConfig.max_len"
+        )
 
 
 class TokenEmbedding(nn.Embedding):
@@ -121,7 +124,7 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x, offset=0):
         length = x.shape[1]
         _check_length(self, length, offset, self.max_len)
-        return x + self.weight[offset:offset + length]
+        return x + self.weight[offset : offset + length]
 
 
 class RotaryEmbedding(nn.Module):
@@ -142,11 +145,11 @@ class RotaryEmbedding(nn.Module):
         half = d_k // 2
         theta = base ** (-np.arange(half) * 2.0 / d_k)
         angle = np.arange(max_len)[:, None] * theta[None, :]
-        angle = np.concatenate([angle, angle], axis=1)              # (max_len, d_k)
+        angle = np.concatenate([angle, angle], axis=1)  # (max_len, d_k)
         self.cos, self.sin = _Table(np.cos(angle), "cos"), _Table(np.sin(angle), "sin")
         rot = np.zeros((d_k, d_k))
-        rot[np.arange(half) + half, np.arange(half)] = -1.0        # out[:, i] = −x[:, i + half]
-        rot[np.arange(half), np.arange(half) + half] = 1.0         # out[:, i + half] = x[:, i]
+        rot[np.arange(half) + half, np.arange(half)] = -1.0  # out[:, i] = −x[:, i + half]
+        rot[np.arange(half), np.arange(half) + half] = 1.0  # out[:, i + half] = x[:, i]
         self.rotate_half = _Table(rot, "rotate_half")
 
     def forward(self, x, offset=0):
@@ -166,8 +169,16 @@ class Embeddings(nn.Module):
     positions (decoding with a KV cache feeds one token at position `offset`).
     """
 
-    def __init__(self, vocab_size, d_model, positional="sinusoidal", max_len=512, dropout=0.0,
-                 scale=True, pad_id=None):
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        positional="sinusoidal",
+        max_len=512,
+        dropout=0.0,
+        scale=True,
+        pad_id=None,
+    ):
         super().__init__()
         self.token = TokenEmbedding(vocab_size, d_model, pad_id=pad_id, scale=scale)
         self.positional = positional
@@ -184,8 +195,10 @@ class Embeddings(nn.Module):
     def forward(self, ids, offset=0):
         ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
         if ids.ndim != 2:
-            raise ValueError(f"Embeddings in {self.path or 'model'}: ids must be (batch, length), "
-                             f"got shape {ids.shape}")
+            raise ValueError(
+                f"Embeddings in {self.path or 'model'}: ids must be (batch, length), "
+                f"got shape {ids.shape}"
+            )
         x = self.token(ids)
         if self.position is not None:
             x = self.position(x, offset)

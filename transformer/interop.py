@@ -34,13 +34,17 @@ Both store Linear weights as (out_features, in_features), so no matrix is transp
 What torch's nn.Transformer cannot express: rotary positions, gated FFNs (swiglu/geglu) and
 attention without the 1/√d_k scale — `to_torch` refuses those configurations.
 """
+
 import warnings
 
 import numpy as np
 
+from .embeddings import sinusoidal_table
+
 
 def _torch():
     import torch
+
     return torch
 
 
@@ -110,8 +114,9 @@ def _copy_into_ours(model, torch_state, pairs):
         arr = torch_state[theirs].detach().cpu().numpy()
         arr = arr[rows] if rows is not None else arr
         if arr.shape != state[ours].shape:
-            raise ValueError(f"from_torch: {theirs} gives shape {arr.shape} but {ours} is "
-                             f"{state[ours].shape}")
+            raise ValueError(
+                f"from_torch: {theirs} gives shape {arr.shape} but {ours} is {state[ours].shape}"
+            )
         loaded[ours] = arr.astype(state[ours].dtype)
     # only the mapped names: a tied weight's other name (generator.weight) still holds the old
     # value in `state`, and the rest keep theirs anyway
@@ -135,8 +140,11 @@ def _copy_into_torch(module, our_state, pairs):
 def _check_expressible(cfg):
     if callable(cfg.activation):
         from .config import activation_name
-        raise ValueError(f"to_torch: a custom activation cannot be exported to "
-                         f"torch.nn.Transformer ({activation_name(cfg.activation)})")
+
+        raise ValueError(
+            f"to_torch: a custom activation cannot be exported to "
+            f"torch.nn.Transformer ({activation_name(cfg.activation)})"
+        )
     if cfg.positional == "rotary":
         raise ValueError("to_torch: torch.nn.Transformer has no rotary positions")
     if cfg.activation in ("swiglu", "geglu"):
@@ -149,13 +157,21 @@ def _torch_transformer(cfg, dtype):
     """torch.nn.Transformer (batch_first) with cfg's sizes, activation, norms and dtype."""
     torch = _torch()
     act = {"relu": "relu", "gelu": "gelu", "silu": torch.nn.functional.silu}[cfg.activation]
-    with warnings.catch_warnings():   # "enable_nested_tensor is True, but ...": we turn it off
+    with warnings.catch_warnings():  # "enable_nested_tensor is True, but ...": we turn it off
         warnings.filterwarnings("ignore", message="enable_nested_tensor")
         transformer = torch.nn.Transformer(
-            d_model=cfg.d_model, nhead=cfg.n_heads, num_encoder_layers=cfg.num_encoder_layers,
-            num_decoder_layers=cfg.num_decoder_layers, dim_feedforward=cfg.d_ff,
-            dropout=cfg.dropout, activation=act, layer_norm_eps=cfg.layer_norm_eps,
-            batch_first=True, norm_first=cfg.norm_first, dtype=dtype)
+            d_model=cfg.d_model,
+            nhead=cfg.n_heads,
+            num_encoder_layers=cfg.num_encoder_layers,
+            num_decoder_layers=cfg.num_decoder_layers,
+            dim_feedforward=cfg.d_ff,
+            dropout=cfg.dropout,
+            activation=act,
+            layer_norm_eps=cfg.layer_norm_eps,
+            batch_first=True,
+            norm_first=cfg.norm_first,
+            dtype=dtype,
+        )
     # eval-mode "fast path" packs padded batches into nested tensors and returns zeros at <pad>
     # positions; turn it off so both models compute the same thing everywhere
     transformer.encoder.use_nested_tensor = False
@@ -176,10 +192,8 @@ def _torch_seq2seq_class():
         def __init__(self, cfg, dtype):
             super().__init__()
             self.cfg = cfg
-            self.src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=cfg.pad_id,
-                                          dtype=dtype)
-            self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=cfg.pad_id,
-                                          dtype=dtype)
+            self.src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model, cfg.pad_id, dtype=dtype)
+            self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id, dtype=dtype)
             self.scale = float(np.sqrt(cfg.d_model)) if cfg.scale_embeddings else 1.0
             self._add_positions(cfg, dtype)
             self.drop = nn.Dropout(cfg.dropout)
@@ -191,9 +205,9 @@ def _torch_seq2seq_class():
         def _add_positions(self, cfg, dtype):
             """The sinusoidal table (a buffer) or the learned tables (parameters), if any."""
             if cfg.positional == "sinusoidal":
-                from .embeddings import sinusoidal_table
-                self.register_buffer("pe", torch.tensor(
-                    sinusoidal_table(cfg.max_len, cfg.d_model)).to(dtype))
+                self.register_buffer(
+                    "pe", torch.tensor(sinusoidal_table(cfg.max_len, cfg.d_model)).to(dtype)
+                )
             elif cfg.positional == "learned":
                 shape = (cfg.max_len, cfg.d_model)
                 self.src_pos_embed = nn.Parameter(torch.zeros(shape, dtype=dtype))
@@ -213,11 +227,14 @@ def _torch_seq2seq_class():
             pos_t = getattr(self, "tgt_pos_embed", None)
             length = tgt_in.shape[1]
             causal = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
-            h = self.transformer(self._embed(self.src_embed, src, pos_s),
-                                 self._embed(self.tgt_embed, tgt_in, pos_t),
-                                 tgt_mask=causal, src_key_padding_mask=src_padding_mask,
-                                 tgt_key_padding_mask=tgt_padding_mask,
-                                 memory_key_padding_mask=src_padding_mask)
+            h = self.transformer(
+                self._embed(self.src_embed, src, pos_s),
+                self._embed(self.tgt_embed, tgt_in, pos_t),
+                tgt_mask=causal,
+                src_key_padding_mask=src_padding_mask,
+                tgt_key_padding_mask=tgt_padding_mask,
+                memory_key_padding_mask=src_padding_mask,
+            )
             return self.generator(h)
 
     return TorchSeq2Seq
@@ -232,8 +249,9 @@ def to_torch(model):
     cfg = model.cfg
     _check_expressible(cfg)
     state = model.state_dict()
-    dtype = {np.dtype(np.float32): torch.float32,
-             np.dtype(np.float64): torch.float64}[state["generator.bias"].dtype]
+    dtype = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}[
+        state["generator.bias"].dtype
+    ]
     twin = _torch_seq2seq_class()(cfg, dtype)
     _copy_into_torch(twin, state, _model_name_map(model))
     return twin
@@ -254,12 +272,15 @@ def from_torch(model, torch_transformer, src_embedding=None, tgt_embedding=None,
     tt = torch_transformer
     if cfg.final_norm != (tt.encoder.norm is not None):
         has = "has a" if tt.encoder.norm is not None else "has no"
-        raise ValueError(f"from_torch: the torch encoder {has} final norm but "
-                         f"cfg.final_norm={cfg.final_norm}")
+        raise ValueError(
+            f"from_torch: the torch encoder {has} final norm but cfg.final_norm={cfg.final_norm}"
+        )
     pairs = stack_name_map(cfg)
     torch_state = dict(tt.state_dict())
-    extra = [(src_embedding, "src_embed.token.weight", "weight"),
-             (tgt_embedding, "tgt_embed.token.weight", "weight")]
+    extra = [
+        (src_embedding, "src_embed.token.weight", "weight"),
+        (tgt_embedding, "tgt_embed.token.weight", "weight"),
+    ]
     for mod, ours, attr in extra:
         if mod is not None:
             key = f"__{ours}"
@@ -281,8 +302,9 @@ def mha_to_torch(mha):
     torch = _torch()
     w = mha.w_q.weight.data
     dtype = torch.float64 if w.dtype == np.float64 else torch.float32
-    twin = torch.nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=mha.dropout_p,
-                                       batch_first=True, dtype=dtype)
+    twin = torch.nn.MultiheadAttention(
+        mha.d_model, mha.n_heads, dropout=mha.dropout_p, batch_first=True, dtype=dtype
+    )
     pairs = _attn_pairs("m", "m", mha.d_model)
     ours = {f"m.{k}": v for k, v in mha.state_dict().items()}
     wrapper = torch.nn.Module()

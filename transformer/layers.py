@@ -13,6 +13,7 @@ Transformer Architecture"); read which one a model uses before reading its numbe
 Names follow torch.nn.TransformerEncoderLayer / DecoderLayer, so weights map one to one
 (see `transformer.interop`).
 """
+
 import minitensor.functional as F
 from minitensor import Function, nn
 from minitensor.nn import init
@@ -23,8 +24,7 @@ from .attention import MultiHeadAttention
 from .config import activation_name, check_activation
 from .embeddings import RotaryEmbedding
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
-                "swiglu": F.silu, "geglu": F.gelu}
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu, "swiglu": F.silu, "geglu": F.gelu}
 # activations whose bias add runs fused with them after linear1 (one node, "bias + relu")
 _FUSED_WITH_BIAS = ("relu", "gelu")
 
@@ -55,7 +55,7 @@ class FeedForward(nn.Module):
             self.linear_gate = nn.Linear(d_model, d_ff)
         act = make_activation(activation)
         if isinstance(act, nn.Module):
-            self.act, self._act_fn = act, None   # a child: its scope shows in graphs and traces
+            self.act, self._act_fn = act, None  # a child: its scope shows in graphs and traces
         else:
             self._act_fn = act
         self.dropout = nn.Dropout(dropout)
@@ -63,7 +63,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x):
         shape = x.shape
-        x2 = x.reshape(-1, shape[-1])                # tokens are independent: one 2-D matmul
+        x2 = x.reshape(-1, shape[-1])  # tokens are independent: one 2-D matmul
         if self.activation in _FUSED_WITH_BIAS and type(self.linear1) is nn.Linear:
             h = self._linear1_activated(x2)
         else:
@@ -78,7 +78,7 @@ class FeedForward(nn.Module):
         module keeps its own forward: the caller checks that it is a plain nn.Linear.)"""
         lin = self.linear1
         if x2.shape[-1] != lin.in_features:
-            return lin(x2)                           # linear1 raises its own clear error
+            return lin(x2)  # linear1 raises its own clear error
         with module_scope(lin.path):
             h = x2 @ lin.weight.T
         return bias_activation(h, lin.bias, self.activation)
@@ -104,9 +104,13 @@ def _rotary(cfg):
 
 
 def _mha(cfg, rotary=False):
-    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout,
-                              attention_scale=cfg.attention_scale,
-                              rotary=_rotary(cfg) if rotary else None)
+    return MultiHeadAttention(
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.dropout,
+        attention_scale=cfg.attention_scale,
+        rotary=_rotary(cfg) if rotary else None,
+    )
 
 
 class EncoderLayer(nn.Module):
@@ -134,10 +138,10 @@ class EncoderLayer(nn.Module):
         return self.self_attn(x, mask=mask, need_weights=False)[0]
 
     def forward(self, x, mask=None):
-        if self.norm_first:                                    # Pre-Norm: x + F(LN(x))
+        if self.norm_first:  # Pre-Norm: x + F(LN(x))
             x = x + self.dropout1(self._attend(self.norm1(x), mask))
             return x + self.dropout2(self.ffn(self.norm2(x)))
-        x = self.norm1(x + self.dropout1(self._attend(x, mask)))   # Post-Norm
+        x = self.norm1(x + self.dropout1(self._attend(x, mask)))  # Post-Norm
         return self.norm2(x + self.dropout2(self.ffn(x)))
 
 
@@ -181,14 +185,26 @@ class DecoderLayer(nn.Module):
         """(function, norm, dropout) of each sub-layer, in order."""
         self_cache = cache.self_attn if cache is not None else None
         # need_weights=False: only the outputs are used (see EncoderLayer._attend)
-        subs = [(lambda h: self.self_attn(h, mask=self_mask, cache=self_cache,
-                                          need_weights=False)[0],
-                 self.norm1, self.dropout1)]
+        subs = [
+            (
+                lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, need_weights=False)[
+                    0
+                ],
+                self.norm1,
+                self.dropout1,
+            )
+        ]
         if self.has_cross:
             cross_cache = cache.cross_attn if cache is not None else None
-            subs.append((lambda h: self.cross_attn(h, memory, mask=cross_mask,
-                                                   cache=cross_cache, need_weights=False)[0],
-                         self.norm2, self.dropout2))
+            subs.append(
+                (
+                    lambda h: self.cross_attn(
+                        h, memory, mask=cross_mask, cache=cross_cache, need_weights=False
+                    )[0],
+                    self.norm2,
+                    self.dropout2,
+                )
+            )
             subs.append((self.ffn, self.norm3, self.dropout3))
         else:
             subs.append((self.ffn, self.norm2, self.dropout2))
@@ -196,13 +212,15 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x, memory=None, self_mask=None, cross_mask=None, cache=None):
         if self.has_cross and memory is None:
-            raise ValueError(f"DecoderLayer in {self.path or 'model'}: cross-attention needs "
-                             f"the encoder's memory")
+            raise ValueError(
+                f"DecoderLayer in {self.path or 'model'}: cross-attention needs "
+                f"the encoder's memory"
+            )
         for fn, norm, drop in self._sublayers(memory, self_mask, cross_mask, cache):
             if self.norm_first:
-                x = x + drop(fn(norm(x)))          # Pre-Norm
+                x = x + drop(fn(norm(x)))  # Pre-Norm
             else:
-                x = norm(x + drop(fn(x)))          # Post-Norm (paper)
+                x = norm(x + drop(fn(x)))  # Post-Norm (paper)
         return x
 
 

@@ -20,6 +20,7 @@ are accepted wherever a bool mask is, and `to_additive` converts a bool mask to 
 Masks are plain numpy arrays: they carry no gradient, and a model builds each one once per
 forward (not with many small graph ops) and passes it to the fused softmax as a constant.
 """
+
 import functools
 
 import numpy as np
@@ -50,7 +51,7 @@ def _causal(l_q, l_k):
     # l_k positions, as when decoding with a KV cache); it may see key j only when j ≤ that.
     offset = l_k - l_q
     m = np.arange(l_k)[None, :] > (np.arange(l_q)[:, None] + offset)
-    m.setflags(write=False)       # shared between calls: nobody may change it
+    m.setflags(write=False)  # shared between calls: nobody may change it
     return m
 
 
@@ -82,8 +83,10 @@ def from_allowed_mask(allowed):
     """
     allowed = _array(allowed, "from_allowed_mask")
     if allowed.dtype != np.bool_:
-        raise TypeError(f"from_allowed_mask: expects a bool mask (True = allowed), got "
-                        f"{allowed.dtype}; a float mask is additive and needs no conversion")
+        raise TypeError(
+            f"from_allowed_mask: expects a bool mask (True = allowed), got "
+            f"{allowed.dtype}; a float mask is additive and needs no conversion"
+        )
     return ~allowed
 
 
@@ -111,8 +114,10 @@ def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
     if key_padding_mask is not None:
         kpm = _array(key_padding_mask, "combine_masks")
         if kpm.ndim != 2:
-            raise ValueError(f"combine_masks: key_padding_mask must be (batch, key_length), got "
-                             f"shape {kpm.shape}")
+            raise ValueError(
+                f"combine_masks: key_padding_mask must be (batch, key_length), got "
+                f"shape {kpm.shape}"
+            )
         parts.append(kpm[:, None, None, :])
     if attn_mask is not None:
         am = _array(attn_mask, "combine_masks")
@@ -121,11 +126,14 @@ def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
         elif am.ndim == 3:
             am = am[:, None]
         elif am.ndim != 4:
-            raise ValueError(f"combine_masks: attn_mask must be (L_q, L_k), (B, L_q, L_k) or "
-                             f"(B, h, L_q, L_k), got shape {am.shape}")
+            raise ValueError(
+                f"combine_masks: attn_mask must be (L_q, L_k), (B, L_q, L_k) or "
+                f"(B, h, L_q, L_k), got shape {am.shape}"
+            )
         if n_heads is not None and am.shape[1] not in (1, n_heads):
-            raise ValueError(f"combine_masks: attn_mask has {am.shape[1]} heads, the attention "
-                             f"has {n_heads}")
+            raise ValueError(
+                f"combine_masks: attn_mask has {am.shape[1]} heads, the attention has {n_heads}"
+            )
         parts.append(am)
     if not parts:
         return None
@@ -135,9 +143,11 @@ def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
     try:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
-        raise ValueError(f"combine_masks: key_padding_mask {kpm.shape} and attn_mask "
-                         f"{np.shape(attn_mask)} do not fit together (their key lengths or "
-                         f"batch sizes differ)") from None
+        raise ValueError(
+            f"combine_masks: key_padding_mask {kpm.shape} and attn_mask "
+            f"{np.shape(attn_mask)} do not fit together (their key lengths or "
+            f"batch sizes differ)"
+        ) from None
     if a.dtype == np.bool_ and b.dtype == np.bool_:
         return a | b
     dtype = a.dtype if a.dtype.kind == "f" else b.dtype

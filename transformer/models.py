@@ -12,6 +12,7 @@ Masks, everywhere **bool True = blocked**: a padding mask is (B, L) (True = <pad
 `masks.padding_mask(ids, pad_id)`); None means no position is padding. The causal mask is
 added inside the decoder. Each forward builds every mask once, as a numpy constant.
 """
+
 import numpy as np
 
 from minitensor import Tensor, from_numpy, nn
@@ -45,7 +46,7 @@ class DecoderCache:
 
     def __init__(self, num_layers, cross_attention=True):
         self.layers = [LayerCache(cross_attention) for _ in range(num_layers)]
-        self.key_padding = None          # (B, L so far) bool, True = <pad>, or None
+        self.key_padding = None  # (B, L so far) bool, True = <pad>, or None
 
     def __len__(self):
         return len(self.layers[0].self_attn) if self.layers else 0
@@ -97,8 +98,9 @@ class Decoder(nn.Module):
 
     def forward(self, x, memory=None, self_mask=None, cross_mask=None, cache=None):
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, self_mask, cross_mask,
-                      cache.layers[i] if cache is not None else None)
+            x = layer(
+                x, memory, self_mask, cross_mask, cache.layers[i] if cache is not None else None
+            )
         return self.norm(x) if self.norm is not None else x
 
 
@@ -106,8 +108,10 @@ class Decoder(nn.Module):
 def _ids(x, what):
     arr = x.data if isinstance(x, Tensor) else np.asarray(x)
     if arr.ndim != 2 or arr.dtype.kind not in "iu":
-        raise ValueError(f"{what}: expected integer ids of shape (batch, length), got "
-                         f"{arr.dtype} of shape {arr.shape}")
+        raise ValueError(
+            f"{what}: expected integer ids of shape (batch, length), got "
+            f"{arr.dtype} of shape {arr.shape}"
+        )
     return arr
 
 
@@ -117,11 +121,15 @@ def _padding(mask, ids, what):
         return None
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.shape != ids.shape:
-        raise ValueError(f"{what}: padding mask of shape {m.shape} does not match ids of shape "
-                         f"{ids.shape} (it must be (batch, length), True = <pad>)")
+        raise ValueError(
+            f"{what}: padding mask of shape {m.shape} does not match ids of shape "
+            f"{ids.shape} (it must be (batch, length), True = <pad>)"
+        )
     if m.dtype != np.bool_:
-        raise TypeError(f"{what}: a padding mask must be bool (True = <pad>), got {m.dtype}; "
-                        f"if yours means True = keep, use masks.from_allowed_mask")
+        raise TypeError(
+            f"{what}: a padding mask must be bool (True = <pad>), got {m.dtype}; "
+            f"if yours means True = keep, use masks.from_allowed_mask"
+        )
     return m
 
 
@@ -139,7 +147,7 @@ def _self_mask(l_new, offset, key_padding):
         return pad
     if pad is None:
         return causal
-    return causal | pad                       # (1, 1, L, L) | (B, 1, 1, L) → (B, 1, L, L)
+    return causal | pad  # (1, 1, L, L) | (B, 1, 1, L) → (B, 1, L, L)
 
 
 def _project(generator, x):
@@ -161,15 +169,21 @@ class _Inspectable:
     def attention_maps(self):
         """{"encoder.layers.0.self_attn": weights (B, h, L_q, L_k), ...}: numpy copies of the
         attention weights of each attention's most recent forward (for heatmaps)."""
-        return {name: m.last_weights.copy() for name, m in self._attention_modules()
-                if m.last_weights is not None}
+        return {
+            name: m.last_weights.copy()
+            for name, m in self._attention_modules()
+            if m.last_weights is not None
+        }
 
     def score_stats(self):
         """{"encoder.layers.0.self_attn": {"max_abs_score": …, "mean_abs_score": …,
         "std_score": …, "max_weight_mean": …}, …} for the most recent forward. Scores are those
         the softmax saw (Q Kᵀ/√d_k when attention_scale is on), over allowed positions only."""
-        return {name: m.score_stats() for name, m in self._attention_modules()
-                if m.last_weights is not None}
+        return {
+            name: m.score_stats()
+            for name, m in self._attention_modules()
+            if m.last_weights is not None
+        }
 
 
 # ---------------------------------------------------------------------------- models
@@ -189,11 +203,18 @@ class Transformer(nn.Module, _Inspectable):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
-            raise ValueError(f"Transformer: src_vocab_size and tgt_vocab_size must be positive, "
-                             f"got {cfg.src_vocab_size} and {cfg.tgt_vocab_size}")
+            raise ValueError(
+                f"Transformer: src_vocab_size and tgt_vocab_size must be positive, "
+                f"got {cfg.src_vocab_size} and {cfg.tgt_vocab_size}"
+            )
         self.cfg = cfg
-        emb = dict(positional=cfg.positional, max_len=cfg.max_len, dropout=cfg.dropout,
-                   scale=cfg.scale_embeddings, pad_id=cfg.pad_id)
+        emb = dict(
+            positional=cfg.positional,
+            max_len=cfg.max_len,
+            dropout=cfg.dropout,
+            scale=cfg.scale_embeddings,
+            pad_id=cfg.pad_id,
+        )
         self.src_embed = Embeddings(cfg.src_vocab_size, cfg.d_model, **emb)
         self.tgt_embed = Embeddings(cfg.tgt_vocab_size, cfg.d_model, **emb)
         self.encoder = Encoder(cfg)
@@ -225,22 +246,30 @@ class Transformer(nn.Module, _Inspectable):
         """
         tgt_in = _ids(tgt_in, "Transformer.decode")
         if memory.ndim != 3 or memory.shape[0] != tgt_in.shape[0]:
-            raise ValueError(f"Transformer.decode: memory must be (batch, L_src, d_model) with "
-                             f"the batch of tgt_in {tgt_in.shape}, got {memory.shape}")
+            raise ValueError(
+                f"Transformer.decode: memory must be (batch, L_src, d_model) with "
+                f"the batch of tgt_in {tgt_in.shape}, got {memory.shape}"
+            )
         offset = len(cache) if cache is not None else 0
         tgt_pad = _padding(tgt_padding_mask, tgt_in, "Transformer.decode")
         if cache is not None:
             tgt_pad = _grow_padding(cache, tgt_pad, tgt_in.shape)
         src_pad = None
         if src_padding_mask is not None:
-            src_pad = src_padding_mask.data if isinstance(src_padding_mask, Tensor) \
+            src_pad = (
+                src_padding_mask.data
+                if isinstance(src_padding_mask, Tensor)
                 else np.asarray(src_padding_mask)
+            )
             if src_pad.shape != memory.shape[:2]:
-                raise ValueError(f"Transformer.decode: src_padding_mask {src_pad.shape} does not "
-                                 f"match memory {memory.shape[:2]}")
+                raise ValueError(
+                    f"Transformer.decode: src_padding_mask {src_pad.shape} does not "
+                    f"match memory {memory.shape[:2]}"
+                )
         x = self.tgt_embed(tgt_in, offset)
-        x = self.decoder(x, memory, _self_mask(tgt_in.shape[1], offset, tgt_pad),
-                         _key_mask(src_pad), cache)
+        x = self.decoder(
+            x, memory, _self_mask(tgt_in.shape[1], offset, tgt_pad), _key_mask(src_pad), cache
+        )
         return _project(self.generator, x)
 
     def new_cache(self):
@@ -276,8 +305,15 @@ class EncoderOnly(nn.Module, _Inspectable):
         if pooling not in ("mean", "first"):
             raise ValueError(f"EncoderOnly: pooling must be 'mean' or 'first', got {pooling!r}")
         self.cfg, self.num_classes, self.pooling = cfg, num_classes, pooling
-        self.src_embed = Embeddings(cfg.src_vocab_size, cfg.d_model, cfg.positional, cfg.max_len,
-                                    cfg.dropout, cfg.scale_embeddings, cfg.pad_id)
+        self.src_embed = Embeddings(
+            cfg.src_vocab_size,
+            cfg.d_model,
+            cfg.positional,
+            cfg.max_len,
+            cfg.dropout,
+            cfg.scale_embeddings,
+            cfg.pad_id,
+        )
         self.encoder = Encoder(cfg)
         init_linear_weights(self.encoder)
         if num_classes is not None:
@@ -299,9 +335,14 @@ class EncoderOnly(nn.Module, _Inspectable):
             return _project(self.output_proj, h)
         if self.pooling == "first":
             pooled = h[:, 0]
-        else:                                        # mean over the non-pad tokens
-            keep = np.ones(h.shape[:2], dtype=h.dtype) if padding_mask is None else \
-                (~_padding(padding_mask, _ids(ids, "EncoderOnly"), "EncoderOnly")).astype(h.dtype)
+        else:  # mean over the non-pad tokens
+            keep = (
+                np.ones(h.shape[:2], dtype=h.dtype)
+                if padding_mask is None
+                else (~_padding(padding_mask, _ids(ids, "EncoderOnly"), "EncoderOnly")).astype(
+                    h.dtype
+                )
+            )
             weights = keep / np.maximum(keep.sum(axis=1, keepdims=True), 1.0)
             # a constant Tensor keeps h's dtype (a bare float64 array would become float32)
             pooled = (h * from_numpy(weights[:, :, None])).sum(axis=1)
@@ -325,8 +366,15 @@ class DecoderOnlyLM(nn.Module, _Inspectable):
         self.vocab_size = cfg.tgt_vocab_size or cfg.src_vocab_size
         if self.vocab_size <= 0:
             raise ValueError("DecoderOnlyLM: set tgt_vocab_size (or src_vocab_size)")
-        self.tgt_embed = Embeddings(self.vocab_size, cfg.d_model, cfg.positional, cfg.max_len,
-                                    cfg.dropout, cfg.scale_embeddings, cfg.pad_id)
+        self.tgt_embed = Embeddings(
+            self.vocab_size,
+            cfg.d_model,
+            cfg.positional,
+            cfg.max_len,
+            cfg.dropout,
+            cfg.scale_embeddings,
+            cfg.pad_id,
+        )
         self.decoder = Decoder(cfg, cross_attention=False)
         init_linear_weights(self.decoder)
         self.generator = nn.Linear(cfg.d_model, self.vocab_size)
@@ -346,8 +394,17 @@ class DecoderOnlyLM(nn.Module, _Inspectable):
     def new_cache(self):
         return DecoderCache(len(self.decoder.layers), cross_attention=False)
 
-    def generate(self, prompt, max_new_tokens, eos_id=None, temperature=None, top_k=None,
-                 top_p=None, seed=None, use_cache=True):
+    def generate(
+        self,
+        prompt,
+        max_new_tokens,
+        eos_id=None,
+        temperature=None,
+        top_k=None,
+        top_p=None,
+        seed=None,
+        use_cache=True,
+    ):
         """Continue `prompt` (B, L_p) ids (no padding) by up to max_new_tokens tokens.
 
         Greedy when temperature, top_k and top_p are all None; otherwise sampling (see
@@ -355,5 +412,15 @@ class DecoderOnlyLM(nn.Module, _Inspectable):
         at its own eos_id (kept) and is padded with cfg.pad_id after it.
         """
         from .decoding import generate
-        return generate(self, prompt, max_new_tokens, eos_id=eos_id, temperature=temperature,
-                        top_k=top_k, top_p=top_p, seed=seed, use_cache=use_cache)
+
+        return generate(
+            self,
+            prompt,
+            max_new_tokens,
+            eos_id=eos_id,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            use_cache=use_cache,
+        )

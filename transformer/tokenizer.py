@@ -19,6 +19,7 @@ id every other library uses too.
     >>> tok.decode([5, 6, 14, 7, 2, 0, 0])
     '12+3'
 """
+
 import numpy as np
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -33,8 +34,8 @@ class Vocab:
     """
 
     def __init__(self, tokens=()):
-        self.itos = list(SPECIALS)            # id → token
-        self.stoi = {s: i for i, s in enumerate(self.itos)}   # token → id
+        self.itos = list(SPECIALS)  # id → token
+        self.stoi = {s: i for i, s in enumerate(self.itos)}  # token → id
         for t in tokens:
             self.add(t)
 
@@ -66,7 +67,9 @@ class Vocab:
     def id_to_token(self, i):
         i = int(i)
         if not 0 <= i < len(self.itos):
-            raise IndexError(f"Vocab: id {i} is out of range for a vocabulary of {len(self)} tokens")
+            raise IndexError(
+                f"Vocab: id {i} is out of range for a vocabulary of {len(self)} tokens"
+            )
         return self.itos[i]
 
     def __repr__(self):
@@ -128,7 +131,9 @@ class CharTokenizer:
         """(B, L) ids → list of B strings."""
         ids = np.asarray(ids.data if hasattr(ids, "data") else ids)
         if ids.ndim != 2:
-            raise ValueError(f"CharTokenizer.decode_batch: expected ids of shape (B, L), got {ids.shape}")
+            raise ValueError(
+                f"CharTokenizer.decode_batch: expected ids of shape (B, L), got {ids.shape}"
+            )
         return [self.decode(row, stop_at_eos) for row in ids]
 
     def encode_batch(self, texts, add_bos=False, add_eos=False, max_len=None):
@@ -147,8 +152,10 @@ def pad_sequences(rows, pad_id=0, max_len=None):
     if max_len is None:
         max_len = longest
     elif longest > max_len:
-        raise ValueError(f"pad_sequences: a sequence has {longest} tokens, more than max_len={max_len}")
+        raise ValueError(
+            f"pad_sequences: a sequence has {longest} tokens, more than max_len={max_len}"
+        )
     out = np.full((len(rows), max_len), pad_id, dtype=np.int64)
     for b, r in enumerate(rows):
-        out[b, :len(r)] = r
+        out[b, : len(r)] = r
     return out

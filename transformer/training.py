@@ -21,6 +21,7 @@ With ``diagnostics=True`` it prints, every N steps, a debugging checklist as one
 gradient norm per module, the largest attention score |QKᵀ·scale| and how one-hot the softmax
 rows are per layer (`DIAGNOSTICS_LEGEND` says how to read them), and train vs validation loss.
 """
+
 import math
 import time
 
@@ -29,8 +30,8 @@ import numpy as np
 import minitensor as mt
 import minitensor.functional as F
 
-PAD_ID, BOS_ID = 0, 1        # transformer.tokenizer.Vocab puts <pad> at 0 and <bos> at 1
-IGNORE_INDEX = -100          # label value that adds nothing to an encoder-only loss
+PAD_ID, BOS_ID = 0, 1  # transformer.tokenizer.Vocab puts <pad> at 0 and <bos> at 1
+IGNORE_INDEX = -100  # label value that adds nothing to an encoder-only loss
 
 
 # --------------------------------------------------------------------------- teacher forcing
@@ -54,7 +55,9 @@ def shift_right(tgt, bos_id=BOS_ID):
 def _ids(x, where):
     a = np.asarray(x.data if isinstance(x, mt.Tensor) else x)
     if a.dtype.kind not in "iu":
-        raise TypeError(f"{where}: token ids must be integers, got dtype {a.dtype} of shape {a.shape}")
+        raise TypeError(
+            f"{where}: token ids must be integers, got dtype {a.dtype} of shape {a.shape}"
+        )
     return a
 
 
@@ -72,12 +75,19 @@ def seq2seq_batch(src, tgt, bos_id=BOS_ID, pad_id=PAD_ID):
     """
     src, tgt = _ids(src, "seq2seq_batch"), _ids(tgt, "seq2seq_batch")
     if src.ndim != 2 or tgt.ndim != 2 or src.shape[0] != tgt.shape[0]:
-        raise ValueError(f"seq2seq_batch: expected src (B, L_src) and tgt (B, L_tgt), got "
-                         f"{src.shape} and {tgt.shape}")
+        raise ValueError(
+            f"seq2seq_batch: expected src (B, L_src) and tgt (B, L_tgt), got "
+            f"{src.shape} and {tgt.shape}"
+        )
     tgt_in = shift_right(tgt, bos_id)
-    return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt,
-            "src_padding_mask": _padding_mask(src, pad_id),
-            "tgt_padding_mask": _padding_mask(tgt_in, pad_id), "pad_id": pad_id}
+    return {
+        "src": src,
+        "tgt_in": tgt_in,
+        "tgt_out": tgt,
+        "src_padding_mask": _padding_mask(src, pad_id),
+        "tgt_padding_mask": _padding_mask(tgt_in, pad_id),
+        "pad_id": pad_id,
+    }
 
 
 def lm_batch(ids, pad_id=PAD_ID):
@@ -86,8 +96,12 @@ def lm_batch(ids, pad_id=PAD_ID):
     if ids.ndim != 2 or ids.shape[1] < 2:
         raise ValueError(f"lm_batch: expected ids of shape (B, L) with L >= 2, got {ids.shape}")
     inputs = ids[:, :-1]
-    return {"ids": inputs, "labels": ids[:, 1:], "padding_mask": _padding_mask(inputs, pad_id),
-            "pad_id": pad_id}
+    return {
+        "ids": inputs,
+        "labels": ids[:, 1:],
+        "padding_mask": _padding_mask(inputs, pad_id),
+        "pad_id": pad_id,
+    }
 
 
 def labeled_batch(ids, labels, pad_id=PAD_ID):
@@ -95,10 +109,16 @@ def labeled_batch(ids, labels, pad_id=PAD_ID):
     predicted) or (B,) one class per sequence."""
     ids, labels = _ids(ids, "labeled_batch"), _ids(labels, "labeled_batch")
     if ids.ndim != 2 or labels.shape[0] != ids.shape[0]:
-        raise ValueError(f"labeled_batch: expected ids (B, L) and labels (B,) or (B, L), got "
-                         f"{ids.shape} and {labels.shape}")
-    return {"ids": ids, "labels": labels, "padding_mask": _padding_mask(ids, pad_id),
-            "pad_id": IGNORE_INDEX}
+        raise ValueError(
+            f"labeled_batch: expected ids (B, L) and labels (B,) or (B, L), got "
+            f"{ids.shape} and {labels.shape}"
+        )
+    return {
+        "ids": ids,
+        "labels": labels,
+        "padding_mask": _padding_mask(ids, pad_id),
+        "pad_id": IGNORE_INDEX,
+    }
 
 
 # --------------------------------------------------------------------------- loss
@@ -110,11 +130,17 @@ def sequence_loss(logits, targets, pad_id=PAD_ID, label_smoothing=0.0):
     """
     targets = _ids(targets, "sequence_loss")
     if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"sequence_loss: logits {logits.shape} and targets {targets.shape} "
-                         f"differ before the class axis")
+        raise ValueError(
+            f"sequence_loss: logits {logits.shape} and targets {targets.shape} "
+            f"differ before the class axis"
+        )
     # one row of V logits per position: cross_entropy takes (N, V), the classes on axis 1
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                           ignore_index=pad_id, label_smoothing=label_smoothing)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)),
+        targets.reshape(-1),
+        ignore_index=pad_id,
+        label_smoothing=label_smoothing,
+    )
 
 
 def token_accuracy(logits, targets, pad_id=PAD_ID):
@@ -127,8 +153,12 @@ def token_accuracy(logits, targets, pad_id=PAD_ID):
 def forward_batch(model, batch):
     """Run the model on a batch made by seq2seq_batch / lm_batch / labeled_batch → (logits, labels)."""
     if "src" in batch:
-        logits = model(batch["src"], batch["tgt_in"], src_padding_mask=batch["src_padding_mask"],
-                       tgt_padding_mask=batch["tgt_padding_mask"])
+        logits = model(
+            batch["src"],
+            batch["tgt_in"],
+            src_padding_mask=batch["src_padding_mask"],
+            tgt_padding_mask=batch["tgt_padding_mask"],
+        )
         return logits, batch["tgt_out"]
     if "ids" in batch:
         if batch["padding_mask"] is None:
@@ -136,9 +166,11 @@ def forward_batch(model, batch):
         else:
             logits = model(batch["ids"], padding_mask=batch["padding_mask"])
         return logits, batch["labels"]
-    raise ValueError(f"forward_batch: a batch needs 'src' (encoder-decoder) or 'ids' (decoder- or "
-                     f"encoder-only); got keys {sorted(batch)} — build it with seq2seq_batch, "
-                     f"lm_batch or labeled_batch")
+    raise ValueError(
+        f"forward_batch: a batch needs 'src' (encoder-decoder) or 'ids' (decoder- or "
+        f"encoder-only); got keys {sorted(batch)} — build it with seq2seq_batch, "
+        f"lm_batch or labeled_batch"
+    )
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -182,8 +214,8 @@ def module_of(param_name):
         if p.isdigit():
             sub = parts[i + 1] if i + 1 < len(parts) else ""
             if sub.startswith("norm"):
-                return ".".join(parts[:i + 1] + ["norms"])
-            return ".".join(parts[:i + 2])
+                return ".".join(parts[: i + 1] + ["norms"])
+            return ".".join(parts[: i + 2])
     return ".".join(parts[:2])
 
 
@@ -218,14 +250,16 @@ def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None
     """
     rank = {name: i for i, name in enumerate(order or [])}
 
-    def position(row):     # "….norms" rows sit where their layer's first norm does
-        key = row[:-len("norms")] + "norm1" if row.endswith(".norms") else row
+    def position(row):  # "….norms" rows sit where their layer's first norm does
+        key = row[: -len("norms")] + "norm1" if row.endswith(".norms") else row
         return (rank.get(key, rank.get(row, len(rank))), row)
 
     rows = sorted(set(grad_norms) | set(scores), key=position)
     width = max([len(r) for r in rows] + [len("module")])
-    lines = [f"── diagnostics at step {step} " + "─" * max(0, width + 22 - len(str(step))),
-             f"{'module':<{width}}  {'grad norm':>10}  {'max|score|':>10}  {'saturation':>10}"]
+    lines = [
+        f"── diagnostics at step {step} " + "─" * max(0, width + 22 - len(str(step))),
+        f"{'module':<{width}}  {'grad norm':>10}  {'max|score|':>10}  {'saturation':>10}",
+    ]
     for r in rows:
         g = f"{grad_norms[r]:10.3g}" if r in grad_norms else f"{'':>10}"
         score, sat = scores[r] if isinstance(scores.get(r), tuple) else (scores.get(r), None)
@@ -235,7 +269,9 @@ def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None
         lines.append(f"{r:<{width}}  {g}  {s}  {t}{alarm}")
     summary = f"train loss {train_loss:.4f}"
     if val is not None:
-        summary += f" | val loss {val['loss']:.4f} | val token acc {100 * val['token_accuracy']:.1f}%"
+        summary += (
+            f" | val loss {val['loss']:.4f} | val token acc {100 * val['token_accuracy']:.1f}%"
+        )
         gap = val["loss"] - train_loss
         if gap > 0.5 * max(train_loss, 1e-3) and gap > 0.05:
             summary += "  (val ≫ train: over-fitting?)"
@@ -258,7 +294,8 @@ DIAGNOSTICS_LEGEND = (
     "softmax saw; a trained model's reach tens — sharp attention it learned — while hundreds "
     f"(⚠ from {SCORE_ALARM:g}) mean oversized embeddings or weights. saturation: the mean "
     "of each row's largest weight, 1.0 = one-hot; healthy runs sit near 0.7, and rows near 1 "
-    "while the loss is still high are a softmax saturated before it learned, as without 1/√d_k)")
+    "while the loss is still high are a softmax saturated before it learned, as without 1/√d_k)"
+)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -287,8 +324,11 @@ class History:
 
     def as_arrays(self):
         """For saving in a checkpoint (.npz): numbers only."""
-        out = {"steps": np.array(self.steps), "losses": np.array(self.losses),
-               "lrs": np.array(self.lrs)}
+        out = {
+            "steps": np.array(self.steps),
+            "losses": np.array(self.losses),
+            "lrs": np.array(self.lrs),
+        }
         keys = sorted({k for e in self.evals for k, v in e.items() if isinstance(v, (int, float))})
         for k in keys:
             out[f"eval_{k}"] = np.array([e.get(k, np.nan) for e in self.evals], dtype=np.float64)
@@ -313,7 +353,7 @@ def train_step(model, optimizer, batch, label_smoothing=0.0, max_grad_norm=None)
 def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0.0,
           max_grad_norm=None, eval_fn=None, eval_every=0, stop_when=None, val_batches=None,
           diagnostics=False, diagnostics_every=100, trace=False, quiet=False, start_step=0,
-          history=None, desc="train", print_fn=None):
+          history=None, desc="train", print_fn=None):  # fmt: skip
     """Train `model` for up to `steps` optimizer steps (counting from `start_step`).
 
     batches: a function ``step → batch`` (fresh data each step, as the addition demo does) or
@@ -332,13 +372,9 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
 
     Returns a `History`. The progress bar shows the loss (smoothed), lr, examples/s and tokens/s.
     """
-    from tqdm.auto import tqdm
-
     history = history if history is not None else History()
     get_batch = _batch_source(batches)
-    say = print_fn or (tqdm.write if not quiet else (lambda *a, **k: None))
-    bar = tqdm(total=start_step + steps, initial=start_step, desc=desc, disable=quiet,
-               dynamic_ncols=True, mininterval=0.5, leave=True)
+    bar, say = _progress_bar(start_step, steps, desc, quiet, print_fn)
     model.train()
     smoothed, t_start = None, time.perf_counter()
     seconds_before = history.seconds
@@ -346,18 +382,21 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
         for step in range(start_step + 1, start_step + steps + 1):
             batch = get_batch(step)
             t0 = time.perf_counter()
-            loss, n_tokens = _step_once(model, optimizer, batch, step, history, trace, quiet,
-                                        label_smoothing, max_grad_norm)
+            loss, n_tokens = _step_once(
+                model, optimizer, batch, step, history, trace, quiet, label_smoothing, max_grad_norm
+            )
             lr = current_lr(optimizer)
             if scheduler is not None:
                 scheduler.step()
             smoothed = loss if smoothed is None else 0.9 * smoothed + 0.1 * loss
-            _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens,
-                         dt=max(time.perf_counter() - t0, 1e-9))
+            dt = max(time.perf_counter() - t0, 1e-9)
+            _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens, dt)
             want_eval = eval_every and (step % eval_every == 0 or step == start_step + steps)
             want_diag = diagnostics and step % diagnostics_every == 0
-            metrics = _evaluate_and_report(model, step, smoothed, want_eval, want_diag, history,
-                                           say, eval_fn, val_batches, label_smoothing)
+            metrics = _evaluate_and_report(
+                model, step, smoothed, want_eval, want_diag, history, say,
+                eval_fn, val_batches, label_smoothing
+            )  # fmt: skip
             if want_eval and stop_when is not None and metrics is not None and stop_when(metrics):
                 history.stopped_early = True
                 _complete(bar, desc)
@@ -368,8 +407,9 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
     return history
 
 
-def _step_once(model, optimizer, batch, step, history, trace, quiet, label_smoothing,
-               max_grad_norm):
+def _step_once(
+    model, optimizer, batch, step, history, trace, quiet, label_smoothing, max_grad_norm
+):
     """`train_step`, inside ``mt.viz.trace()`` the first time when `trace` asks for it;
     (loss, number of target tokens). A loss that is not finite stops training with the step."""
     if trace and history.trace is None:
@@ -379,9 +419,21 @@ def _step_once(model, optimizer, batch, step, history, trace, quiet, label_smoot
     else:
         loss, n_tokens, _ = train_step(model, optimizer, batch, label_smoothing, max_grad_norm)
     if not math.isfinite(loss):
-        raise FloatingPointError(f"train: the loss became {loss} at step {step}; lower the "
-                                 f"learning rate or run under mt.detect_anomaly() to find the op")
+        raise FloatingPointError(
+            f"train: the loss became {loss} at step {step}; lower the "
+            f"learning rate or run under mt.detect_anomaly() to find the op"
+        )
     return loss, n_tokens
+
+
+def _progress_bar(start_step, steps, desc, quiet, print_fn):
+    """tqdm's bar over the run's steps, and the function that prints beside it."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=start_step + steps, initial=start_step, desc=desc, disable=quiet,
+               dynamic_ncols=True, mininterval=0.5, leave=True)  # fmt: skip
+    say = print_fn or (tqdm.write if not quiet else (lambda *a, **k: None))
+    return bar, say
 
 
 def _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens, dt):
@@ -391,12 +443,15 @@ def _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens, dt):
     history.losses.append(loss)
     history.lrs.append(lr)
     bar.update(1)
-    bar.set_postfix_str(f"loss {smoothed:.4f} lr {lr:.2e} {n_examples / dt:,.0f} ex/s "
-                        f"{n_tokens / dt:,.0f} tok/s", refresh=False)
+    bar.set_postfix_str(
+        f"loss {smoothed:.4f} lr {lr:.2e} {n_examples / dt:,.0f} ex/s {n_tokens / dt:,.0f} tok/s",
+        refresh=False,
+    )
 
 
-def _evaluate_and_report(model, step, smoothed, want_eval, want_diag, history, say, eval_fn,
-                         val_batches, label_smoothing):
+def _evaluate_and_report(
+    model, step, smoothed, want_eval, want_diag, history, say, eval_fn, val_batches, label_smoothing
+):
     """Run the evaluation and/or the diagnostics this step asks for, record the evaluation in
     `history`, print them; the metrics dict (None when neither was due)."""
     if want_diag:
@@ -417,8 +472,17 @@ def _evaluate_and_report(model, step, smoothed, want_eval, want_diag, history, s
             say(f"step {step}: " + ", ".join(_fmt(k, v) for k, v in shown.items()))
     if want_diag:
         extra = {k: v for k, v in metrics.items() if k not in ("step", "train_loss", "val_loss")}
-        say(diagnostics_table(step, grads, scores, smoothed, val, extra,
-                              order=[name for name, _ in model.named_modules()]))
+        say(
+            diagnostics_table(
+                step,
+                grads,
+                scores,
+                smoothed,
+                val,
+                extra,
+                order=[name for name, _ in model.named_modules()],
+            )
+        )
     return metrics
 
 
@@ -427,7 +491,7 @@ def _complete(bar, desc):
     step, so it ends at 100% (green in Jupyter, whose bar turns red when closed short of its
     total — the sign of an error, which reaching the target is not)."""
     bar.total = bar.n
-    widgets = getattr(bar, "container", None)       # tqdm.notebook: the progress widget's max
+    widgets = getattr(bar, "container", None)  # tqdm.notebook: the progress widget's max
     if widgets is not None:
         widgets.children[1].max = bar.n
     bar.set_description(f"{desc} (target reached)", refresh=False)
@@ -451,10 +515,12 @@ def _batch_source(batches):
         if stored is not None:
             return stored[(step - 1) % len(stored)]
         return next(it)
+
     return get
 
 
 def _viz_trace(quiet):
     """mt.viz.trace(): one line per op (scope, op, shapes, value range, saturation marks)."""
     from minitensor import viz
+
     return viz.trace(quiet=quiet)

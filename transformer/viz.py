@@ -24,6 +24,7 @@ The figures are `matplotlib.figure.Figure` objects made without pyplot, so a scr
 number without a display; in Jupyter a returned Figure shows inline (after ``import
 matplotlib.pyplot`` has set up the inline backend).
 """
+
 import os
 
 import numpy as np
@@ -34,7 +35,7 @@ KINDS = {
     "decoder": ("decoder", "self_attn", "decoder self-attention (causal)"),
     "cross": ("decoder", "cross_attn", "cross-attention (decoder → encoder memory)"),
 }
-PANEL_INCHES = 2.1        # each head's heatmap; the tick labels are sized to it
+PANEL_INCHES = 2.1  # each head's heatmap; the tick labels are sized to it
 
 
 def token_labels(tokenizer, ids, keep_pad=False):
@@ -55,6 +56,7 @@ def _layer_paths(maps, stack, module):
     def layer(p):
         parts = p.split(".")
         return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
+
     return sorted(paths, key=layer)
 
 
@@ -81,8 +83,17 @@ def _panels(maps, kinds, src_tokens, tgt_tokens, bos):
     return panels
 
 
-def plot_attention(maps, src_tokens, tgt_tokens, *, example=0, kinds=tuple(KINDS), bos="<bos>",
-                   title="", cmap="viridis"):
+def plot_attention(
+    maps,
+    src_tokens,
+    tgt_tokens,
+    *,
+    example=0,
+    kinds=tuple(KINDS),
+    bos="<bos>",
+    title="",
+    cmap="viridis",
+):
     """Every layer and head of the chosen kinds of attention, for one example, as one Figure.
 
     maps: ``model.attention_maps()`` — {module path: weights (B, h, L_q, L_k)}.
@@ -98,11 +109,15 @@ def plot_attention(maps, src_tokens, tgt_tokens, *, example=0, kinds=tuple(KINDS
 
     panels = _panels(maps, kinds, src_tokens, tgt_tokens, bos)
     if not panels:
-        raise ValueError(f"plot_attention: no attention maps of kinds {tuple(kinds)} among "
-                         f"{sorted(maps)} (run a forward pass first: model.attention_maps())")
+        raise ValueError(
+            f"plot_attention: no attention maps of kinds {tuple(kinds)} among "
+            f"{sorted(maps)} (run a forward pass first: model.attention_maps())"
+        )
     n_heads = max(np.asarray(maps[p[1]]).shape[1] for p in panels)
-    fig = Figure(figsize=(max(PANEL_INCHES * n_heads + 1.4, 5.5), PANEL_INCHES * len(panels) + 1.2),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(max(PANEL_INCHES * n_heads + 1.4, 5.5), PANEL_INCHES * len(panels) + 1.2),
+        layout="constrained",
+    )
     axes = fig.subplots(len(panels), n_heads, squeeze=False)
     image = None
     for r, (kind, path, q_labels, k_labels, q_name, k_name) in enumerate(panels):
@@ -112,10 +127,12 @@ def plot_attention(maps, src_tokens, tgt_tokens, *, example=0, kinds=tuple(KINDS
             if h >= weights.shape[0]:
                 ax.set_visible(False)
                 continue
-            image = _heatmap(ax, weights[h][:len(q_labels), :len(k_labels)], q_labels, k_labels,
-                             cmap)
-            ax.set_title(f"{KINDS[kind][2].split(' (')[0]}\n{_layer_name(path)} · head {h}",
-                         fontsize=8)
+            image = _heatmap(
+                ax, weights[h][: len(q_labels), : len(k_labels)], q_labels, k_labels, cmap
+            )
+            ax.set_title(
+                f"{KINDS[kind][2].split(' (')[0]}\n{_layer_name(path)} · head {h}", fontsize=8
+            )
             if h == 0:
                 ax.set_ylabel(q_name, fontsize=8)
             ax.set_xlabel(k_name, fontsize=8)
@@ -155,8 +172,9 @@ def save_attention(maps, src_tokens, tgt_tokens, out_dir, *, example=0, title=""
         if not _layer_paths(maps, stack, module):
             continue
         heading = f"{label}\n{title}" if title else label
-        fig = plot_attention(maps, src_tokens, tgt_tokens, example=example, kinds=(kind,),
-                             bos=bos, title=heading)
+        fig = plot_attention(
+            maps, src_tokens, tgt_tokens, example=example, kinds=(kind,), bos=bos, title=heading
+        )
         path = os.path.join(out_dir, f"attention_{stack}_{module}.png")
         fig.savefig(path, dpi=90)
         written.append(path)

@@ -35,6 +35,7 @@ default; numba.set_num_threads or NUMBA_NUM_THREADS=1 for serial). Small inputs 
 
 Inputs may be float32 or float64 and non-contiguous views; outputs keep the input dtype.
 """
+
 from . import adam as _adam
 from . import attention as _attn
 from . import bias_activation as _ba
@@ -51,9 +52,9 @@ _FAST = ".fast_matmul.products"
 matmul = dispatch(lazy(_FAST, "matmul"), _mm.matmul_numpy)
 matmul_grad_a = dispatch(lazy(_FAST, "matmul_grad_a"), _mm.matmul_grad_a_numpy)
 matmul_grad_b = dispatch(lazy(_FAST, "matmul_grad_b"), _mm.matmul_grad_b_numpy)
-matmul_route = lazy(_FAST, "route")            # who computes a @ b on numba: tiles, BLAS, numpy
-tiled_matmul = lazy(_FAST, "tiled_matmul")     # a @ b by the tile kernel, whatever route says
-blas_matmul = lazy(_FAST, "gemm_product")      # a @ b by the BLAS-calling kernels
+matmul_route = lazy(_FAST, "route")  # who computes a @ b on numba: tiles, BLAS, numpy
+tiled_matmul = lazy(_FAST, "tiled_matmul")  # a @ b by the tile kernel, whatever route says
+blas_matmul = lazy(_FAST, "gemm_product")  # a @ b by the BLAS-calling kernels
 
 erf = dispatch(lazy(".erf", "erf_numba"), _erf.erf_numpy)
 
@@ -62,10 +63,10 @@ softmax_backward = dispatch(_sm.softmax_backward_numba, _sm.softmax_backward_num
 log_softmax_forward = dispatch(_sm.log_softmax_forward_numba, _sm.log_softmax_forward_numpy)
 log_softmax_backward = dispatch(_sm.log_softmax_backward_numba, _sm.log_softmax_backward_numpy)
 
-cross_entropy_forward = dispatch(_ce.cross_entropy_forward_numba,
-                                 _ce.cross_entropy_forward_numpy)
-cross_entropy_backward = dispatch(_ce.cross_entropy_backward_numba,
-                                  _ce.cross_entropy_backward_numpy)
+cross_entropy_forward = dispatch(_ce.cross_entropy_forward_numba, _ce.cross_entropy_forward_numpy)
+cross_entropy_backward = dispatch(
+    _ce.cross_entropy_backward_numba, _ce.cross_entropy_backward_numpy
+)
 
 dropout = dispatch(_do.dropout_numba, _do.dropout_numpy)
 
@@ -74,20 +75,44 @@ adam_update = dispatch(_adam.adam_update_numba, _adam.adam_update_numpy)
 layer_norm_forward = dispatch(_ln.layer_norm_forward_numba, _ln.layer_norm_forward_numpy)
 layer_norm_backward = dispatch(_ln.layer_norm_backward_numba, _ln.layer_norm_backward_numpy)
 
-bias_activation_forward = dispatch(_ba.bias_activation_forward_numba,
-                                   _ba.bias_activation_forward_numpy)
-bias_activation_backward = dispatch(_ba.bias_activation_backward_numba,
-                                    _ba.bias_activation_backward_numpy)
+bias_activation_forward = dispatch(
+    _ba.bias_activation_forward_numba, _ba.bias_activation_forward_numpy
+)
+bias_activation_backward = dispatch(
+    _ba.bias_activation_backward_numba, _ba.bias_activation_backward_numpy
+)
 
 fused_attention_forward = _attn.fused_attention_forward
 fused_attention_backward = _attn.fused_attention_backward
 
-KERNELS = (matmul, matmul_grad_a, matmul_grad_b, erf, softmax_forward, softmax_backward,
-           log_softmax_forward, log_softmax_backward, cross_entropy_forward,
-           cross_entropy_backward, layer_norm_forward, layer_norm_backward, dropout,
-           adam_update, bias_activation_forward, bias_activation_backward,
-           fused_attention_forward, fused_attention_backward)
+KERNELS = (
+    matmul,
+    matmul_grad_a,
+    matmul_grad_b,
+    erf,
+    softmax_forward,
+    softmax_backward,
+    log_softmax_forward,
+    log_softmax_backward,
+    cross_entropy_forward,
+    cross_entropy_backward,
+    layer_norm_forward,
+    layer_norm_backward,
+    dropout,
+    adam_update,
+    bias_activation_forward,
+    bias_activation_backward,
+    fused_attention_forward,
+    fused_attention_backward,
+)
 
-__all__ = [k.__name__ for k in KERNELS] + ["BACKENDS", "KERNELS", "get_backend", "set_backend",
-                                            "use_backend", "matmul_route", "tiled_matmul",
-                                            "blas_matmul"]
+__all__ = [k.__name__ for k in KERNELS] + [
+    "BACKENDS",
+    "KERNELS",
+    "get_backend",
+    "set_backend",
+    "use_backend",
+    "matmul_route",
+    "tiled_matmul",
+    "blas_matmul",
+]

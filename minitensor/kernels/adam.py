@@ -14,6 +14,7 @@ dtype, so they agree bit for bit — and with torch.optim.Adam, which the optimi
 That is why this kernel is compiled without fastmath (fused multiply-adds would round
 differently).
 """
+
 import numpy as np
 
 from .jit import kernel, prange
@@ -45,13 +46,14 @@ def adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps
 
 # no fastmath (see the module docstring): flags=False
 @kernel(parallel=True, flags=False)
-def _adam_kernel(param, grad, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2,
-                 step_size, c2, eps):
+def _adam_kernel(
+    param, grad, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, c2, eps
+):
     """The update for flat contiguous arrays; the scalars already in the arrays' dtype."""
     for i in prange(param.shape[0]):
         m[i] = m[i] * beta1 + grad[i] * one_minus_beta1
         v[i] = v[i] * beta2 + (grad[i] * grad[i]) * one_minus_beta2
-        v_max[i] = np.maximum(v_max[i], v[i])        # NaN-propagating, like the twin
+        v_max[i] = np.maximum(v_max[i], v[i])  # NaN-propagating, like the twin
         # np.divide, not /: numba's / tests each divisor for zero (to raise Python's
         # ZeroDivisionError), a branch that keeps the serial build from vectorising
         param[i] = param[i] - np.divide(m[i], np.divide(np.sqrt(v_max[i]), c2) + eps) * step_size
@@ -62,10 +64,20 @@ def adam_update_numba(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps
     so it needs them C-contiguous (parameters made by minitensor are); any other layout goes
     to the twin. grad may be any layout."""
     if not all(a.flags.c_contiguous for a in (param, m, v, v_max)):
-        return adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps,
-                                 work)
+        return adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work)
     f = param.dtype.type
     param_, m_, v_, v_max_ = (a.reshape(-1) for a in (param, m, v, v_max))
-    _adam_kernel(param_, np.ascontiguousarray(grad, dtype=param.dtype).reshape(-1), m_, v_,
-                 v_max_, f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(step_size),
-                 f(c2), f(eps))
+    _adam_kernel(
+        param_,
+        np.ascontiguousarray(grad, dtype=param.dtype).reshape(-1),
+        m_,
+        v_,
+        v_max_,
+        f(beta1),
+        f(1.0 - beta1),
+        f(beta2),
+        f(1.0 - beta2),
+        f(step_size),
+        f(c2),
+        f(eps),
+    )

@@ -24,6 +24,7 @@ read (an inf or NaN there does not reach the row); a row with no allowed key giv
 lse −inf and zero gradient. Dropout (probability p, from `seed`) drops entry (b, h, i, j) of the
 weights exactly when dropout(weights, seed, p) of kernels/dropout.py would, in both backends.
 """
+
 import math
 
 import numpy as np
@@ -45,6 +46,7 @@ def _blas():
         from .fast_matmul import blas
     return blas
 
+
 # Tile sizes: a block of BLOCK_Q queries is one parallel task; keys come BLOCK_K at a time, so
 # a task's working set (a packed kᵀ tile, a v tile, the running outputs) stays in the L1/L2 cache.
 BLOCK_Q = 64
@@ -53,18 +55,29 @@ BLOCK_K = 128
 
 # ---- shared by both backends: checks and the mask's two parts ----------------------------------
 
+
 def _check(q, k, v):
     """Raise a clear error unless q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) fit."""
-    fits = (q.ndim == 4 and k.ndim == 4 and v.ndim == 4 and q.shape[:2] == k.shape[:2]
-            == v.shape[:2] and q.shape[3] == k.shape[3] and k.shape[2] == v.shape[2])
+    fits = (
+        q.ndim == 4
+        and k.ndim == 4
+        and v.ndim == 4
+        and q.shape[:2] == k.shape[:2] == v.shape[:2]
+        and q.shape[3] == k.shape[3]
+        and k.shape[2] == v.shape[2]
+    )
     if not fits:
-        raise ValueError(f"fused attention: query {q.shape}, key {k.shape} and value {v.shape} "
-                         f"do not fit: need query (B, h, Lq, d), key (B, h, Lk, d), value "
-                         f"(B, h, Lk, dv)")
+        raise ValueError(
+            f"fused attention: query {q.shape}, key {k.shape} and value {v.shape} "
+            f"do not fit: need query (B, h, Lq, d), key (B, h, Lk, d), value "
+            f"(B, h, Lk, dv)"
+        )
     if not (q.dtype == k.dtype == v.dtype) or q.dtype.kind != "f":
-        raise TypeError(f"fused attention: query, key and value must share one float dtype, "
-                        f"got {q.dtype}, {k.dtype}, {v.dtype} (shapes {q.shape}, {k.shape}, "
-                        f"{v.shape})")
+        raise TypeError(
+            f"fused attention: query, key and value must share one float dtype, "
+            f"got {q.dtype}, {k.dtype}, {v.dtype} (shapes {q.shape}, {k.shape}, "
+            f"{v.shape})"
+        )
 
 
 def additive_mask(mask, q, k):
@@ -76,15 +89,19 @@ def additive_mask(mask, q, k):
         return np.zeros((1, 1, 1, Lk), dtype=q.dtype)
     mask = np.asarray(mask)
     if mask.dtype != np.bool_ and mask.dtype.kind != "f":
-        raise TypeError(f"fused attention: a mask must be bool (True = blocked) or additive "
-                        f"float, got dtype {mask.dtype} of shape {mask.shape}")
+        raise TypeError(
+            f"fused attention: a mask must be bool (True = blocked) or additive "
+            f"float, got dtype {mask.dtype} of shape {mask.shape}"
+        )
     try:
         fits = mask.ndim <= 4 and np.broadcast_shapes(mask.shape, (B, H, Lq, Lk)) == (B, H, Lq, Lk)
     except ValueError:
         fits = False
     if not fits:
-        raise ValueError(f"fused attention: mask of shape {mask.shape} does not broadcast to "
-                         f"the scores' shape {(B, H, Lq, Lk)}")
+        raise ValueError(
+            f"fused attention: mask of shape {mask.shape} does not broadcast to "
+            f"the scores' shape {(B, H, Lq, Lk)}"
+        )
     mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
     if mask.dtype == np.bool_:
         # −inf copied in where blocked (np.where, which branches on every entry, is slower)
@@ -112,7 +129,7 @@ def _implies_causal(additive, q, k):
     (is_causal), which changes no result. (The numba side's: a loop that stops at the first
     allowed key above the diagonal, instead of gathering all of them.)"""
     Lq, Lk = q.shape[2], k.shape[2]
-    if Lq < 2 or additive.shape[2] != Lq:     # one query row, or one mask row shared by all
+    if Lq < 2 or additive.shape[2] != Lq:  # one query row, or one mask row shared by all
         return False
     return bool(_blocks_the_future(additive, Lk - Lq))
 
@@ -122,6 +139,7 @@ def _scale(scale, q):
 
 
 # ---- numpy twins (the three steps, with the L×L matrix) ---------------------------------------
+
 
 def _weights_numpy(q, k, mask, scale, is_causal):
     """(blocked, scores S = Q·Kᵀ·scale + bias with −inf where blocked): (B, h, Lq, Lk).
@@ -135,25 +153,28 @@ def fused_attention_forward_numpy(q, k, v, mask=None, scale=None, is_causal=Fals
     """out = dropout(softmax(Q·Kᵀ·scale + mask))·V and lse = log Σⱼ exp(Sᵢⱼ) per query row.
     q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) → out (B, h, Lq, dv), lse (B, h, Lq)."""
     _check(q, k, v)
-    if k.shape[2] == 0:                                                # no keys at all
-        return (np.zeros(q.shape[:3] + v.shape[3:], q.dtype),
-                np.full(q.shape[:3], -np.inf, q.dtype))
+    if k.shape[2] == 0:  # no keys at all
+        return (
+            np.zeros(q.shape[:3] + v.shape[3:], q.dtype),
+            np.full(q.shape[:3], -np.inf, q.dtype),
+        )
     scale = _scale(scale, q)
-    _, s = _weights_numpy(q, k, mask, scale, is_causal)               # step 1: scores
+    _, s = _weights_numpy(q, k, mask, scale, is_causal)  # step 1: scores
     m = s.max(axis=-1, keepdims=True)
-    m = np.where(np.isneginf(m), 0, m)                                 # a row with no key
-    e = np.exp(s - m)                                                  # step 2: softmax
+    m = np.where(np.isneginf(m), 0, m)  # a row with no key
+    e = np.exp(s - m)  # step 2: softmax
     total = e.sum(axis=-1, keepdims=True)
     weights = np.divide(e, total, out=np.zeros_like(e), where=total != 0)
     with np.errstate(divide="ignore"):
         lse = np.where(total > 0, m + np.log(total), -np.inf)[..., 0].astype(q.dtype)
     if p:
         weights = dropout_numpy(weights, seed, p)
-    return (weights @ v).astype(q.dtype, copy=False), lse            # step 3: weights · V
+    return (weights @ v).astype(q.dtype, copy=False), lse  # step 3: weights · V
 
 
-def fused_attention_backward_numpy(q, k, v, out, lse, dout, mask=None, scale=None,
-                                   is_causal=False, seed=0, p=0.0):
+def fused_attention_backward_numpy(
+    q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False, seed=0, p=0.0
+):
     """Gradients of out with respect to q, k, v, given dout = dLoss/dout (B, h, Lq, dv).
     P = exp(S − lse) is recomputed; dP = dout·Vᵀ; dS = P ⊙ (dP − rowsum(dout ⊙ out)), zero
     where P is (a blocked position); dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dout."""
@@ -179,6 +200,7 @@ def fused_attention_backward_numpy(q, k, v, out, lse, dout, mask=None, scale=Non
 # (B, L, h, d) layout the projections leave them in. The per-row work between the products —
 # mask, online softmax, dropout — is the loops below, each running from 0 so that numba
 # vectorises them.
+
 
 @kernel()
 def _blocks_the_future(mask, offset):
@@ -230,11 +252,11 @@ def _online_softmax_row(s, mask_row, cols, limit, m, ell, ii, acc_row):
     leave in s the unnormalised weights exp(s − m_new) that the tile adds to the output."""
     f = s.dtype.type
     m_new = jit.maximum(m[ii], _mask_scores(s, mask_row, cols, limit))
-    if m_new == -np.inf:                  # no allowed key for this row yet: add nothing
+    if m_new == -np.inf:  # no allowed key for this row yet: add nothing
         for jj in range(cols):
             s[jj] = f(0)
         return
-    alpha = jit.exp(m[ii] - m_new)            # 0 on the first allowed tile (m_old = −inf)
+    alpha = jit.exp(m[ii] - m_new)  # 0 on the first allowed tile (m_old = −inf)
     ell[ii] = ell[ii] * alpha + _exp_shifted(s, cols, m_new)
     m[ii] = m_new
     for e in range(acc_row.shape[0]):
@@ -250,6 +272,9 @@ def _drop_row(row, cols, seed, start, threshold, keep_scale):
         row[jj] = row[jj] * keep_scale if kept else row.dtype.type(0)
 
 
+# fmt: off
+# (the BLAS calls below keep one line per operand pair, aligned with their comments;
+# the formatter would give each of their 13 arguments a line of its own)
 @kernel(parallel=True)
 def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, threshold, keep_scale,
                    out, lse):
@@ -292,11 +317,28 @@ def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, thres
             for e in range(dv):
                 out[b, h, i0 + ii, e] = acc[ii, e] * inv
             lse[b, h, i0 + ii] = m[ii] + np.log(ell[ii]) if ell[ii] > 0 else f(-np.inf)
+# fmt: on
 
 
 @kernel()
-def _weight_gradients(s, dp, rows, cols, lse, delta, i0, mask_rows, limit0, scale, drop, seed,
-                      first_position, row_positions, threshold, keep_scale):
+def _weight_gradients(
+    s,
+    dp,
+    rows,
+    cols,
+    lse,
+    delta,
+    i0,
+    mask_rows,
+    limit0,
+    scale,
+    drop,
+    seed,
+    first_position,
+    row_positions,
+    threshold,
+    keep_scale,
+):
     """For one (query block, key tile): s holds the scores S·scale and dp holds dP̃ = dO·Vᵀ.
     Leaves in s the weights P̃ = drop(exp(S − lse)) and in dp dS = P ⊙ (drop(dP̃) − δ)·scale,
     0 wherever P is (a blocked key, a row with no allowed key)."""
@@ -310,7 +352,7 @@ def _weight_gradients(s, dp, rows, cols, lse, delta, i0, mask_rows, limit0, scal
             continue
         _mask_scores(row, mask_rows[i if mask_rows.shape[0] > 1 else 0], cols, limit0 + ii)
         for jj in range(cols):
-            row[jj] = jit.exp(row[jj] - lse[i])              # P, exactly 0 where blocked
+            row[jj] = jit.exp(row[jj] - lse[i])  # P, exactly 0 where blocked
         start = first_position + ii * row_positions
         if drop:
             _drop_row(grad, cols, seed, start, threshold, keep_scale)
@@ -321,6 +363,8 @@ def _weight_gradients(s, dp, rows, cols, lse, delta, i0, mask_rows, limit0, scal
             _drop_row(row, cols, seed, start, threshold, keep_scale)
 
 
+# fmt: off
+# (aligned BLAS calls, as in _forward_tasks)
 @kernel(parallel=True)
 def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal, drop, seed,
                     threshold, keep_scale, dq, dk, dv):
@@ -359,9 +403,11 @@ def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal
                 blas.gemm(gemm_at, blas.NO_TRANS, blas.NO_TRANS, rows, d, cols, f(1),
                           dp.ctypes.data, BLOCK_K, k_at, lds[1], f(1),
                           _row_address(dq, b, h, i0), lds[4])                  # dQ += dS · K
+# fmt: on
 
 
 # ---- the numba side's wrappers -------------------------------------------------------------------
+
 
 def _heads_last_zeros(batch, heads, length, width, dtype):
     """A zero (B, h, L, n) array whose memory is laid out (B, L, h, n): merging the heads
@@ -377,8 +423,12 @@ def _gemm_readable(x):
     if rows <= 1:
         ok = x.strides[3] == item or width <= 1
         return (x, max(width, 1)) if ok else (np.ascontiguousarray(x), max(width, 1))
-    if (x.strides[3] == item or width <= 1) and x.strides[2] % item == 0 \
-            and x.strides[2] >= width * item and min(x.strides) >= 0:
+    if (
+        (x.strides[3] == item or width <= 1)
+        and x.strides[2] % item == 0
+        and x.strides[2] >= width * item
+        and min(x.strides) >= 0
+    ):
         return x, x.strides[2] // item
     return np.ascontiguousarray(x), max(width, 1)
 
@@ -390,8 +440,7 @@ def _dropout_args(seed, p, dtype):
     return True, np.uint64(seed), keep_threshold(p), dtype.type(1.0 / (1.0 - p))
 
 
-def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=False, seed=0,
-                                  p=0.0):
+def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=False, seed=0, p=0.0):
     """Numba twin of fused_attention_forward_numpy (same arguments, same result). The output
     is (B, h, Lq, dv) laid out as (B, Lq, h, dv) in memory (see _heads_last_zeros). Without
     an OpenBLAS gemm to call (fast_matmul/blas.py), the numpy twin runs instead."""
@@ -407,38 +456,64 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=Fals
     (q, ldq), (k, ldk), (v, ldv) = _gemm_readable(q), _gemm_readable(k), _gemm_readable(v)
     lds = np.array([ldq, ldk, ldv], dtype=np.int64)
     causal = bool(is_causal) or _implies_causal(add, q, k)
-    _forward_tasks(blas.GEMM[q.dtype], q, k, v, lds, add, q.dtype.type(_scale(scale, q)),
-                   causal, *_dropout_args(seed, p, q.dtype), out, lse,
-                   work=B * H * Lq * Lk)
+    _forward_tasks(
+        blas.GEMM[q.dtype],
+        q,
+        k,
+        v,
+        lds,
+        add,
+        q.dtype.type(_scale(scale, q)),
+        causal,
+        *_dropout_args(seed, p, q.dtype),
+        out,
+        lse,
+        work=B * H * Lq * Lk,
+    )
     return out, lse
 
 
-def fused_attention_backward_numba(q, k, v, out, lse, dout, mask=None, scale=None,
-                                   is_causal=False, seed=0, p=0.0):
+def fused_attention_backward_numba(
+    q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False, seed=0, p=0.0
+):
     """Numba twin of fused_attention_backward_numpy. dq, dk, dv are laid out heads-last in
     memory like the forward's output."""
     if q.dtype not in _blas().GEMM:
-        return fused_attention_backward_numpy(q, k, v, out, lse, dout, mask, scale, is_causal,
-                                              seed, p)
+        return fused_attention_backward_numpy(
+            q, k, v, out, lse, dout, mask, scale, is_causal, seed, p
+        )
     add = additive_mask(mask, q, k)
     (B, H, Lq, d), Lk, dvn = q.shape, k.shape[2], v.shape[3]
-    dq, dk, dv = (_heads_last_zeros(B, H, n, w, q.dtype) for n, w in
-                  ((Lq, d), (Lk, d), (Lk, dvn)))
+    dq, dk, dv = (_heads_last_zeros(B, H, n, w, q.dtype) for n, w in ((Lq, d), (Lk, d), (Lk, dvn)))
     if dq.size == 0 or dk.size == 0 or dv.size == 0:
         return dq, dk, dv
     dout = dout.astype(q.dtype, copy=False)
-    delta = np.einsum("bhid,bhid->bhi", dout, out)               # δᵢ = dOᵢ · Oᵢ
+    delta = np.einsum("bhid,bhid->bhi", dout, out)  # δᵢ = dOᵢ · Oᵢ
     readable = [_gemm_readable(x) for x in (q, k, v, dout, dq, dk, dv)]
     (q, k, v, dout), lds = [x for x, _ in readable[:4]], np.array([ld for _, ld in readable])
     causal = bool(is_causal) or _implies_causal(add, q, k)
-    _backward_tasks(blas.GEMM[q.dtype], q, k, v, dout, lds, lse, delta, add,
-                    q.dtype.type(_scale(scale, q)), causal,
-                    *_dropout_args(seed, p, q.dtype), dq, dk, dv, work=B * H * Lq * Lk)
+    _backward_tasks(
+        blas.GEMM[q.dtype],
+        q,
+        k,
+        v,
+        dout,
+        lds,
+        lse,
+        delta,
+        add,
+        q.dtype.type(_scale(scale, q)),
+        causal,
+        *_dropout_args(seed, p, q.dtype),
+        dq,
+        dk,
+        dv,
+        work=B * H * Lq * Lk,
+    )
     return dq, dk, dv
 
 
 # ---- the public kernels: the backend switch picks the numba kernel or its twin ------------------
 
 fused_attention_forward = dispatch(fused_attention_forward_numba, fused_attention_forward_numpy)
-fused_attention_backward = dispatch(fused_attention_backward_numba,
-                                    fused_attention_backward_numpy)
+fused_attention_backward = dispatch(fused_attention_backward_numba, fused_attention_backward_numpy)

@@ -7,6 +7,7 @@
 The default is "numba". Both backends compute the same thing (tests/test_kernels.py checks it),
 so a learner can read the numpy twin and time the numba kernel.
 """
+
 import contextlib
 import importlib
 import os
@@ -21,8 +22,12 @@ def _check(name, where):
     return name
 
 
-_backend = [_check(os.environ.get(ENV_VAR, "numba").strip().lower() or "numba",
-                   f"environment variable {ENV_VAR}")]
+_backend = [
+    _check(
+        os.environ.get(ENV_VAR, "numba").strip().lower() or "numba",
+        f"environment variable {ENV_VAR}",
+    )
+]
 
 
 def set_backend(name: str) -> None:
@@ -50,6 +55,7 @@ def dispatch(numba_fn, numpy_fn):
     """One public kernel: calls `numba_fn` or its twin `numpy_fn` (same signature) according to
     the switch. The two are kept as `.numba` and `.numpy` so benchmarks and tests can call
     either directly."""
+
     def kernel(*args, **kwargs):
         if _backend[0] == "numba":
             return numba_fn(*args, **kwargs)

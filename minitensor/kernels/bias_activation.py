@@ -14,6 +14,7 @@ read once and written once. What backward needs is the activation's own:
 
 and in both dx = dh, db = Σ_rows dh.
 """
+
 import math
 
 import numpy as np
@@ -30,17 +31,22 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 def _check(x, bias, activation, where):
     """A clear error unless x is (N, D) of floats, bias None or (D,), activation known."""
     if activation not in ACTIVATIONS:
-        raise ValueError(f"{where}: activation must be one of {', '.join(ACTIVATIONS)}, got "
-                         f"{activation!r}")
+        raise ValueError(
+            f"{where}: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}"
+        )
     if x.ndim != 2 or x.dtype.kind != "f":
-        raise ValueError(f"{where}: x must be a float (N, D) matrix, got {x.dtype} of shape "
-                         f"{x.shape}")
+        raise ValueError(
+            f"{where}: x must be a float (N, D) matrix, got {x.dtype} of shape {x.shape}"
+        )
     if bias is not None and bias.shape != (x.shape[1],):
-        raise ValueError(f"{where}: bias of shape {bias.shape} does not match x {x.shape} "
-                         f"(it is added to every row)")
+        raise ValueError(
+            f"{where}: bias of shape {bias.shape} does not match x {x.shape} "
+            f"(it is added to every row)"
+        )
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
+
 
 def bias_activation_forward_numpy(x, bias, activation):
     """(y, saved): y = act(x + bias) for x (N, D), bias (D,) or None, activation "relu" or
@@ -70,6 +76,7 @@ def bias_activation_backward_numpy(dy, saved, activation, has_bias=True):
 
 # ---- numba kernels ---------------------------------------------------------------------------
 
+
 @kernel(parallel=True)
 def _bias_relu_rows(x, bias, y):
     """y[i] = max(x[i] + bias, 0) row by row (a NaN stays NaN, as np.maximum keeps it)."""
@@ -87,8 +94,18 @@ def _bias_relu_rows(x, bias, y):
 # error is below 1.2e-7 for every z. Plain arithmetic and jit.exp, so the loop vectorises
 # (numba's erf is a scalar call per entry); and the tail Φ(−|h|) keeps its relative accuracy,
 # where 1 + erf(h/√2) in float32 rounds to 0 below h ≈ −5.4.
-_ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-             -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+_ERFC_FIT = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9 = _ERFC_FIT
 
 
@@ -113,7 +130,7 @@ def _bias_gelu_rows(x, bias, y, h_out, cdf_out):
             p = f(_C2) + t * p
             p = f(_C1) + t * p
             p = f(_C0) + t * p
-            tail = f(0.5) * t * jit.exp(p - z * z)          # Φ(−|h|)
+            tail = f(0.5) * t * jit.exp(p - z * z)  # Φ(−|h|)
             cdf = tail if h < f(0) else f(1) - tail
             h_out[i, j], cdf_out[i, j] = h, cdf
             y[i, j] = h * cdf
@@ -163,8 +180,7 @@ def bias_activation_forward_numba(x, bias, activation):
     """Numba twin of bias_activation_forward_numpy."""
     _check(x, bias, activation, "bias_activation_forward")
     x = np.ascontiguousarray(x)
-    b = (np.zeros(x.shape[1], x.dtype) if bias is None
-         else np.ascontiguousarray(bias, dtype=x.dtype))
+    b = np.zeros(x.shape[1], x.dtype) if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
     y = np.empty_like(x)
     if activation == "relu":
         _bias_relu_rows(x, b, y)
@@ -185,8 +201,10 @@ def bias_activation_backward_numba(dy, saved, activation, has_bias=True):
     first = saved[0]
     dy = np.ascontiguousarray(dy, dtype=first.dtype)
     if dy.shape != first.shape:
-        raise ValueError(f"bias_activation_backward: dy {dy.shape} does not match the forward's "
-                         f"output {first.shape}")
+        raise ValueError(
+            f"bias_activation_backward: dy {dy.shape} does not match the forward's "
+            f"output {first.shape}"
+        )
     n, d = dy.shape
     n_chunks = max(1, min(threads(), n))
     dx = np.empty_like(dy)

@@ -7,6 +7,7 @@ backward is log_total = log Σ_c exp(z_c) (the usual lse is max x + log_total), 
 log_total − z_t. At full magnitude, lse − x_t would round both terms to the logits' scale first
 (|x| = 1e6 in float32: steps of 0.06) and lose the digits the loss is made of.
 """
+
 import numpy as np
 
 from . import jit
@@ -18,11 +19,14 @@ def check_targets(targets, n_classes, ignore_index, op):
     the row, numpy's indexing would wrap a negative one around."""
     bad = (targets != ignore_index) & ((targets < 0) | (targets >= n_classes))
     if bad.any():
-        raise IndexError(f"{op}: target {targets[bad][0]} is out of range for {n_classes} "
-                         f"classes (targets shape {targets.shape})")
+        raise IndexError(
+            f"{op}: target {targets[bad][0]} is out of range for {n_classes} "
+            f"classes (targets shape {targets.shape})"
+        )
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
+
 
 def cross_entropy_forward_numpy(logits, targets, ignore_index=-100, label_smoothing=0.0):
     """Per-row loss of logits (N, C) against integer targets (N,).
@@ -45,8 +49,9 @@ def cross_entropy_forward_numpy(logits, targets, ignore_index=-100, label_smooth
     return np.where(valid, loss, f(0)), log_total
 
 
-def cross_entropy_backward_numpy(logits, targets, log_total, grad_rows, ignore_index=-100,
-                                 label_smoothing=0.0):
+def cross_entropy_backward_numpy(
+    logits, targets, log_total, grad_rows, ignore_index=-100, label_smoothing=0.0
+):
     """dL/dx_ic = g_i · (softmax(x_i)_c − (1 − ε)·[c = t_i] − ε/C), with softmax(x_i) =
     exp(z_i − log_total_i); rows whose target is ignore_index get 0. Returns (N, C)."""
     check_targets(targets, logits.shape[1], ignore_index, "cross_entropy_backward")
@@ -68,9 +73,9 @@ def cross_entropy_backward_numpy(logits, targets, log_total, grad_rows, ignore_i
 
 # ---- numba kernels ---------------------------------------------------------------------------
 
+
 @kernel(parallel=True)
-def _cross_entropy_rows(x, targets, ignore_index, smoothing, n_chunks, scratch, loss,
-                        log_total):
+def _cross_entropy_rows(x, targets, ignore_index, smoothing, n_chunks, scratch, loss, log_total):
     """For each row i of x (N, C): log_total[i] and loss[i] as in the twin. The rows are split
     into n_chunks runs, one per parallel task, each with its own scratch row (C,) to hold
     exp(z) (or z) while jit.row_sum adds it up."""
@@ -111,7 +116,7 @@ def _cross_entropy_backward_rows(x, targets, log_total, grad_rows, ignore_index,
         x_max = jit.row_max(x[i])
         for c in range(C):
             dx[i, c] = jit.exp((x[i, c] - x_max) - log_total[i])
-        p_target = dx[i, t] - ((f(1) - smoothing) + uniform)    # in one step, as the twin
+        p_target = dx[i, t] - ((f(1) - smoothing) + uniform)  # in one step, as the twin
         g = grad_rows[i]
         for c in range(C):
             dx[i, c] = (dx[i, c] - uniform) * g
@@ -126,19 +131,34 @@ def cross_entropy_forward_numba(logits, targets, ignore_index=-100, label_smooth
     n_chunks = max(1, min(threads(), x.shape[0]))
     loss = np.empty(x.shape[0], dtype=x.dtype)
     log_total = np.empty(x.shape[0], dtype=x.dtype)
-    _cross_entropy_rows(x, targets, ignore_index, x.dtype.type(label_smoothing), n_chunks,
-                        np.empty((n_chunks, x.shape[1]), x.dtype), loss, log_total)
+    _cross_entropy_rows(
+        x,
+        targets,
+        ignore_index,
+        x.dtype.type(label_smoothing),
+        n_chunks,
+        np.empty((n_chunks, x.shape[1]), x.dtype),
+        loss,
+        log_total,
+    )
     return loss, log_total
 
 
-def cross_entropy_backward_numba(logits, targets, log_total, grad_rows, ignore_index=-100,
-                                 label_smoothing=0.0):
+def cross_entropy_backward_numba(
+    logits, targets, log_total, grad_rows, ignore_index=-100, label_smoothing=0.0
+):
     """Numba twin of cross_entropy_backward_numpy."""
     x = np.ascontiguousarray(logits)
     targets = np.ascontiguousarray(targets, dtype=np.int64)
     check_targets(targets, x.shape[1], ignore_index, "cross_entropy_backward")
     dx = np.empty_like(x)
-    _cross_entropy_backward_rows(x, targets, np.ascontiguousarray(log_total, dtype=x.dtype),
-                                 np.ascontiguousarray(grad_rows, dtype=x.dtype), ignore_index,
-                                 x.dtype.type(label_smoothing), dx)
+    _cross_entropy_backward_rows(
+        x,
+        targets,
+        np.ascontiguousarray(log_total, dtype=x.dtype),
+        np.ascontiguousarray(grad_rows, dtype=x.dtype),
+        ignore_index,
+        x.dtype.type(label_smoothing),
+        dx,
+    )
     return dx

@@ -16,6 +16,7 @@ splitmix64 (Steele, Lea & Flood, 2014; the seeding generator of Java's Splittabl
 xoshiro) is three xor-shifts and two multiplications of 64-bit integers; γ = 0x9E3779B97F4A7C15 is
 2⁶⁴ divided by the golden ratio. Its outputs pass the BigCrush statistical tests.
 """
+
 import numpy as np
 
 from .jit import kernel, prange
@@ -23,7 +24,7 @@ from .jit import kernel, prange
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX2 = np.uint64(0x94D049BB133111EB)
-FRACTION_BITS = 24                      # entry kept when (hash >> 40) ≥ p·2²⁴
+FRACTION_BITS = 24  # entry kept when (hash >> 40) ≥ p·2²⁴
 
 
 def keep_threshold(p):
@@ -33,6 +34,7 @@ def keep_threshold(p):
 
 
 # ---- numpy twins -----------------------------------------------------------------------------
+
 
 def dropout_mask_numpy(n, seed, p):
     """keep[i] for i < n: splitmix64(seed + (i + 1)·γ) >> 40 ≥ round(p·2²⁴) (bool array (n,)).
@@ -57,6 +59,7 @@ def dropout_numpy(x, seed, p):
 
 
 # ---- numba kernel -----------------------------------------------------------------------------
+
 
 @kernel()
 def keep(seed, index, threshold):

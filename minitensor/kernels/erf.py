@@ -13,11 +13,12 @@ x's dtype once, so they agree to the last bit:
 x: an array of float32 or float64 (other dtypes compute in float64); the result has x's shape
 and float dtype.
 """
+
 import math
 
 import numpy as np
 
-_erf_entries = np.frompyfunc(math.erf, 1, 1)         # object array in, object array out
+_erf_entries = np.frompyfunc(math.erf, 1, 1)  # object array in, object array out
 
 
 def _float_dtype(x):
@@ -44,7 +45,9 @@ def erf_numba(x):
     """erf of each entry of x, by a numba ufunc built on the first call."""
     if not _ufunc:
         import numba
-        _ufunc.append(numba.vectorize(["float32(float32)", "float64(float64)"],
-                                      cache=True)(_erf_scalar))
+
+        _ufunc.append(
+            numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)(_erf_scalar)
+        )
     x = np.asarray(x)
     return _ufunc[0](x.astype(_float_dtype(x), copy=False))

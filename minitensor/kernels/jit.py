@@ -17,6 +17,7 @@ numba:
 
 A lazy kernel called by another kernel is built when the caller is (see LazyKernel).
 """
+
 import os
 import time
 import types as types_module
@@ -49,11 +50,12 @@ _forked_child = [False]
 
 def _register_fork_hook():
     from .. import config
+
     if hasattr(os, "register_at_fork") and config.enabled("MINITENSOR_SERIAL_AFTER_FORK"):
         os.register_at_fork(after_in_child=lambda: _forked_child.__setitem__(0, True))
 
 
-_read_num_threads = None      # numba's own getter minus its lock, where numba has one
+_read_num_threads = None  # numba's own getter minus its lock, where numba has one
 _pool = {"started": False, "cpus": os.cpu_count() or 1, "polite": False}
 
 
@@ -63,6 +65,7 @@ def _numba():
     import numba
 
     from . import numba_helpers  # noqa: F401
+
     return numba
 
 
@@ -71,10 +74,11 @@ def _start_pool():
     run on (taskset, a container's CPU set) and whether the polite-threads rule is on."""
     global _read_num_threads
     from .. import config
+
     _numba()
     try:
         from numba.np.ufunc.parallel import _get_num_threads as _read_num_threads
-    except ImportError:                                   # numba 0.68 has no lock-free getter
+    except ImportError:  # numba 0.68 has no lock-free getter
         pass
     _pool["started"] = True
     _register_fork_hook()
@@ -110,7 +114,7 @@ def threads():
 # /proc/pressure/cpu) to notice the machine became busy, and the run queue (/proc/loadavg:
 # tasks running now) to notice it is free again.
 _BUSY_CHECK_SECONDS = 0.5
-_BUSY_PRESSURE = 0.10          # some task waited for a CPU 10% of the time: the cores are shared
+_BUSY_PRESSURE = 0.10  # some task waited for a CPU 10% of the time: the cores are shared
 _busy = {"now": False, "next": 0.0, "stall": None, "at": 0.0}
 
 
@@ -164,9 +168,13 @@ class Kernel:
         self.parallel = njit(cache=True, fastmath=flags, parallel=True)(py_func)
         # numba's on-disk cache is keyed by the function's name and bytecode, not by the
         # parallel flag: the serial build gets a copy of the function under a name of its own
-        serial_func = types_module.FunctionType(py_func.__code__, py_func.__globals__,
-                                                py_func.__name__ + "_serial",
-                                                py_func.__defaults__, py_func.__closure__)
+        serial_func = types_module.FunctionType(
+            py_func.__code__,
+            py_func.__globals__,
+            py_func.__name__ + "_serial",
+            py_func.__defaults__,
+            py_func.__closure__,
+        )
         serial_func.__qualname__ = py_func.__qualname__ + "_serial"
         self.serial = njit(cache=True, fastmath=flags)(serial_func)
         self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
@@ -214,8 +222,11 @@ class LazyKernel:
         if self.built is None:
             numba = _numba()
             _resolve_globals(self.py_func, numba)
-            self.built = (Kernel(self.py_func, self._flags) if self._parallel else
-                          numba.njit(cache=True, fastmath=self._flags)(self.py_func))
+            self.built = (
+                Kernel(self.py_func, self._flags)
+                if self._parallel
+                else numba.njit(cache=True, fastmath=self._flags)(self.py_func)
+            )
         return self.built
 
     def __call__(self, *args, **kwargs):
@@ -243,5 +254,6 @@ def __getattr__(name):
     if name in _HELPERS:
         _numba()
         from . import numba_helpers
+
         return getattr(numba_helpers, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

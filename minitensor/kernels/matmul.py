@@ -14,6 +14,7 @@ There, `route` picks who computes each product:
   of rows or their own matrices, for large products (Linear layers);
 * "numpy": np.matmul on one thread, for what is too small to share, integer or mixed dtypes.
 """
+
 import numpy as np
 
 

@@ -12,6 +12,7 @@ the float's exponent bits. It is plain arithmetic, so the loop vectorises; its r
 is below 5e-7 on float32. float64 keeps the exact np.exp (the float64 tests demand agreement
 with the numpy twin to 1e-12).
 """
+
 import sys
 
 import numpy as np
@@ -25,11 +26,14 @@ from .jit import FASTMATH
 
 # ---- a vectorisable exp for float32 --------------------------------------------------------
 
+
 @intrinsic
 def _float32_from_bits(typingctx, bits):
     """Reinterpret the 32 bits of an int32 as a float32 (no conversion, like a C union)."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
+
     return types.float32(types.int32), codegen
 
 
@@ -44,29 +48,31 @@ def _mul_add(typingctx, a, b, c):
 
     def codegen(context, builder, signature, args):
         ty = args[0].type
-        fn = builder.module.declare_intrinsic("llvm.fmuladd", [ty],
-                                              ir.FunctionType(ty, [ty, ty, ty]))
+        fn = builder.module.declare_intrinsic(
+            "llvm.fmuladd", [ty], ir.FunctionType(ty, [ty, ty, ty])
+        )
         return builder.call(fn, args)
+
     return a(a, b, c), codegen
 
 
 @njit(fastmath=FASTMATH, inline="always", cache=True)
 def _exp_float32(x):
     f = np.float32
-    xc = min(max(x, f(-87.0)), f(88.0))                 # keep 2ⁿ a normal float
-    n = np.floor(_mul_add(xc, f(1.4426950408889634), f(0.5)))   # n = round(x / ln2)
+    xc = min(max(x, f(-87.0)), f(88.0))  # keep 2ⁿ a normal float
+    n = np.floor(_mul_add(xc, f(1.4426950408889634), f(0.5)))  # n = round(x / ln2)
     # r = x − n·ln2, with ln2 split in a short head and a tail so the subtraction is exact
     r = _mul_add(-n, f(-2.12194440e-4), _mul_add(-n, f(0.693359375), xc))
-    p = f(1.0 / 720)                                     # eʳ ≈ Σ_{i≤6} rⁱ/i!  (Horner)
+    p = f(1.0 / 720)  # eʳ ≈ Σ_{i≤6} rⁱ/i!  (Horner)
     p = _mul_add(p, r, f(1.0 / 120))
     p = _mul_add(p, r, f(1.0 / 24))
     p = _mul_add(p, r, f(1.0 / 6))
     p = _mul_add(p, r, f(0.5))
     p = _mul_add(p, r, f(1.0))
     p = _mul_add(p, r, f(1.0))
-    two_n = _float32_from_bits((np.int32(n) + np.int32(127)) << np.int32(23))   # 2ⁿ
-    result = p * two_n if x == x else x                 # NaN stays NaN (x == x is False)
-    return f(0.0) if x < f(-87.0) else result           # e^-inf (a masked score) is exactly 0
+    two_n = _float32_from_bits((np.int32(n) + np.int32(127)) << np.int32(23))  # 2ⁿ
+    result = p * two_n if x == x else x  # NaN stays NaN (x == x is False)
+    return f(0.0) if x < f(-87.0) else result  # e^-inf (a masked score) is exactly 0
 
 
 def exp(x):
@@ -83,6 +89,7 @@ def _exp_overload(x):
 
 # ---- a maximum that vectorises ---------------------------------------------------------------
 
+
 @intrinsic
 def maximum(typingctx, a, b):
     """max(a, b) of two floats of one type, as LLVM's maxnum: unlike Python's max (a compare
@@ -96,6 +103,7 @@ def maximum(typingctx, a, b):
         ty = args[0].type
         fn = builder.module.declare_intrinsic("llvm.maxnum", [ty], ir.FunctionType(ty, [ty, ty]))
         return builder.call(fn, args)
+
     return a(a, b), codegen
 
 
@@ -133,6 +141,7 @@ def row_dot(a, b):
 
 # ---- softmax's score under a mask --------------------------------------------------------------
 
+
 def masked_score(x, m, scale):
     """z = scale·x + m for an additive mask entry m; z = −inf for a blocked bool entry m, where
     x is not used at all (an inf or NaN score at a blocked position cannot reach the row)."""
@@ -151,6 +160,7 @@ def _masked_score_overload(x, m, scale):
 
 # ---- "compiling…" notice ---------------------------------------------------------------------
 
+
 class _CompileNotice(event.Listener):
     """Print one short line the first time each kernel family (module) compiles in a process.
     Loading a kernel from numba's on-disk cache is not a compile, so this stays quiet then."""
@@ -164,8 +174,12 @@ class _CompileNotice(event.Listener):
         if module.startswith("minitensor.kernels.") and not helper and module not in self.announced:
             self.announced.add(module)
             family = module.rsplit(".", 1)[-1]
-            print(f"minitensor: compiling numba kernels for {family} "
-                  f"(first use; cached on disk afterwards)...", file=sys.stderr, flush=True)
+            print(
+                f"minitensor: compiling numba kernels for {family} "
+                f"(first use; cached on disk afterwards)...",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def on_end(self, ev):
         pass

@@ -4,6 +4,7 @@ softmax_forward(x, scale, mask) is the kernel under scaled dot-product attention
 softmax(scale·x + mask) in one kernel, without temporaries as large as the scores: the mask's
 broadcasting is done by index arithmetic instead of materialising a mask of the scores' size.
 """
+
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ from . import jit
 from .jit import FASTMATH, kernel, prange
 
 # ---- numpy twins (the reference a learner reads first) ----------------------------------------
+
 
 def softmax_forward_numpy(x, scale=1.0, mask=None):
     """softmax(scale·x + mask) over the last axis; x (..., N) → y of the same shape and dtype.
@@ -24,7 +26,7 @@ def softmax_forward_numpy(x, scale=1.0, mask=None):
     z = x * x.dtype.type(scale) if scale != 1.0 else x
     if mask is not None:
         z = np.where(mask, -np.inf, z) if mask.dtype == np.bool_ else z + mask.astype(x.dtype)
-    z_max = np.max(z, axis=-1, keepdims=True, initial=-np.inf)   # rows may be empty
+    z_max = np.max(z, axis=-1, keepdims=True, initial=-np.inf)  # rows may be empty
     z_max = np.where(z_max == -np.inf, 0.0, z_max)
     e = np.exp(z - z_max)
     total = e.sum(axis=-1, keepdims=True)
@@ -43,8 +45,8 @@ def log_softmax_forward_numpy(x):
     """log softmax over the last axis, in the max-subtracted frame z = x − max x:
     y = z − log Σ exp(z); x (..., N). Subtracting max x first keeps the digits of z when |x| is
     large (a row of −1e9 gives −log N, not 0)."""
-    z = x - np.max(x, axis=-1, keepdims=True, initial=-np.inf)   # rows may be empty
-    with np.errstate(divide="ignore"):          # an empty row: log 0 = −inf, never read
+    z = x - np.max(x, axis=-1, keepdims=True, initial=-np.inf)  # rows may be empty
+    with np.errstate(divide="ignore"):  # an empty row: log 0 = −inf, never read
         return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
@@ -54,6 +56,7 @@ def log_softmax_backward_numpy(y, dy):
 
 
 # ---- numba kernels ------------------------------------------------------------------------------
+
 
 @kernel(flags=FASTMATH | {"nnan"})
 def _masked_row_max(x_row, mask_row, scale):
@@ -84,7 +87,7 @@ def _softmax_rows(x, mask, scale, y):
     the scores' size. One parallel task per (a, b): C rows of N."""
     A, B, C, N = x.shape
     MA, MB, MC, _ = mask.shape
-    f = x.dtype.type                       # float32 or float64: keep all arithmetic in it
+    f = x.dtype.type  # float32 or float64: keep all arithmetic in it
     for ab in prange(A * B):
         a, b = ab // B, ab % B
         ma, mb = a if MA > 1 else 0, b if MB > 1 else 0
@@ -97,10 +100,11 @@ def _softmax_rows(x, mask, scale, y):
             z_max = _masked_row_max(x[a, b, c], mask[ma, mb, mc], scale)
             # pass 2: e = exp(z − max z); pass 3: their sum; pass 4: normalise
             for j in range(N):
-                y[a, b, c, j] = jit.exp(jit.masked_score(x[a, b, c, j], mask[ma, mb, mc, j],
-                                                         scale) - z_max)
+                y[a, b, c, j] = jit.exp(
+                    jit.masked_score(x[a, b, c, j], mask[ma, mb, mc, j], scale) - z_max
+                )
             total = jit.row_sum(y[a, b, c])
-            inv_total = f(1) / total if total != 0 else f(0)    # NaN stays NaN
+            inv_total = f(1) / total if total != 0 else f(0)  # NaN stays NaN
             for j in range(N):
                 y[a, b, c, j] *= inv_total
 
@@ -141,6 +145,7 @@ def _log_softmax_backward_rows(y, dy, dx):
 
 # ---- the numba side's wrappers: shapes in, contiguous arrays to the kernels -------------------
 
+
 def _rows(a, dtype=None):
     """a as a C-contiguous (R, N) array (a copy only if a is a non-contiguous view)."""
     return np.ascontiguousarray(a, dtype=dtype).reshape(math.prod(a.shape[:-1]), a.shape[-1])
@@ -156,19 +161,21 @@ def _as_4d(x, mask):
         mask = np.zeros((1, 1, 1, n), dtype=np.bool_)
     else:
         if mask.ndim > x.ndim or np.broadcast_shapes(mask.shape, x.shape) != x.shape:
-            raise ValueError(f"softmax_forward: mask of shape {mask.shape} does not broadcast "
-                             f"to the scores' shape {x.shape}")
+            raise ValueError(
+                f"softmax_forward: mask of shape {mask.shape} does not broadcast "
+                f"to the scores' shape {x.shape}"
+            )
         if mask.dtype != np.bool_:
             mask = mask.astype(x.dtype, copy=False)
         mask = mask.reshape((1,) * (x.ndim - mask.ndim) + mask.shape)
-    if x.ndim > 4:              # the leading axes as one (its size, not −1: x may be empty)
+    if x.ndim > 4:  # the leading axes as one (its size, not −1: x may be empty)
         lead = int(np.prod(x.shape[:-3]))
         mask = np.broadcast_to(mask, x.shape).reshape(lead, *x.shape[-3:])
         x = x.reshape(lead, *x.shape[-3:])
     x = x.reshape((1,) * (4 - x.ndim) + x.shape)
     mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
     mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:3] + (n,)))
-    if x.shape[:2] == (1, 1):      # 1-D or 2-D x: rows on axis B, where the parallel loop runs
+    if x.shape[:2] == (1, 1):  # 1-D or 2-D x: rows on axis B, where the parallel loop runs
         x, mask = x.reshape(1, x.shape[2], 1, n), mask.reshape(1, mask.shape[2], 1, n)
     return x, mask
 

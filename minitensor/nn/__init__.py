@@ -6,21 +6,62 @@ functional ops under torch.nn), so ``import minitensor.nn.functional as F`` work
 `functional_torch` re-exports its losses and helpers under the names `minitensor.nn` used
 first.
 """
+
 import sys as _sys
 
 from .. import functional
 from . import functional_torch, init, utils
 from .attention import MultiheadAttention
-from .layers import (GELU, Dropout, Embedding, Identity, LayerNorm, Linear, LogSoftmax,
-                     ModuleDict, ModuleList, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
+from .layers import (
+    GELU,
+    Dropout,
+    Embedding,
+    Identity,
+    LayerNorm,
+    Linear,
+    LogSoftmax,
+    ModuleDict,
+    ModuleList,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
+)
 from .loss import CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
 
 # One module under two names: `import minitensor.nn.functional` finds it here.
 _sys.modules[__name__ + ".functional"] = functional
 
-__all__ = ["Module", "Parameter", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
-           "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Identity", "Sequential",
-           "ModuleList", "ModuleDict", "MultiheadAttention", "CrossEntropyLoss", "NLLLoss",
-           "MSELoss", "KLDivLoss", "init", "utils", "functional", "functional_torch",
-           "StateDictError", "IncompatibleKeys"]
+__all__ = [
+    "Module",
+    "Parameter",
+    "Linear",
+    "Embedding",
+    "LayerNorm",
+    "Dropout",
+    "ReLU",
+    "GELU",
+    "SiLU",
+    "Sigmoid",
+    "Tanh",
+    "Softmax",
+    "LogSoftmax",
+    "Identity",
+    "Sequential",
+    "ModuleList",
+    "ModuleDict",
+    "MultiheadAttention",
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "KLDivLoss",
+    "init",
+    "utils",
+    "functional",
+    "functional_torch",
+    "StateDictError",
+    "IncompatibleKeys",
+]

@@ -12,6 +12,7 @@ Masks mean what they mean in torch's nn.MultiheadAttention (and nn.Transformer):
 **bool True = NOT allowed to attend**, or a float mask added to the scores. This is the
 opposite of `F.scaled_dot_product_attention`, where True = may attend (docs/pytorch.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,18 +44,36 @@ class MultiheadAttention(Module):
     A query row with every key masked gives zeros here (torch gives NaN).
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
-                 vdim: int | None = None, batch_first: bool = False, device: Any = None,
-                 dtype: DType | None = None) -> None:
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device: Any = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         if embed_dim % num_heads:
-            raise ValueError(f"MultiheadAttention: embed_dim={embed_dim} is not a multiple of "
-                             f"num_heads={num_heads}")
-        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) \
-                or vdim not in (None, embed_dim):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "
-                                      "kdim/vdim other than embed_dim are not supported")
+            raise ValueError(
+                f"MultiheadAttention: embed_dim={embed_dim} is not a multiple of "
+                f"num_heads={num_heads}"
+            )
+        if (
+            add_bias_kv
+            or add_zero_attn
+            or kdim not in (None, embed_dim)
+            or vdim not in (None, embed_dim)
+        ):
+            raise NotImplementedError(
+                "MultiheadAttention: add_bias_kv, add_zero_attn and "
+                "kdim/vdim other than embed_dim are not supported"
+            )
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.dropout, self.batch_first = dropout, batch_first
@@ -78,33 +97,44 @@ class MultiheadAttention(Module):
     def _project(self, x, i):
         """x (N, L, E) → (N, h, L, head_dim) with rows i·E:(i+1)·E of in_proj (W^Q, W^K, W^V)."""
         e = self.embed_dim
-        y = F.matmul(x, F.transpose(self.in_proj_weight[i * e:(i + 1) * e]))
+        y = F.matmul(x, F.transpose(self.in_proj_weight[i * e : (i + 1) * e]))
         if self.in_proj_bias is not None:
-            y = y + self.in_proj_bias[i * e:(i + 1) * e]
+            y = y + self.in_proj_bias[i * e : (i + 1) * e]
         n, length = x.shape[0], x.shape[1]
         return F.swapaxes(F.reshape(y, (n, length, self.num_heads, self.head_dim)), 1, 2)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor,
-                key_padding_mask: Tensor | ArrayLike | None = None, need_weights: bool = True,
-                attn_mask: Tensor | ArrayLike | None = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | ArrayLike | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | ArrayLike | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint (as torch): "
-                               "pass the causal mask itself, e.g. "
-                               "nn.Transformer.generate_square_subsequent_mask(L)")
+            raise RuntimeError(
+                "Need attn_mask if specifying the is_causal hint (as torch): "
+                "pass the causal mask itself, e.g. "
+                "nn.Transformer.generate_square_subsequent_mask(L)"
+            )
         unbatched = query.ndim == 2
         q, k, v = (self._batch_major(t, unbatched) for t in (query, key, value))
         if key_padding_mask is not None and unbatched:
             key_padding_mask = _array(key_padding_mask)[None]
         n, l_q, e = q.shape
         if e != self.embed_dim or k.shape[-1] != e or v.shape[-1] != e or k.shape != v.shape:
-            raise ValueError(f"MultiheadAttention in {self.path or 'the model'}: query "
-                             f"{tuple(query.shape)}, key {tuple(key.shape)} and value "
-                             f"{tuple(value.shape)} must end in embed_dim={self.embed_dim}, "
-                             f"key and value alike (batch_first={self.batch_first})")
+            raise ValueError(
+                f"MultiheadAttention in {self.path or 'the model'}: query "
+                f"{tuple(query.shape)}, key {tuple(key.shape)} and value "
+                f"{tuple(value.shape)} must end in embed_dim={self.embed_dim}, "
+                f"key and value alike (batch_first={self.batch_first})"
+            )
         mask = self._scores_mask(key_padding_mask, attn_mask, n, l_q, k.shape[1], q.dtype)
-        heads = [self._project(t, i) for i, t in enumerate((q, k, v))]   # (N, h, L|S, d)
-        scores = F.matmul(heads[0], F.swapaxes(heads[1], -1, -2))         # (N, h, L, S)
+        heads = [self._project(t, i) for i, t in enumerate((q, k, v))]  # (N, h, L|S, d)
+        scores = F.matmul(heads[0], F.swapaxes(heads[1], -1, -2))  # (N, h, L, S)
         weights = F.softmax(scores, axis=-1, scale=1.0 / math.sqrt(self.head_dim), mask=mask)
         if self.dropout > 0.0 and self.training:
             weights = F.dropout(weights, self.dropout, True)
@@ -135,8 +165,10 @@ class MultiheadAttention(Module):
         if key_padding_mask is not None:
             kpm = _array(key_padding_mask)
             if kpm.shape != (n, l_k):
-                raise ValueError(f"MultiheadAttention: key_padding_mask of shape {kpm.shape}, "
-                                 f"expected (batch, source length) = {(n, l_k)}")
+                raise ValueError(
+                    f"MultiheadAttention: key_padding_mask of shape {kpm.shape}, "
+                    f"expected (batch, source length) = {(n, l_k)}"
+                )
             masks.append(kpm[:, None, None, :])
         if attn_mask is not None:
             am = _array(attn_mask)
@@ -145,8 +177,10 @@ class MultiheadAttention(Module):
             elif am.shape == (n * self.num_heads, l_q, l_k):
                 masks.append(am.reshape(n, self.num_heads, l_q, l_k))
             else:
-                raise ValueError(f"MultiheadAttention: attn_mask of shape {am.shape}, expected "
-                                 f"{(l_q, l_k)} or {(n * self.num_heads, l_q, l_k)}")
+                raise ValueError(
+                    f"MultiheadAttention: attn_mask of shape {am.shape}, expected "
+                    f"{(l_q, l_k)} or {(n * self.num_heads, l_q, l_k)}"
+                )
         if not masks:
             return None
         if all(m.dtype == np.bool_ for m in masks):

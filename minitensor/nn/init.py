@@ -4,6 +4,7 @@ torch's arguments, gains and fan conventions. Each returns the tensor it filled.
 The `generator=` argument of torch's initialisers is accepted only as None: every draw comes
 from the one generator that mt.manual_seed seeds.
 """
+
 import math
 
 import numpy as np
@@ -28,8 +29,9 @@ def _calculate_fan_in_and_fan_out(tensor):
 
 def _no_generator(generator, op):
     if generator is not None:
-        raise NotImplementedError(f"init.{op}: generator= is not supported; seed with "
-                                  f"mt.manual_seed")
+        raise NotImplementedError(
+            f"init.{op}: generator= is not supported; seed with mt.manual_seed"
+        )
 
 
 def _fill(t, values):
@@ -89,8 +91,9 @@ def orthogonal_(tensor, gain=1.0, generator=None):
     flattened to (shape[0], rest) first, as torch."""
     _no_generator(generator, "orthogonal_")
     if tensor.ndim < 2:
-        raise ValueError(f"init.orthogonal_: only tensors with 2 or more axes, got shape "
-                         f"{tensor.shape}")
+        raise ValueError(
+            f"init.orthogonal_: only tensors with 2 or more axes, got shape {tensor.shape}"
+        )
     rows = tensor.shape[0]
     cols = tensor.numel() // rows if rows else 0
     flat = _rng().normal(0.0, 1.0, (rows, cols))
@@ -121,8 +124,17 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 def calculate_gain(nonlinearity, param=None):
     """The factor that keeps activations' variance steady through `nonlinearity` (PyTorch's
     values): linear/sigmoid 1, tanh 5/3, relu √2, leaky_relu √(2/(1 + slope²)), selu 3/4."""
-    if nonlinearity in ("linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d",
-                        "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
+    if nonlinearity in (
+        "linear",
+        "identity",
+        "sigmoid",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+    ):
         return 1.0
     if nonlinearity == "tanh":
         return 5.0 / 3.0

@@ -1,4 +1,5 @@
 """Layers: Linear, Embedding, LayerNorm, Dropout, activations and containers."""
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,14 @@ class Linear(Module):
     Initialised as PyTorch does: weight kaiming_uniform_(a=√5), i.e. U(±1/√in), bias U(±1/√in).
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 device: Any = None, dtype: DType | None = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         check_device(device, "Linear")
         self.in_features, self.out_features = in_features, out_features
@@ -46,8 +53,10 @@ class Linear(Module):
         return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}")
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class Embedding(Module):
@@ -58,15 +67,23 @@ class Embedding(Module):
     Adam without weight decay).
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 device: Any = None, dtype: DType | None = None) -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        device: Any = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         check_device(device, "Embedding")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} is outside a table of "
-                                 f"{num_embeddings} rows")
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} is outside a table of "
+                    f"{num_embeddings} rows"
+                )
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         self.weight = Parameter(empty_like_shape((num_embeddings, embedding_dim), dtype))
@@ -90,9 +107,15 @@ class LayerNorm(Module):
     """γ ⊙ (x − μ)/√(σ² + eps) + β over the last len(normalized_shape) axes (each token's
     features). x (..., *normalized_shape) → same shape. γ starts at 1 and β at 0."""
 
-    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
-                 elementwise_affine: bool = True, bias: bool = True, device: Any = None,
-                 dtype: DType | None = None) -> None:
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device: Any = None,
+        dtype: DType | None = None,
+    ) -> None:
         super().__init__()
         check_device(device, "LayerNorm")
         if isinstance(normalized_shape, int):
@@ -113,8 +136,10 @@ class LayerNorm(Module):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
+        )
 
 
 class Dropout(Module):
@@ -185,8 +210,12 @@ class Tanh(Module):
 def _implicit_dim(name, ndim):
     """torch's legacy axis when Softmax/LogSoftmax get no dim: 0 for 0-, 1- and 3-D input,
     1 otherwise, with torch's deprecation warning (always pass dim=)."""
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
-                  f"to include dim=X as an argument.", UserWarning, stacklevel=4)
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call "
+        f"to include dim=X as an argument.",
+        UserWarning,
+        stacklevel=4,
+    )
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -225,6 +254,7 @@ class Identity(Module):
 
 
 # ----------------------------------------------------------------------------- containers
+
 
 class _IndexedContainer(Module):
     """Children registered as '0', '1', … (so paths read layers.0, layers.1)."""

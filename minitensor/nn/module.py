@@ -4,6 +4,7 @@ Assigning a Parameter or a Module to an attribute registers it. Every module kno
 and its name there, so it knows its dotted path in the model (``decoder.layers.0.cross_attn``);
 calling a module runs `forward` inside that scope, and every op created inside records it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,13 +31,14 @@ class Parameter(Tensor):
     ``np.zeros(n)`` is float64, so write ``np.zeros(n, np.float32)`` for a float32 weight.
     """
 
-    def __init__(self, data: Tensor | ArrayLike, requires_grad: bool = True,
-                 dtype: DType | None = None) -> None:
-        self._owners = []       # [(weakref to module, attribute name)], first registration first
+    def __init__(
+        self, data: Tensor | ArrayLike, requires_grad: bool = True, dtype: DType | None = None
+    ) -> None:
+        self._owners = []  # [(weakref to module, attribute name)], first registration first
         if isinstance(data, Tensor):
             data = data.data
         if dtype is None and isinstance(data, np.ndarray):
-            dtype = data.dtype   # keep float64 arrays float64 (Tensor() would make float32)
+            dtype = data.dtype  # keep float64 arrays float64 (Tensor() would make float32)
         super().__init__(data, requires_grad=requires_grad, dtype=dtype)
 
     def _add_owner(self, module, attr):
@@ -115,10 +117,15 @@ class Module:
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
-            raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
-                                 f"assigning attributes (assigning {name!r})")
-        if name in self._buffers and (value is None or isinstance(value, (Tensor, np.ndarray))
-                                      ) and not isinstance(value, Parameter):
+            raise AttributeError(
+                f"{type(self).__name__}: call super().__init__() before "
+                f"assigning attributes (assigning {name!r})"
+            )
+        if (
+            name in self._buffers
+            and (value is None or isinstance(value, (Tensor, np.ndarray)))
+            and not isinstance(value, Parameter)
+        ):
             # assigning to a buffer's name updates the buffer (as in PyTorch)
             self.register_buffer(name, value, persistent=name not in self._non_persistent)
             return
@@ -148,23 +155,28 @@ class Module:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
         raise ModuleAttributeError(self, name)
 
-    def register_buffer(self, name: str, tensor: Tensor | ArrayLike | None,
-                        persistent: bool = True) -> None:
+    def register_buffer(
+        self, name: str, tensor: Tensor | ArrayLike | None, persistent: bool = True
+    ) -> None:
         """A tensor that is state but not learnable (e.g. a positional-encoding table).
 
         Buffers follow `to()`/`double()` and, when persistent, are saved in `state_dict`.
         """
         if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"register_buffer: buffer name must be a non-empty string without "
-                           f"'.', got {name!r}")
+            raise KeyError(
+                f"register_buffer: buffer name must be a non-empty string without '.', got {name!r}"
+            )
         if isinstance(tensor, Parameter):
-            raise TypeError(f"register_buffer({name!r}): a Parameter is learnable; assign it as "
-                            f"an attribute instead")
+            raise TypeError(
+                f"register_buffer({name!r}): a Parameter is learnable; assign it as "
+                f"an attribute instead"
+            )
         if tensor is not None and not isinstance(tensor, Tensor):
             tensor = Tensor(np.asarray(tensor), dtype=np.asarray(tensor).dtype)
         if name not in self._buffers and (name in self.__dict__ or hasattr(type(self), name)):
-            raise KeyError(f"register_buffer: attribute {name!r} already exists in "
-                           f"{type(self).__name__}")
+            raise KeyError(
+                f"register_buffer: attribute {name!r} already exists in {type(self).__name__}"
+            )
         self._unregister(name)
         self._buffers[name] = tensor
         if not persistent:
@@ -173,8 +185,10 @@ class Module:
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter({name!r}): expected an nn.Parameter or None, "
-                            f"got {type(param).__name__}")
+            raise TypeError(
+                f"register_parameter({name!r}): expected an nn.Parameter or None, "
+                f"got {type(param).__name__}"
+            )
         if param is None:
             self._unregister(name)
             self._parameters[name] = None
@@ -187,8 +201,9 @@ class Module:
         if not isinstance(module, Module) and module is not None:
             raise TypeError(f"add_module({name!r}): {type(module).__name__} is not a Module")
         if name not in self._modules and name in dir(type(self)):
-            raise KeyError(f"add_module: {name!r} would hide {type(self).__name__}.{name}; "
-                           f"choose another name")
+            raise KeyError(
+                f"add_module: {name!r} would hide {type(self).__name__}.{name}; choose another name"
+            )
         setattr(self, name, module)
 
     register_module = add_module
@@ -241,8 +256,9 @@ class Module:
             if m is not None:
                 yield name, m
 
-    def named_modules(self, memo: set[Module] | None = None, prefix: str = "",
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+    def named_modules(
+        self, memo: set[Module] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
         """(dotted name, module) for this module and every descendant, parents before
         children, in registration order; a module reached twice is given once unless
         remove_duplicate=False. memo: a set of modules to skip (and to fill), as in torch."""
@@ -266,8 +282,11 @@ class Module:
         """(dotted name, tensor) from each module's `store` dict, each tensor once (unless
         remove_duplicate=False)."""
         seen = set()
-        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
-            if recurse else [(prefix, self)]
+        modules = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for mname, m in modules:
             for name, t in getattr(m, store).items():
                 if t is None or (remove_duplicate and id(t) in seen):
@@ -275,8 +294,9 @@ class Module:
                 seen.add(id(t))
                 yield (f"{mname}.{name}" if mname else name), t
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True,
-                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
         """(dotted name, parameter) for every parameter, each once (tied weights once)."""
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
@@ -284,8 +304,9 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True,
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         """(dotted name, buffer) for every buffer, each once."""
         return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
@@ -298,9 +319,11 @@ class Module:
         m = self
         for part in target.split(".") if target else []:
             if part not in m._modules:
-                done = target[:target.index(part)].rstrip(".") or type(self).__name__
-                raise AttributeError(f"get_submodule({target!r}): {done} has no submodule "
-                                     f"{part!r} (it has: {', '.join(m._modules) or 'none'})")
+                done = target[: target.index(part)].rstrip(".") or type(self).__name__
+                raise AttributeError(
+                    f"get_submodule({target!r}): {done} has no submodule "
+                    f"{part!r} (it has: {', '.join(m._modules) or 'none'})"
+                )
             m = m._modules[part]
         return m
 
@@ -310,14 +333,17 @@ class Module:
         m = self.get_submodule(mpath)
         if pname not in m._parameters or m._parameters[pname] is None:
             have = ", ".join(m._parameters) or "none"
-            raise AttributeError(f"get_parameter({target!r}): {type(m).__name__} has no "
-                                 f"parameter {pname!r} (it has: {have})")
+            raise AttributeError(
+                f"get_parameter({target!r}): {type(m).__name__} has no "
+                f"parameter {pname!r} (it has: {have})"
+            )
         return m._parameters[pname]
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         """How many numbers the model learns (tied weights counted once)."""
-        return int(sum(p.numel() for p in self.parameters()
-                       if p.requires_grad or not trainable_only))
+        return int(
+            sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+        )
 
     # ------------------------------------------------------------------ modes and helpers
     def train(self, mode: bool = True) -> Module:
@@ -379,11 +405,12 @@ class Module:
     def _cast(self, dtype: DType) -> Module:
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
-            raise TypeError(f"{type(self).__name__}.to: expected a floating-point dtype, "
-                            f"got {dtype}")
+            raise TypeError(
+                f"{type(self).__name__}.to: expected a floating-point dtype, got {dtype}"
+            )
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype.kind == "f" and t.dtype != dtype:
-                t.data = t.data.astype(dtype)          # the setter bumps the version
+                t.data = t.data.astype(dtype)  # the setter bumps the version
                 if t.grad is not None:
                     t.grad = from_numpy(t.grad.data.astype(dtype))
         return self
@@ -395,8 +422,13 @@ class Module:
         return self._cast(np.float32)
 
     # ------------------------------------------------------------------ state
-    def state_dict(self, *, destination: dict[str, Any] | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> dict[str, Any]:
+    def state_dict(
+        self,
+        *,
+        destination: dict[str, Any] | None = None,
+        prefix: str = "",
+        keep_vars: bool = False,
+    ) -> dict[str, Any]:
         """{dotted name: numpy array copy} of every parameter and persistent buffer.
 
         Module by module in registration order, each module's parameters before its buffers (as
@@ -416,13 +448,15 @@ class Module:
         # every path to every tensor, as torch's state_dict: a tied or shared one more than once
         for mname, m in self.named_modules(remove_duplicate=False):
             items = list(m._parameters.items()) + [
-                (k, b) for k, b in m._buffers.items() if k not in m._non_persistent]
+                (k, b) for k, b in m._buffers.items() if k not in m._non_persistent
+            ]
             for name, t in items:
                 if t is not None:
                     yield (f"{mname}.{name}" if mname else name), t
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
-                        assign: bool = False) -> IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> IncompatibleKeys:
         """Copy arrays from `state_dict` into parameters and buffers by name.
 
         The values may be numpy arrays, minitensor tensors or torch tensors (a torch model's
@@ -435,45 +469,23 @@ class Module:
         """
         state = state_dict
         if assign:
-            raise NotImplementedError(f"{type(self).__name__}.load_state_dict: assign=True is "
-                                      f"not supported; the values are always copied in")
+            raise NotImplementedError(
+                f"{type(self).__name__}.load_state_dict: assign=True is "
+                f"not supported; the values are always copied in"
+            )
         if not hasattr(state, "items"):
-            raise TypeError(f"{type(self).__name__}.load_state_dict: expected a dict of arrays, "
-                            f"got {type(state).__name__}")
+            raise TypeError(
+                f"{type(self).__name__}.load_state_dict: expected a dict of arrays, "
+                f"got {type(state).__name__}"
+            )
         own = OrderedDict(self._named_state())
-        arrays, mismatched = {}, []
-        for k, v in state.items():
-            v = _as_numpy(v)
-            if not isinstance(v, np.ndarray) or v.dtype.kind not in "biuf":
-                mismatched.append(f"{k}: value is {type(v).__name__}, not a numeric array")
-                continue
-            arrays[k] = v
-        missing = _missing_keys(own, state, arrays, mismatched)
-        unexpected = [k for k in state if k not in own]
-        for k, t in own.items():
-            if k not in arrays:
-                continue
-            a = arrays[k]
-            if a.shape != t.shape:
-                mismatched.append(f"{k}: checkpoint {a.shape} vs model {t.shape}")
-            elif (a.dtype.kind == "f") != (t.dtype.kind == "f"):
-                mismatched.append(f"{k}: checkpoint dtype {a.dtype} vs model {t.dtype}")
-        problems = []
-        if strict and missing:
-            problems.append(f"missing keys ({len(missing)}): " + ", ".join(missing))
-        if strict and unexpected:
-            problems.append(f"unexpected keys ({len(unexpected)}): " + ", ".join(unexpected))
-        if mismatched:
-            problems.append(f"mismatched ({len(mismatched)}): " + "; ".join(mismatched))
+        arrays, missing, unexpected, problems = _check_state(own, state, strict)
         if problems:
-            hint = ""
-            nested = [k for k, v in state.items() if isinstance(v, dict)]
-            if nested:
-                hint = (f"\n  hint: the state holds nested dicts ({', '.join(map(repr, nested))}); "
-                        f"did you pass a whole checkpoint instead of e.g. checkpoint['model']?")
             raise StateDictError(
                 f"load_state_dict into {type(self).__name__} failed; nothing was changed:\n  "
-                + "\n  ".join(problems) + hint)
+                + "\n  ".join(problems)
+                + _nested_hint(state)
+            )
         for k, t in own.items():
             if k in arrays:
                 # copy into the existing array (views and the optimizer keep seeing it)
@@ -496,8 +508,9 @@ class Module:
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules)
-                      | set(self._buffers))
+        return sorted(
+            set(super().__dir__()) | set(self._parameters) | set(self._modules) | set(self._buffers)
+        )
 
 
 def _missing_keys(own, state, arrays, mismatched):
@@ -513,9 +526,51 @@ def _missing_keys(own, state, arrays, mismatched):
         if not any(k in state for k in names):
             missing.extend(names)
         elif any(not np.array_equal(arrays[k], arrays[given[0]]) for k in given[1:]):
-            mismatched.append(f"{' and '.join(given)} name one tied tensor but hold different "
-                              f"values")
+            mismatched.append(
+                f"{' and '.join(given)} name one tied tensor but hold different values"
+            )
     return sorted(missing, key=list(own).index)
+
+
+def _check_state(own, state, strict):
+    """What load_state_dict would copy and what stops it: (arrays by name, missing keys,
+    unexpected keys, problems), with every shape and dtype-kind mismatch among the problems."""
+    arrays, mismatched = {}, []
+    for k, v in state.items():
+        v = _as_numpy(v)
+        if not isinstance(v, np.ndarray) or v.dtype.kind not in "biuf":
+            mismatched.append(f"{k}: value is {type(v).__name__}, not a numeric array")
+            continue
+        arrays[k] = v
+    missing = _missing_keys(own, state, arrays, mismatched)
+    unexpected = [k for k in state if k not in own]
+    for k, t in own.items():
+        if k not in arrays:
+            continue
+        a = arrays[k]
+        if a.shape != t.shape:
+            mismatched.append(f"{k}: checkpoint {a.shape} vs model {t.shape}")
+        elif (a.dtype.kind == "f") != (t.dtype.kind == "f"):
+            mismatched.append(f"{k}: checkpoint dtype {a.dtype} vs model {t.dtype}")
+    problems = []
+    if strict and missing:
+        problems.append(f"missing keys ({len(missing)}): " + ", ".join(missing))
+    if strict and unexpected:
+        problems.append(f"unexpected keys ({len(unexpected)}): " + ", ".join(unexpected))
+    if mismatched:
+        problems.append(f"mismatched ({len(mismatched)}): " + "; ".join(mismatched))
+    return arrays, missing, unexpected, problems
+
+
+def _nested_hint(state):
+    """A hint for the commonest mistake: a whole checkpoint passed instead of its model part."""
+    nested = [k for k, v in state.items() if isinstance(v, dict)]
+    if not nested:
+        return ""
+    return (
+        f"\n  hint: the state holds nested dicts ({', '.join(map(repr, nested))}); "
+        f"did you pass a whole checkpoint instead of e.g. checkpoint['model']?"
+    )
 
 
 def _as_numpy(value):
@@ -539,7 +594,7 @@ def _to_dtype(where, args, kwargs):
     dtype = kwargs.get("dtype")
     check_device(kwargs.get("device"), f"{where}.to")
     for a in args:
-        if isinstance(a, bool):                      # non_blocking given by position
+        if isinstance(a, bool):  # non_blocking given by position
             continue
         if isinstance(a, (type, np.dtype)):
             # a dtype first: the class np.float64 has dtype/shape attributes of its own and
@@ -555,7 +610,7 @@ def _to_dtype(where, args, kwargs):
             # a tensor gives its dtype (a torch tensor's dtype is not a numpy one: kept as is)
             dtype = a.dtype if isinstance(a, (Tensor, np.ndarray)) else dtype
             continue
-        if hasattr(a, "type"):                       # a device object (torch.device("cpu"))
+        if hasattr(a, "type"):  # a device object (torch.device("cpu"))
             check_device(a, f"{where}.to")
             continue
         dtype = a
@@ -585,5 +640,7 @@ def _indent(text):
 
 def _check_child_name(module, name):
     if not isinstance(name, str) or not name or "." in name:
-        raise KeyError(f"{type(module).__name__}: a submodule name must be a non-empty string "
-                       f"without '.', got {name!r} (dots separate the levels of a path)")
+        raise KeyError(
+            f"{type(module).__name__}: a submodule name must be a non-empty string "
+            f"without '.', got {name!r} (dots separate the levels of a path)"
+        )

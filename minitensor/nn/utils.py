@@ -3,6 +3,7 @@
 Watching gradient norms is the first thing to do when training misbehaves: a norm that
 explodes, vanishes, or is exactly zero for one layer points at the bug.
 """
+
 import math
 
 import numpy as np
@@ -22,7 +23,7 @@ def _norm(array, norm_type):
         return float(a.max()) if a.size else 0.0
     if norm_type == 2.0:
         return float(np.sqrt(np.dot(a, a)))
-    return float(np.sum(a ** norm_type) ** (1.0 / norm_type))
+    return float(np.sum(a**norm_type) ** (1.0 / norm_type))
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
@@ -44,8 +45,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     else:
         total = float(np.sum(np.power(norms, norm_type)) ** (1.0 / norm_type))
     if error_if_nonfinite and not math.isfinite(total):
-        raise RuntimeError(f"clip_grad_norm_: the total gradient norm is {total} (NaN or Inf); "
-                           f"run with mt.detect_anomaly() to find the op that produced it")
+        raise RuntimeError(
+            f"clip_grad_norm_: the total gradient norm is {total} (NaN or Inf); "
+            f"run with mt.detect_anomaly() to find the op that produced it"
+        )
     coef = max_norm / (total + 1e-6)
     if coef < 1.0:
         for p in params:
@@ -64,5 +67,8 @@ def grad_norms(module, norm_type=2.0):
     >>> loss.backward()
     >>> for name, n in mt.nn.utils.grad_norms(model).items(): print(f"{name:40s} {n:.3e}")
     """
-    return {name: _norm(p.grad.data, float(norm_type))
-            for name, p in module.named_parameters() if p.grad is not None}
+    return {
+        name: _norm(p.grad.data, float(norm_type))
+        for name, p in module.named_parameters()
+        if p.grad is not None
+    }

@@ -1,14 +1,15 @@
 """minitensor.optim: SGD, Adam, AdamW and learning-rate schedules, shaped like torch.optim.
 
-    opt = mt.optim.Adam(model.parameters(), lr=1e-3)
-    sched = mt.optim.lr_scheduler.NoamLR(opt, d_model=128, warmup_steps=400)
-    for batch in data:
-        opt.zero_grad()
-        loss = loss_fn(model, batch)
-        loss.backward()
-        opt.step()
-        sched.step()
+opt = mt.optim.Adam(model.parameters(), lr=1e-3)
+sched = mt.optim.lr_scheduler.NoamLR(opt, d_model=128, warmup_steps=400)
+for batch in data:
+    opt.zero_grad()
+    loss = loss_fn(model, batch)
+    loss.backward()
+    opt.step()
+    sched.step()
 """
+
 from . import lr_scheduler
 from .adam import Adam, AdamW
 from .optimizer import Optimizer

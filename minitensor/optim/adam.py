@@ -1,4 +1,5 @@
 """Adam and AdamW: per-parameter step sizes from running moments of the gradient."""
+
 from __future__ import annotations
 
 import math
@@ -23,27 +24,47 @@ class Adam(Optimizer):
 
     decoupled = False
 
-    def __init__(self, params: Params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None,
-                 decoupled_weight_decay: bool = False) -> None:
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
+    ) -> None:
         # foreach, capturable and fused choose among torch's implementations of the same
         # update (here there is one); differentiable (a step autograd can go through) is not
         # supported. decoupled_weight_decay=True makes this AdamW, as in torch.
         check_torch_flags(type(self).__name__, differentiable)
         if decoupled_weight_decay:
             self.decoupled = True
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
+                amsgrad=amsgrad,
+                maximize=maximize,
+            ),
+        )
 
     def _check_settings(self, group):
         super()._check_settings(group)
         b1, b2 = group["betas"]
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
-            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), "
-                             f"got {group['betas']}")
+            raise ValueError(
+                f"{type(self).__name__}: betas must be in [0, 1), got {group['betas']}"
+            )
         if group["eps"] < 0 or group["weight_decay"] < 0:
             raise ValueError(f"{type(self).__name__}: eps and weight_decay must be ≥ 0")
 
@@ -62,14 +83,25 @@ class Adam(Optimizer):
         if group["maximize"]:
             grad = -grad
         if wd and self.decoupled:
-            np.multiply(param, 1.0 - lr * wd, out=param)      # AdamW: shrink θ directly
+            np.multiply(param, 1.0 - lr * wd, out=param)  # AdamW: shrink θ directly
         elif wd:
-            grad = grad + wd * param                          # Adam: L2 term in the gradient
+            grad = grad + wd * param  # Adam: L2 term in the gradient
         v_max = state["max_exp_avg_sq"] if group["amsgrad"] else v
         # θ ← θ − (lr/(1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + eps), with m and v updated first:
         # one pass of a numba kernel, or its numpy twin (minitensor/kernels/adam.py)
-        K.adam_update(param, grad, m, v, v_max, beta1, beta2, lr / (1.0 - beta1 ** t),
-                      math.sqrt(1.0 - beta2 ** t), eps, self._work(param))
+        K.adam_update(
+            param,
+            grad,
+            m,
+            v,
+            v_max,
+            beta1,
+            beta2,
+            lr / (1.0 - beta1**t),
+            math.sqrt(1.0 - beta2**t),
+            eps,
+            self._work(param),
+        )
 
 
 class AdamW(Adam):
@@ -79,9 +111,28 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params: Params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None) -> None:
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, maximize=maximize, differentiable=differentiable)
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
+        super().__init__(
+            params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            differentiable=differentiable,
+        )

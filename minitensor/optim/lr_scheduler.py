@@ -12,6 +12,7 @@ LinearLR and CosineAnnealingLR are *chainable* — when something else changed t
 since their last step (a warm-up LambdaLR, say), they apply their own step's change to that lr
 instead of overwriting it; LambdaLR and ours set the lr outright.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -24,21 +25,25 @@ from .optimizer import Optimizer
 
 class LRScheduler:
     """Base class: subclasses write `lr_at(base_lr, epoch)` (or `get_lr()` for all groups)."""
-    chainable = False           # torch's multiplicative schedules (see the module docstring)
-    floor = 0.0                 # the lr a chainable schedule's change is relative to
+
+    chainable = False  # torch's multiplicative schedules (see the module docstring)
+    floor = 0.0  # the lr a chainable schedule's change is relative to
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(self).__name__}: expected an Optimizer, "
-                            f"got {type(optimizer).__name__}")
+            raise TypeError(
+                f"{type(self).__name__}: expected an Optimizer, got {type(optimizer).__name__}"
+            )
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
                 group.setdefault("initial_lr", group["lr"])
         elif any("initial_lr" not in g for g in optimizer.param_groups):
-            raise KeyError(f"{type(self).__name__}: last_epoch={last_epoch} resumes a schedule, "
-                           f"but the optimizer's groups have no 'initial_lr'; load the "
-                           f"optimizer's state first")
+            raise KeyError(
+                f"{type(self).__name__}: last_epoch={last_epoch} resumes a schedule, "
+                f"but the optimizer's groups have no 'initial_lr'; load the "
+                f"optimizer's state first"
+            )
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self.step()
@@ -55,8 +60,10 @@ class LRScheduler:
         self.last_epoch += 1
         lrs = self.get_lr()
         if self.chainable:
-            lrs = [self._chained(group["lr"], base, lr)
-                   for group, base, lr in zip(self.optimizer.param_groups, self.base_lrs, lrs)]
+            lrs = [
+                self._chained(group["lr"], base, lr)
+                for group, base, lr in zip(self.optimizer.param_groups, self.base_lrs, lrs)
+            ]
         self._apply(lrs)
 
     def _chained(self, current, base, new):
@@ -85,19 +92,26 @@ class LRScheduler:
     def state_dict(self) -> dict[str, Any]:
         """Everything but the optimizer and functions (lambdas are code: they are not saved;
         recreate the scheduler with the same lambda and load this)."""
-        return {k: v for k, v in self.__dict__.items()
-                if k != "optimizer" and not callable(v) and k != "lr_lambdas"}
+        return {
+            k: v
+            for k, v in self.__dict__.items()
+            if k != "optimizer" and not callable(v) and k != "lr_lambdas"
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         unknown = set(state_dict) - set(self.state_dict())
         if unknown or "last_epoch" not in state_dict:
-            raise ValueError(f"{type(self).__name__}.load_state_dict: keys {sorted(state_dict)} "
-                             f"do not match this scheduler's {sorted(self.state_dict())} (was it "
-                             f"saved from another kind of scheduler?)")
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: keys {sorted(state_dict)} "
+                f"do not match this scheduler's {sorted(self.state_dict())} (was it "
+                f"saved from another kind of scheduler?)"
+            )
         if len(state_dict.get("base_lrs", self.base_lrs)) != len(self.base_lrs):
-            raise ValueError(f"{type(self).__name__}.load_state_dict: the checkpoint has "
-                             f"{len(state_dict['base_lrs'])} param groups, the optimizer "
-                             f"{len(self.base_lrs)}")
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the checkpoint has "
+                f"{len(state_dict['base_lrs'])} param groups, the optimizer "
+                f"{len(self.base_lrs)}"
+            )
         self.__dict__.update(state_dict)
         self._apply(self.get_lr())
 
@@ -108,9 +122,12 @@ class LRScheduler:
 class LambdaLR(LRScheduler):
     """lr = base_lr · lr_lambda(epoch); one function, or a list with one per param group."""
 
-    def __init__(self, optimizer: Optimizer,
-                 lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+        last_epoch: int = -1,
+    ) -> None:
         n = len(optimizer.param_groups)
         if isinstance(lr_lambda, (list, tuple)):
             if len(lr_lambda) != n:
@@ -126,10 +143,12 @@ class LambdaLR(LRScheduler):
 
 class StepLR(LRScheduler):
     """lr = base_lr · gamma^⌊epoch / step_size⌋: multiply by gamma every step_size steps."""
+
     chainable = True
 
-    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
         if step_size < 1:
             raise ValueError(f"StepLR: step_size must be ≥ 1, got {step_size}")
         self.step_size, self.gamma = int(step_size), gamma
@@ -141,10 +160,16 @@ class StepLR(LRScheduler):
 
 class MultiStepLR(LRScheduler):
     """lr = base_lr · gamma^(number of milestones ≤ epoch)."""
+
     chainable = True
 
-    def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        milestones: Iterable[int],
+        gamma: float = 0.1,
+        last_epoch: int = -1,
+    ) -> None:
         self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
         super().__init__(optimizer, last_epoch)
 
@@ -154,6 +179,7 @@ class MultiStepLR(LRScheduler):
 
 class ExponentialLR(LRScheduler):
     """lr = base_lr · gamma^epoch."""
+
     chainable = True
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
@@ -161,19 +187,28 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
-        return base_lr * self.gamma ** epoch
+        return base_lr * self.gamma**epoch
 
 
 class LinearLR(LRScheduler):
     """lr = base_lr · factor, factor going linearly from start_factor to end_factor over
     total_iters steps and staying at end_factor after."""
+
     chainable = True
 
-    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
-                 end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
         if not (0 < start_factor <= 1 and 0 <= end_factor <= 1):
-            raise ValueError(f"LinearLR: need 0 < start_factor ≤ 1 and 0 ≤ end_factor ≤ 1, got "
-                             f"{start_factor} and {end_factor}")
+            raise ValueError(
+                f"LinearLR: need 0 < start_factor ≤ 1 and 0 ≤ end_factor ≤ 1, got "
+                f"{start_factor} and {end_factor}"
+            )
         self.start_factor, self.end_factor = start_factor, end_factor
         self.total_iters = total_iters
         super().__init__(optimizer, last_epoch)
@@ -186,17 +221,20 @@ class LinearLR(LRScheduler):
 class CosineAnnealingLR(LRScheduler):
     """lr = eta_min + (base_lr − eta_min) · ½(1 + cos(π · epoch / T_max)) (SGDR without
     restarts; torch computes the same numbers step by step)."""
+
     chainable = True
 
-    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
+    ) -> None:
         self.T_max, self.eta_min = T_max, eta_min
         self.floor = eta_min
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
         return self.eta_min + (base_lr - self.eta_min) * 0.5 * (
-            1.0 + math.cos(math.pi * epoch / self.T_max))
+            1.0 + math.cos(math.pi * epoch / self.T_max)
+        )
 
 
 class NoamLR(LRScheduler):
@@ -209,18 +247,24 @@ class NoamLR(LRScheduler):
     is absolute, as in the paper: the optimizer's own lr is not used (give it any value).
     """
 
-    def __init__(self, optimizer: Optimizer, d_model: int, warmup_steps: int = 4000,
-                 scale: float = 1.0, last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        d_model: int,
+        warmup_steps: int = 4000,
+        scale: float = 1.0,
+        last_epoch: int = -1,
+    ) -> None:
         if d_model <= 0 or warmup_steps <= 0:
-            raise ValueError(f"NoamLR: d_model and warmup_steps must be > 0, got {d_model} "
-                             f"and {warmup_steps}")
+            raise ValueError(
+                f"NoamLR: d_model and warmup_steps must be > 0, got {d_model} and {warmup_steps}"
+            )
         self.d_model, self.warmup_steps, self.scale = d_model, warmup_steps, scale
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
         step = epoch + 1
-        return self.scale * self.d_model ** -0.5 * min(step ** -0.5,
-                                                       step * self.warmup_steps ** -1.5)
+        return self.scale * self.d_model**-0.5 * min(step**-0.5, step * self.warmup_steps**-1.5)
 
 
 Noam = NoamLR
@@ -235,11 +279,19 @@ class WarmupCosineLR(LRScheduler):
                          progress = (epoch − warmup_steps) / (total_steps − warmup_steps) ≤ 1
     """
 
-    def __init__(self, optimizer: Optimizer, warmup_steps: int, total_steps: int,
-                 min_lr: float = 0.0, last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        warmup_steps: int,
+        total_steps: int,
+        min_lr: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
         if not 0 <= warmup_steps <= total_steps:
-            raise ValueError(f"WarmupCosineLR: need 0 ≤ warmup_steps ≤ total_steps, got "
-                             f"{warmup_steps} and {total_steps}")
+            raise ValueError(
+                f"WarmupCosineLR: need 0 ≤ warmup_steps ≤ total_steps, got "
+                f"{warmup_steps} and {total_steps}"
+            )
         self.warmup_steps, self.total_steps, self.min_lr = warmup_steps, total_steps, min_lr
         super().__init__(optimizer, last_epoch)
 

@@ -6,6 +6,7 @@ An optimizer holds `param_groups` — a list of dicts, each with its own ``param
 update bumps each parameter's version counter, so a graph that saved the old values refuses
 to backward through them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -29,16 +30,18 @@ class Optimizer:
 
     def __init__(self, params: Params, defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
-        self.state = {}            # Parameter → dict of this parameter's state
+        self.state = {}  # Parameter → dict of this parameter's state
         self.param_groups = []
-        self._scratch = {}         # dtype → a reusable work array (saves one allocation a step)
+        self._scratch = {}  # dtype → a reusable work array (saves one allocation a step)
         if isinstance(params, Tensor):
-            raise TypeError(f"{type(self).__name__}: params must be an iterable of tensors (e.g. "
-                            f"model.parameters()), got a single Tensor of shape {params.shape}")
+            raise TypeError(
+                f"{type(self).__name__}: params must be an iterable of tensors (e.g. "
+                f"model.parameters()), got a single Tensor of shape {params.shape}"
+            )
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
-        if isinstance(groups[0], tuple):         # model.named_parameters(), as torch accepts
+        if isinstance(groups[0], tuple):  # model.named_parameters(), as torch accepts
             groups = [p for _, p in groups]
         if not isinstance(groups[0], dict):
             groups = [{"params": groups}]
@@ -57,18 +60,24 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{name}: params must be Tensors; item {i} is {type(p).__name__}")
             if not p.is_leaf:
-                raise ValueError(f"{name}: cannot optimise a non-leaf tensor (item {i}, shape "
-                                 f"{p.shape}, made by {p.grad_fn.name}); optimise the leaves")
+                raise ValueError(
+                    f"{name}: cannot optimise a non-leaf tensor (item {i}, shape "
+                    f"{p.shape}, made by {p.grad_fn.name}); optimise the leaves"
+                )
             if p.dtype.kind != "f":
                 raise TypeError(f"{name}: cannot optimise a {p.dtype} tensor (item {i})")
             if id(p) in seen:
-                raise ValueError(f"{name}: parameter {p.name or i} appears in more than one "
-                                 f"param group (or twice in one)")
+                raise ValueError(
+                    f"{name}: parameter {p.name or i} appears in more than one "
+                    f"param group (or twice in one)"
+                )
             seen.add(id(p))
         unknown = set(group) - set(self.defaults) - {"params", "initial_lr"}
         if unknown:
-            raise ValueError(f"{name}: unknown setting(s) {sorted(unknown)} in a param group; "
-                             f"known: {sorted(self.defaults)}")
+            raise ValueError(
+                f"{name}: unknown setting(s) {sorted(unknown)} in a param group; "
+                f"known: {sorted(self.defaults)}"
+            )
         full = dict(self.defaults)
         full.update(group)
         full["params"] = params
@@ -104,11 +113,13 @@ class Optimizer:
                         continue
                     grad = p.grad.data
                     if grad.shape != p.shape:
-                        raise ValueError(f"{type(self).__name__}.step: gradient of shape "
-                                         f"{grad.shape} for parameter {p.name or ''} of shape "
-                                         f"{p.shape}")
+                        raise ValueError(
+                            f"{type(self).__name__}.step: gradient of shape "
+                            f"{grad.shape} for parameter {p.name or ''} of shape "
+                            f"{p.shape}"
+                        )
                     self._update(p.data, grad, self.state.setdefault(p, {}), group)
-                    p.bump_version()   # in place: saved copies of p are now stale
+                    p.bump_version()  # in place: saved copies of p are now stale
         return loss
 
     def _update(self, param, grad, state, group):
@@ -120,7 +131,7 @@ class Optimizer:
         buf = self._scratch.get(like.dtype)
         if buf is None or buf.size < like.size:
             buf = self._scratch[like.dtype] = np.empty(like.size, like.dtype)
-        return buf[:like.size].reshape(like.shape)
+        return buf[: like.size].reshape(like.shape)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -136,8 +147,10 @@ class Optimizer:
             ids = []
             for p in group["params"]:
                 if p in self.state and self.state[p]:
-                    state[index] = {k: (v.copy() if isinstance(v, np.ndarray) else v)
-                                    for k, v in self.state[p].items()}
+                    state[index] = {
+                        k: (v.copy() if isinstance(v, np.ndarray) else v)
+                        for k, v in self.state[p].items()
+                    }
                 ids.append(index)
                 index += 1
             g = {k: v for k, v in group.items() if k != "params"}
@@ -155,20 +168,28 @@ class Optimizer:
         try:
             saved_groups, saved_state = state_dict["param_groups"], state_dict["state"]
         except (TypeError, KeyError):
-            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
-                             f"'param_groups' (from optimizer.state_dict())") from None
+            raise ValueError(
+                f"{name}.load_state_dict: expected a dict with 'state' and "
+                f"'param_groups' (from optimizer.state_dict())"
+            ) from None
         if len(saved_groups) != len(self.param_groups):
-            raise ValueError(f"{name}.load_state_dict: the checkpoint has {len(saved_groups)} "
-                             f"param group(s), this optimizer has {len(self.param_groups)}")
+            raise ValueError(
+                f"{name}.load_state_dict: the checkpoint has {len(saved_groups)} "
+                f"param group(s), this optimizer has {len(self.param_groups)}"
+            )
         params, problems = [], []
         for gi, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
             if len(saved["params"]) != len(group["params"]):
-                problems.append(f"group {gi}: checkpoint has {len(saved['params'])} parameters, "
-                                f"optimizer has {len(group['params'])}")
+                problems.append(
+                    f"group {gi}: checkpoint has {len(saved['params'])} parameters, "
+                    f"optimizer has {len(group['params'])}"
+                )
             keys, expected = set(saved) - {"params"}, set(self.defaults)
             if not expected <= keys:
-                problems.append(f"group {gi}: settings {sorted(expected - keys)} are missing "
-                                f"(was the checkpoint saved from another optimizer?)")
+                problems.append(
+                    f"group {gi}: settings {sorted(expected - keys)} are missing "
+                    f"(was the checkpoint saved from another optimizer?)"
+                )
             params.extend(zip(saved["params"], group["params"]))
         index_to_param = dict(params)
         for idx, st in saved_state.items():
@@ -178,11 +199,14 @@ class Optimizer:
                 continue
             for k, v in st.items():
                 if isinstance(v, (np.ndarray, Tensor)) and np.shape(v) != p.shape:
-                    problems.append(f"state {k!r} of parameter {idx} ({p.name or 'unnamed'}): "
-                                    f"checkpoint {np.shape(v)} vs parameter {p.shape}")
+                    problems.append(
+                        f"state {k!r} of parameter {idx} ({p.name or 'unnamed'}): "
+                        f"checkpoint {np.shape(v)} vs parameter {p.shape}"
+                    )
         if problems:
-            raise ValueError(f"{name}.load_state_dict failed; nothing was changed:\n  "
-                             + "\n  ".join(problems))
+            raise ValueError(
+                f"{name}.load_state_dict failed; nothing was changed:\n  " + "\n  ".join(problems)
+            )
         for saved, group in zip(saved_groups, self.param_groups):
             group.update({k: v for k, v in saved.items() if k != "params"})
         self.state = {}
@@ -204,8 +228,9 @@ def check_torch_flags(name: str, differentiable: bool) -> None:
     """torch's implementation switches (foreach, fused, capturable) change nothing here;
     differentiable=True (autograd through the step) is refused rather than ignored."""
     if differentiable:
-        raise NotImplementedError(f"{name}: differentiable=True is not supported (the update "
-                                  f"runs outside the graph)")
+        raise NotImplementedError(
+            f"{name}: differentiable=True is not supported (the update runs outside the graph)"
+        )
 
 
 def _restore(value, param):

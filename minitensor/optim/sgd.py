@@ -1,4 +1,5 @@
 """Stochastic gradient descent, with momentum, Nesterov momentum and weight decay."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,20 +15,40 @@ class SGD(Optimizer):
     nesterov=True. Same numbers as torch.optim.SGD.
     """
 
-    def __init__(self, params: Params, lr: float = 1e-3, momentum: float = 0.0,
-                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
-                 maximize: bool = False, foreach: bool | None = None,
-                 differentiable: bool = False, fused: bool | None = None) -> None:
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
         check_torch_flags("SGD", differentiable)
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov,
-                                      maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                dampening=dampening,
+                weight_decay=weight_decay,
+                nesterov=nesterov,
+                maximize=maximize,
+            ),
+        )
 
     def _check_settings(self, group):
         super()._check_settings(group)
         if group["momentum"] < 0 or group["weight_decay"] < 0:
-            raise ValueError(f"SGD: momentum and weight_decay must be ≥ 0, got "
-                             f"{group['momentum']} and {group['weight_decay']}")
+            raise ValueError(
+                f"SGD: momentum and weight_decay must be ≥ 0, got "
+                f"{group['momentum']} and {group['weight_decay']}"
+            )
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0")
 

@@ -11,10 +11,18 @@
 The step-through itself is `loss.backward_steps()` (in `minitensor.autograd`), and anomaly
 mode is `mt.autograd.detect_anomaly()`; `demos/step_backward.py` puts them together.
 """
+
 from ._labels import describe_node, op_label
 from ._source import describe_source
-from .graph import (DEFAULT_MAX_NODES, INSTALL_HINT, Graph, GraphvizNotFound, count_boxes,
-                    draw_graph, scope_units)
+from .graph import (
+    DEFAULT_MAX_NODES,
+    INSTALL_HINT,
+    Graph,
+    GraphvizNotFound,
+    count_boxes,
+    draw_graph,
+    scope_units,
+)
 from .step import describe_step, step_graph, step_mimebundle, step_svg
 from .trace import TraceRecord, trace
 from .. import autograd as _autograd
@@ -23,6 +31,21 @@ from .. import autograd as _autograd
 # viewer (data flows one way), so the viewer registers its drawing with the core.
 _autograd.BackwardStep._display_hook = step_mimebundle
 
-__all__ = ["draw_graph", "trace", "TraceRecord", "Graph", "GraphvizNotFound", "count_boxes",
-           "scope_units", "DEFAULT_MAX_NODES", "INSTALL_HINT", "describe_step", "step_graph",
-           "step_svg", "step_mimebundle", "describe_source", "describe_node", "op_label"]
+__all__ = [
+    "draw_graph",
+    "trace",
+    "TraceRecord",
+    "Graph",
+    "GraphvizNotFound",
+    "count_boxes",
+    "scope_units",
+    "DEFAULT_MAX_NODES",
+    "INSTALL_HINT",
+    "describe_step",
+    "step_graph",
+    "step_svg",
+    "step_mimebundle",
+    "describe_source",
+    "describe_node",
+    "op_label",
+]

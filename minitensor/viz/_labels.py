@@ -5,6 +5,7 @@ parameter. Shown as ``permute (64, 32)`` it is an anonymous reshuffle; shown as
 ``w_q.weightᵀ (64, 32)`` it is what the layer's formula says, xWᵀ. The graph viewer, the trace
 and the step-through all name such nodes with `op_label`.
 """
+
 from ..nn.module import Parameter
 
 TRANSPOSE = "ᵀ"
@@ -41,6 +42,7 @@ def describe_node(node):
     """'`matmul` in encoder.layers.0.self_attn (created at model.py:42)', with a parameter's
     transpose named as such and a notebook line as 'cell [3], line 5'."""
     from ._source import describe_source
+
     text = f"`{node_label(node)}`"
     if node.scope:
         text += f" in {node.scope}"

@@ -20,6 +20,7 @@ How the pieces fit: `_collect` reads the graph into `_Item`s (one per op node or
 and edges; `_Layout` decides which box each item lands in for a given depth; `_draw` writes the
 DOT. Items are never copied or changed: the viewer only reads the graph.
 """
+
 import re
 from collections import defaultdict
 
@@ -37,15 +38,23 @@ from ._labels import TRANSPOSE, describe_node, node_label
 # depth 3 (every op inside attention) is over 120, taller than any screen.
 DEFAULT_MAX_NODES = 60
 
-INSTALL_HINT = ("Graphviz's `dot` program is needed to render the graph but was not found on PATH. "
-                "Install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` "
-                "(macOS), `conda install graphviz`, or from https://graphviz.org/download/ . "
-                "Without it the graph is still available as DOT text: graph.source")
+INSTALL_HINT = (
+    "Graphviz's `dot` program is needed to render the graph but was not found on PATH. "
+    "Install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` "
+    "(macOS), `conda install graphviz`, or from https://graphviz.org/download/ . "
+    "Without it the graph is still available as DOT text: graph.source"
+)
 
 # Colours (named X11 colours, so the DOT stays readable).
 _COLOURS = {
-    "op": "white", "param": "lightblue", "input": "lightyellow", "group": "lavender",
-    "fold": "thistle", "bad": "#ff8a80", "current": "orange", "known": "palegreen",
+    "op": "white",
+    "param": "lightblue",
+    "input": "lightyellow",
+    "group": "lavender",
+    "fold": "thistle",
+    "bad": "#ff8a80",
+    "current": "orange",
+    "known": "palegreen",
     "partly_known": "#e3f7dc",
 }
 
@@ -75,6 +84,7 @@ class Graph(graphviz.Digraph):
 
 # ============================================================================ reading the graph
 
+
 def scope_units(scope):
     """Split a module path into the units drawn as clusters: an index joins its list's name.
 
@@ -94,20 +104,20 @@ class _Item:
     """One thing that can be drawn as a box: an op node (a Context) or a leaf tensor."""
 
     def __init__(self, key, kind, units, shape, dtype):
-        self.key = key            # ("op", id(node)) or ("leaf", id(tensor))
-        self.kind = kind          # "op", "param" or "input"
-        self.units = units        # scope units of the cluster it belongs to
+        self.key = key  # ("op", id(node)) or ("leaf", id(tensor))
+        self.kind = kind  # "op", "param" or "input"
+        self.units = units  # scope units of the cluster it belongs to
         self.shape = tuple(shape)
         self.dtype = dtype
-        self.node = None          # the Context, for ops
-        self.tensor = None        # the output tensor when reachable (values), the leaf itself
-        self.title = ""           # op name, or the leaf's name
-        self.suffix = ""          # a view folded into a parameter, e.g. 'ᵀ'
-        self.param = None         # for such a view: the parameter itself
+        self.node = None  # the Context, for ops
+        self.tensor = None  # the output tensor when reachable (values), the leaf itself
+        self.title = ""  # op name, or the leaf's name
+        self.suffix = ""  # a view folded into a parameter, e.g. 'ᵀ'
+        self.param = None  # for such a view: the parameter itself
 
     def signature(self, depth):
         """What must match for two repeated modules to count as identical."""
-        named = self.kind == "param" or self.title.endswith(TRANSPOSE)   # a dotted name
+        named = self.kind == "param" or self.title.endswith(TRANSPOSE)  # a dotted name
         title = self.title.rsplit(".", 1)[-1] if named else self.title
         return (self.units[depth:], self.kind, title, self.suffix, self.shape, str(self.dtype))
 
@@ -166,8 +176,8 @@ def _collect(outputs, model):
     module types."""
     roots = [t if isinstance(t, Context) else t.grad_fn for t in outputs]
     roots = [r for r in roots if r is not None]
-    nodes = topological_order(*roots)[::-1]     # forward order: inputs before users
-    out_tensor = {}                          # id(node) -> its output Tensor, where reachable
+    nodes = topological_order(*roots)[::-1]  # forward order: inputs before users
+    out_tensor = {}  # id(node) -> its output Tensor, where reachable
     leaves = {}
     for node in nodes:
         for t in node.inputs:
@@ -285,7 +295,7 @@ class _Layout:
                 if self.depth is not None and i > self.depth + 1:
                     break
                 signatures[it.units[:i]].append(it.signature(i))
-        families = defaultdict(list)        # (parent units, list name) -> [(index, units)]
+        families = defaultdict(list)  # (parent units, list name) -> [(index, units)]
         for units in signatures:
             m = _INDEXED.match(units[-1])
             if m:
@@ -304,17 +314,25 @@ class _Layout:
         return folds
 
     def _same(self, a, b, signatures):
-        return (self.types.get(".".join(a)) == self.types.get(".".join(b))
-                and sorted(signatures[a], key=repr) == sorted(signatures[b], key=repr))
+        return self.types.get(".".join(a)) == self.types.get(".".join(b)) and sorted(
+            signatures[a], key=repr
+        ) == sorted(signatures[b], key=repr)
 
     def _fold_run(self, run, parent, stem, folds):
         if len(run) < 2:
             return
         collapsed = self.depth is not None and len(parent) + 1 > self.depth
-        kept = [] if collapsed else run[:1]         # shown in detail, the model for the rest
-        folded = run[len(kept):]
-        box = ("fold", parent, stem, folded[0][0], folded[-1][0], kept[0][1] if kept else None,
-               len(folded))
+        kept = [] if collapsed else run[:1]  # shown in detail, the model for the rest
+        folded = run[len(kept) :]
+        box = (
+            "fold",
+            parent,
+            stem,
+            folded[0][0],
+            folded[-1][0],
+            kept[0][1] if kept else None,
+            len(folded),
+        )
         for _, units in folded:
             folds[units] = box
 
@@ -323,6 +341,7 @@ class _Layout:
 
 
 # ============================================================================ drawing
+
 
 def _fmt(x):
     return f"{x:.3g}"
@@ -375,7 +394,7 @@ class _Highlight:
 
     def known(self, it, consumers):
         """Is the gradient of this item's output known? A leaf's, once all its users ran."""
-        if it.kind == "op" or it.param is not None:     # a node of the graph (W.T is one)
+        if it.kind == "op" or it.param is not None:  # a node of the graph (W.T is one)
             return it.key in self.done
         if not it.tensor.requires_grad:
             return False
@@ -383,8 +402,17 @@ class _Highlight:
         return bool(users) and all(u in self.done for u in users)
 
 
-def draw_graph(*outputs, depth=None, show_grad=False, show_values=False, highlight=None,
-               max_nodes=DEFAULT_MAX_NODES, model=None, fold=True, title=None):
+def draw_graph(
+    *outputs,
+    depth=None,
+    show_grad=False,
+    show_values=False,
+    highlight=None,
+    max_nodes=DEFAULT_MAX_NODES,
+    model=None,
+    fold=True,
+    title=None,
+):
     """Draw the computation graph that produced `outputs` (Tensors, or graph nodes such as
     ``loss.grad_fn`` or a backward step's ``step.node``) as a graphviz.Digraph.
 
@@ -408,8 +436,10 @@ def draw_graph(*outputs, depth=None, show_grad=False, show_values=False, highlig
         raise TypeError("draw_graph: give at least one output tensor, e.g. draw_graph(loss)")
     for i, t in enumerate(outputs):
         if not isinstance(t, (Tensor, Context)):
-            raise TypeError(f"draw_graph: output {i} is a {type(t).__name__}, not a Tensor "
-                            f"(or a graph node such as loss.grad_fn)")
+            raise TypeError(
+                f"draw_graph: output {i} is a {type(t).__name__}, not a Tensor "
+                f"(or a graph node such as loss.grad_fn)"
+            )
     if depth is not None and (not isinstance(depth, int) or depth < 0):
         raise ValueError(f"draw_graph: depth must be None or an int >= 0, got {depth!r}")
     if max_nodes is not None and max_nodes < 1:
@@ -429,15 +459,19 @@ def _choose_layout(items, edges, types, depth, fold, max_nodes):
     deepest = max((len(it.units) for it in items.values()), default=0)
     start = deepest - 1 if depth is None else min(depth, deepest) - 1
     if start < 0:
-        return layout, (f"{full} boxes, over max_nodes={max_nodes}, and no module scope left to "
-                        f"collapse (ops grouped in modules or `with mt.scope(name):` can be)")
+        return layout, (
+            f"{full} boxes, over max_nodes={max_nodes}, and no module scope left to "
+            f"collapse (ops grouped in modules or `with mt.scope(name):` can be)"
+        )
     for d in range(start, -1, -1):
         layout = _Layout(items, edges, types, d, fold)
         if layout.count() <= max_nodes:
             break
     asked = "all ops" if depth is None else f"depth={depth}"
-    note = (f"collapsed automatically to depth={layout.depth}: {asked} would draw {full} boxes, "
-            f"over max_nodes={max_nodes} (pass depth= or a larger max_nodes= to see more)")
+    note = (
+        f"collapsed automatically to depth={layout.depth}: {asked} would draw {full} boxes, "
+        f"over max_nodes={max_nodes} (pass depth= or a larger max_nodes= to see more)"
+    )
     if layout.count() > max_nodes:
         note += f"; still {layout.count()} boxes at depth 0"
     return layout, note
@@ -445,7 +479,7 @@ def _choose_layout(items, edges, types, depth, fold, max_nodes):
 
 def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
     items = layout.items
-    members = defaultdict(list)                      # box -> items drawn in it
+    members = defaultdict(list)  # box -> items drawn in it
     for key, box in layout.box_of.items():
         members[box].append(items[key])
     consumers = defaultdict(list)
@@ -471,7 +505,7 @@ def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
         crossing_out[layout.box_of[k]].setdefault(k, items[k].shape)
 
     ids = {box: f"n{i}" for i, box in enumerate(layout.boxes)}
-    clusters = defaultdict(list)                    # cluster units -> boxes directly inside
+    clusters = defaultdict(list)  # cluster units -> boxes directly inside
     for box in layout.boxes:
         clusters[_cluster_of(box, items)].append(box)
 
@@ -479,8 +513,9 @@ def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
         its = members[box]
         if box[0] in ("op", "leaf"):
             return _item_attrs(its[0], hl, consumers, show_grad, show_values)
-        return _module_attrs(box, its, layout.types, crossing_in[box], crossing_out[box], hl,
-                             consumers)
+        return _module_attrs(
+            box, its, layout.types, crossing_in[box], crossing_out[box], hl, consumers
+        )
 
     _emit_clusters(g, clusters, ids, attrs_for, layout.types)
     for (bs, bd), shape in box_edges.items():
@@ -494,8 +529,10 @@ def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
         lines.append(note)
     if hl is not None:
         s = hl.step
-        lines.append(f"backward step {s.index + 1}/{s.total}: {describe_node(s.node)} — "
-                     f"orange: this node, green: gradient known")
+        lines.append(
+            f"backward step {s.index + 1}/{s.total}: {describe_node(s.node)} — "
+            f"orange: this node, green: gradient known"
+        )
     g.attr(label=_escape("\n".join(lines)), labelloc="t", labeljust="l")
     return g
 
@@ -527,14 +564,20 @@ def _emit_clusters(g, clusters, ids, attrs_for, types):
         for child in children[units]:
             path = ".".join(child)
             name = "cluster_" + re.sub(r"\W", "_", path)
-            while name in used:             # 'my block' and 'my_block' are two clusters
+            while name in used:  # 'my block' and 'my_block' are two clusters
                 name += "_"
             used.add(name)
             with graph.subgraph(name=name) as sub:
                 kind = types.get(path)
                 label = child[-1] + (f" · {kind}" if kind else "")
-                sub.attr(label=label, tooltip=path, style="rounded,dashed", color="gray50",
-                         fontsize="10", labeljust="l")
+                sub.attr(
+                    label=label,
+                    tooltip=path,
+                    style="rounded,dashed",
+                    color="gray50",
+                    fontsize="10",
+                    labeljust="l",
+                )
                 emit(sub, child)
 
     emit(g, ())
@@ -546,7 +589,7 @@ def _item_attrs(it, hl, consumers, show_grad, show_values):
     if show_values and _stats_text(value):
         lines.append(_stats_text(value))
     if hl is not None and not hl.known(it, consumers) and it.key != hl.current:
-        grad = None         # .grad may still hold the last full backward's: not known yet here
+        grad = None  # .grad may still hold the last full backward's: not known yet here
     wants_grad = it.kind == "op" or (it.param if it.param is not None else it.tensor).requires_grad
     if show_grad and wants_grad:
         lines.append(_grad_text(grad))
@@ -590,10 +633,15 @@ def _module_attrs(box, its, types, ins, outs, hl, consumers):
             head.append(f"(same as {'.'.join(kept)})")
     if any(it.kind == "op" and it.param is None for it in its):
         lines = head + [_io_text("in", ins), _io_text("out", outs)]
-    else:       # only parameters (used by an op outside, e.g. a fused QKV projection)
-        lines = head + [", ".join(f"{it.title.rsplit('.', 1)[-1]}{it.suffix} "
-                                  f"{_shape_text(it.shape)}" for it in its)]
-    bad = next((b for b in (_nonfinite(it.value()) or _nonfinite(it.grad()) for it in its) if b), "")
+    else:  # only parameters (used by an op outside, e.g. a fused QKV projection)
+        lines = head + [
+            ", ".join(
+                f"{it.title.rsplit('.', 1)[-1]}{it.suffix} {_shape_text(it.shape)}" for it in its
+            )
+        ]
+    bad = next(
+        (b for b in (_nonfinite(it.value()) or _nonfinite(it.grad()) for it in its) if b), ""
+    )
     if bad:
         lines.append(f"⚠ {bad} inside")
     fill, attrs = _COLOURS[box[0]], {"shape": "box3d", "style": "filled"}
@@ -628,5 +676,12 @@ def count_boxes(graph):
     return len(re.findall(r"^\s*n\d+ \[", graph.source, flags=re.M))
 
 
-__all__ = ["draw_graph", "Graph", "GraphvizNotFound", "count_boxes", "scope_units", "INSTALL_HINT",
-           "DEFAULT_MAX_NODES"]
+__all__ = [
+    "draw_graph",
+    "Graph",
+    "GraphvizNotFound",
+    "count_boxes",
+    "scope_units",
+    "INSTALL_HINT",
+    "DEFAULT_MAX_NODES",
+]

@@ -7,6 +7,7 @@ every node whose gradient is known in green; `step_mimebundle(step)` gives both 
 that a step evaluated in a notebook cell draws itself (text only when Graphviz's `dot` is
 missing).
 """
+
 import numpy as np
 
 from ._labels import TRANSPOSE, node_label
@@ -19,8 +20,14 @@ STEP_MAX_NODES = 60
 
 
 def _array_text(a, indent="      "):
-    text = np.array2string(np.asarray(a), precision=3, suppress_small=True, max_line_width=100,
-                           threshold=64, edgeitems=3)
+    text = np.array2string(
+        np.asarray(a),
+        precision=3,
+        suppress_small=True,
+        max_line_width=100,
+        threshold=64,
+        edgeitems=3,
+    )
     return indent + text.replace("\n", "\n" + indent)
 
 
@@ -36,13 +43,17 @@ def describe_step(step):
     where = node.scope or "(top level)"
     label = node_label(node, full=False)
     what = f"`{label}`"
-    if label.endswith(TRANSPOSE):       # nn.Linear's x Wᵀ: say whose weight, not 'permute'
+    if label.endswith(TRANSPOSE):  # nn.Linear's x Wᵀ: say whose weight, not 'permute'
         what += f" ({node_label(node)[:-1]}, transposed)"
-    lines = [f"── step {step.index + 1}/{step.total}: {what} in {where} "
-             f"-> output {tuple(node.out_shape)}"]
+    lines = [
+        f"── step {step.index + 1}/{step.total}: {what} in {where} "
+        f"-> output {tuple(node.out_shape)}"
+    ]
     if node.source:
-        lines.append(f"   created at {describe_source(*node.source[:2])}: "
-                     f"{node.source_line().split('  #')[0]}")
+        lines.append(
+            f"   created at {describe_source(*node.source[:2])}: "
+            f"{node.source_line().split('  #')[0]}"
+        )
     lines.append(f"   gradient arriving at its output, shape {step.grad_output.shape}:")
     lines.append(_array_text(step.grad_output))
     for i, (t, g) in enumerate(zip(node.inputs, step.grad_inputs)):
@@ -85,8 +96,9 @@ def step_svg(step, *outputs, **options):
 def step_mimebundle(step, include=None, exclude=None):
     """What Jupyter shows for a step: the highlighted graph (SVG) and `describe_step` as text."""
     bundle = {"text/plain": describe_step(step)}
-    wanted = (include is None or "image/svg+xml" in include) and \
-        not (exclude and "image/svg+xml" in exclude)
+    wanted = (include is None or "image/svg+xml" in include) and not (
+        exclude and "image/svg+xml" in exclude
+    )
     svg = step_svg(step) if wanted else None
     if svg is not None:
         bundle["image/svg+xml"] = svg

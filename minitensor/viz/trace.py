@@ -11,6 +11,7 @@ Filter by module scope (``trace(scope="decoder.layers.0")``) to keep it short. T
 kept too (``with trace() as t: …; t.records``), for notebooks and tests. Built on
 `mt.autograd.register_forward_hook`, so it sees exactly the ops the graph records.
 """
+
 import sys
 
 import numpy as np
@@ -19,19 +20,19 @@ from .. import autograd
 from ..scope import current_scope
 from ._labels import op_label
 
-SATURATION = 0.99     # a softmax row whose largest weight exceeds this is all but one-hot
-                      # (rows with one unmasked key are not counted: they are one-hot by design)
+SATURATION = 0.99  # a softmax row whose largest weight exceeds this is all but one-hot
+# (rows with one unmasked key are not counted: they are one-hot by design)
 
 
 class TraceRecord:
     """One op as it ran: where, what, shapes, value range and warnings."""
 
     def __init__(self, scope, op, input_shapes, output_shape, dtype, stats, marks, source):
-        self.scope, self.op = scope, op   # op: its name, or 'weightᵀ' for a parameter's transpose
+        self.scope, self.op = scope, op  # op: its name, or 'weightᵀ' for a parameter's transpose
         self.input_shapes, self.output_shape, self.dtype = input_shapes, output_shape, dtype
-        self.stats = stats          # (min, max, mean) over finite values, or None
-        self.marks = marks          # list of warnings: 'NaN', 'Inf', 'saturated: …', …
-        self.source = source        # (filename, lineno, function) of the user's line, or None
+        self.stats = stats  # (min, max, mean) over finite values, or None
+        self.marks = marks  # list of warnings: 'NaN', 'Inf', 'saturated: …', …
+        self.source = source  # (filename, lineno, function) of the user's line, or None
 
     def line(self):
         scope = self.scope or "(top)"
@@ -53,7 +54,7 @@ class TraceRecord:
 def _shape_str(shape):
     if isinstance(shape, tuple):
         return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
-    return str(shape)           # a scalar argument, shown by value
+    return str(shape)  # a scalar argument, shown by value
 
 
 def _input_shapes(arrays):
@@ -125,9 +126,16 @@ class trace:
         # a Linear's weight.T reads 'weightᵀ' (the scope column names the layer); under no_grad
         # the node is not recorded, its inputs are unknown and it stays 'permute'
         label = op_label(op, ctx.inputs, full=False) if recorded else op
-        rec = TraceRecord(scope, label, _input_shapes(arrays), tuple(out.shape), out.dtype.name,
-                          _stats(out), _marks(op, out, self.saturation),
-                          ctx.source if recorded else None)
+        rec = TraceRecord(
+            scope,
+            label,
+            _input_shapes(arrays),
+            tuple(out.shape),
+            out.dtype.name,
+            _stats(out),
+            _marks(op, out, self.saturation),
+            ctx.source if recorded else None,
+        )
         self.records.append(rec)
         if not self.quiet:
             print(rec.line(), file=self.file or sys.stdout)

@@ -8,6 +8,7 @@ Each task owns a character tokenizer and turns numbers or strings into padded id
 ``src`` (B, L_src) and ``tgt`` (B, L_tgt) where every target row ends in ``<eos>``.
 `transformer.training.shift_right` makes the decoder input from ``tgt``.
 """
+
 from .addition import AdditionTask
 from .copy import CopyTask, ReverseTask
 

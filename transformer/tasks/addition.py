@@ -17,6 +17,7 @@ normal order.
 The held-out problems are drawn once from their own seed and are never used for training:
 `sample` redraws any pair that belongs to them.
 """
+
 import numpy as np
 
 from ..tokenizer import CharTokenizer
@@ -35,17 +36,21 @@ class AdditionTask:
         self.digits = digits
         self.reverse_answer = reverse_answer
         self.tokenizer = CharTokenizer("0123456789+")
-        self.high = 10 ** digits                  # operands are in [0, high)
-        self.src_len = 2 * digits + 1             # "123+456"
-        self.answer_len = digits + 1              # "0579": the sum has at most digits + 1 digits
-        self.tgt_len = self.answer_len + 1        # ... plus <eos>
+        self.high = 10**digits  # operands are in [0, high)
+        self.src_len = 2 * digits + 1  # "123+456"
+        self.answer_len = digits + 1  # "0579": the sum has at most digits + 1 digits
+        self.tgt_len = self.answer_len + 1  # ... plus <eos>
         n_pairs = self.high * self.high
-        if heldout_size is None:                  # 1,000 problems, or a tenth of them all if fewer
+        if heldout_size is None:  # 1,000 problems, or a tenth of them all if fewer
             heldout_size = min(1000, n_pairs // 10)
         if heldout_size > n_pairs // 2:
-            raise ValueError(f"AdditionTask: heldout_size {heldout_size} leaves too few of the "
-                             f"{n_pairs} {digits}-digit problems to train on")
-        self._heldout_keys = self._draw_unique_keys(heldout_size, np.random.default_rng(heldout_seed))
+            raise ValueError(
+                f"AdditionTask: heldout_size {heldout_size} leaves too few of the "
+                f"{n_pairs} {digits}-digit problems to train on"
+            )
+        self._heldout_keys = self._draw_unique_keys(
+            heldout_size, np.random.default_rng(heldout_seed)
+        )
         self.heldout_a, self.heldout_b = np.divmod(self._heldout_keys, self.high)
 
     # ------------------------------------------------------------------ problems
@@ -69,7 +74,7 @@ class AdditionTask:
         a = rng.integers(0, self.high, size=n)
         b = rng.integers(0, self.high, size=n)
         bad = self.is_heldout(a, b)
-        while bad.any():           # rare: 1,000 held-out of 1,000,000 pairs at 3 digits
+        while bad.any():  # rare: 1,000 held-out of 1,000,000 pairs at 3 digits
             a[bad] = rng.integers(0, self.high, size=int(bad.sum()))
             b[bad] = rng.integers(0, self.high, size=int(bad.sum()))
             bad = self.is_heldout(a, b)

@@ -18,6 +18,7 @@ The call goes through a small @intrinsic that turns the integer address into a f
 pointer: numba's own ctypes support would bake the address into the compiled code, which then
 could not be cached on disk (the library loads at another address in the next process).
 """
+
 import ctypes
 import glob
 import os
@@ -27,16 +28,18 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112        # the CBLAS enum values
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enum values
 
 
 def _find_openblas():
     """numpy's bundled OpenBLAS, or None. Its wheels ship it in numpy.libs/ (Linux, Windows),
     numpy/.dylibs/ (macOS on Intel) or numpy/.libs/; numpy on Apple silicon uses Accelerate."""
     numpy_dir = os.path.dirname(np.__file__)
-    patterns = [os.path.join(numpy_dir, "..", "numpy.libs", "*openblas*"),
-                os.path.join(numpy_dir, ".dylibs", "*openblas*"),
-                os.path.join(numpy_dir, ".libs", "*openblas*")]
+    patterns = [
+        os.path.join(numpy_dir, "..", "numpy.libs", "*openblas*"),
+        os.path.join(numpy_dir, ".dylibs", "*openblas*"),
+        os.path.join(numpy_dir, ".libs", "*openblas*"),
+    ]
     for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
         try:
             return ctypes.CDLL(path)
@@ -69,23 +72,56 @@ def gemm(typingctx, address, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, b
     if not isinstance(alpha, types.Float) or beta != alpha:
         return None
     int64 = types.int64
-    signature = types.void(int64, int64, int64, int64, int64, int64, alpha, int64, int64,
-                           int64, int64, beta, int64, int64)
+    signature = types.void(
+        int64,
+        int64,
+        int64,
+        int64,
+        int64,
+        int64,
+        alpha,
+        int64,
+        int64,
+        int64,
+        int64,
+        beta,
+        int64,
+        int64,
+    )
 
     def codegen(context, builder, sig, args):
         i32, i64 = ir.IntType(32), ir.IntType(64)
         real = context.get_value_type(alpha)
         pointer = ir.IntType(8).as_pointer()
-        function_type = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real,
-                                                        pointer, i64, pointer, i64, real,
-                                                        pointer, i64])
-        (address_, trans_a_, trans_b_, m_, n_, k_, alpha_, a_, lda_, b_, ldb_, beta_, c_,
-         ldc_) = args
+        function_type = ir.FunctionType(
+            ir.VoidType(),
+            [i32, i32, i32, i64, i64, i64, real, pointer, i64, pointer, i64, real, pointer, i64],
+        )
+        (address_, trans_a_, trans_b_, m_, n_, k_, alpha_, a_, lda_, b_, ldb_, beta_, c_, ldc_) = (
+            args
+        )
         function = builder.inttoptr(address_, function_type.as_pointer())
-        as_int = lambda value: builder.trunc(value, i32)           # noqa: E731
+        as_int = lambda value: builder.trunc(value, i32)  # noqa: E731
         as_pointer = lambda value: builder.inttoptr(value, pointer)  # noqa: E731
-        builder.call(function, [ir.Constant(i32, ROW_MAJOR), as_int(trans_a_), as_int(trans_b_),
-                                m_, n_, k_, alpha_, as_pointer(a_), lda_, as_pointer(b_), ldb_,
-                                beta_, as_pointer(c_), ldc_])
+        builder.call(
+            function,
+            [
+                ir.Constant(i32, ROW_MAJOR),
+                as_int(trans_a_),
+                as_int(trans_b_),
+                m_,
+                n_,
+                k_,
+                alpha_,
+                as_pointer(a_),
+                lda_,
+                as_pointer(b_),
+                ldb_,
+                beta_,
+                as_pointer(c_),
+                ldc_,
+            ],
+        )
         return context.get_dummy_value()
+
     return signature, codegen

@@ -33,6 +33,7 @@ the product's time.
 
 The numpy twin is np.matmul (see matmul.py); tests/test_kernels.py compares them.
 """
+
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
@@ -48,6 +49,7 @@ _i1, _i32, _i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
 # ---- small IR helpers ------------------------------------------------------------------------
 
+
 def _const(value):
     """A 64-bit integer constant."""
     return ir.Constant(_i64, value)
@@ -57,8 +59,9 @@ def _splat(builder, value, lanes):
     """A vector of `lanes` copies of a scalar (insert it in lane 0, then shuffle lane 0 out)."""
     vector = ir.VectorType(value.type, lanes)
     first = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(_i32, 0))
-    return builder.shuffle_vector(first, ir.Constant(vector, ir.Undefined),
-                                  ir.Constant(ir.VectorType(_i32, lanes), None))
+    return builder.shuffle_vector(
+        first, ir.Constant(vector, ir.Undefined), ir.Constant(ir.VectorType(_i32, lanes), None)
+    )
 
 
 def _lanes_below(builder, count, lanes, first=0):
@@ -88,23 +91,29 @@ class _VectorOps:
         self.vector = ir.VectorType(real, lanes)
         self.align = ir.Constant(_i32, like.bitwidth // 8)
         mask = ir.VectorType(_i1, lanes)
-        name = f"v{lanes}f{like.bitwidth}"                    # v16f32, v8f64, ...
+        name = f"v{lanes}f{like.bitwidth}"  # v16f32, v8f64, ...
         pointer = self.vector.as_pointer()
         declare = lambda ty, fn: cgutils.get_or_insert_function(builder.module, ty, fn)  # noqa: E731
-        self._load = declare(ir.FunctionType(self.vector, [pointer, _i32, mask, self.vector]),
-                             f"llvm.masked.load.{name}.p0")
-        self._store = declare(ir.FunctionType(ir.VoidType(), [self.vector, pointer, _i32, mask]),
-                              f"llvm.masked.store.{name}.p0")
+        self._load = declare(
+            ir.FunctionType(self.vector, [pointer, _i32, mask, self.vector]),
+            f"llvm.masked.load.{name}.p0",
+        )
+        self._store = declare(
+            ir.FunctionType(ir.VoidType(), [self.vector, pointer, _i32, mask]),
+            f"llvm.masked.store.{name}.p0",
+        )
         self._fma = declare(ir.FunctionType(self.vector, [self.vector] * 3), f"llvm.fma.{name}")
 
     def load(self, address, mask):
         zeros = ir.Constant(self.vector, None)
-        return self.builder.call(self._load, [_pointer(self.builder, address, self.vector),
-                                              self.align, mask, zeros])
+        return self.builder.call(
+            self._load, [_pointer(self.builder, address, self.vector), self.align, mask, zeros]
+        )
 
     def store(self, value, address, mask):
-        self.builder.call(self._store, [value, _pointer(self.builder, address, self.vector),
-                                        self.align, mask])
+        self.builder.call(
+            self._store, [value, _pointer(self.builder, address, self.vector), self.align, mask]
+        )
 
     def fma(self, a, b, c):
         """a·b + c, lane by lane, rounded once."""
@@ -112,6 +121,7 @@ class _VectorOps:
 
 
 # ---- the tile ----------------------------------------------------------------------------------
+
 
 def tile_kernel(rows, vectors):
     """An intrinsic computing one tile C = A · B of at most `rows` × `vectors`·W entries:
@@ -139,18 +149,26 @@ def tile_kernel(rows, vectors):
             lanes = VECTOR_BYTES // itemsize
             ops = _VectorOps(builder, like, lanes)
             # strides in bytes
-            a_row, a_col, b_row, c_row = (builder.mul(stride, _const(itemsize))
-                                          for stride in (a_row, a_col, b_row, c_row))
+            a_row, a_col, b_row, c_row = (
+                builder.mul(stride, _const(itemsize)) for stride in (a_row, a_col, b_row, c_row)
+            )
             # vector v covers columns v·lanes ... v·lanes + lanes − 1: which of them are real
             masks = [_lanes_below(builder, n_cols, lanes, first=v * lanes) for v in range(vectors)]
             column_offsets = [_const(v * lanes * itemsize) for v in range(vectors)]
             # rows past n_rows read the last real row again (in bounds) and are not stored
             last_row = builder.sub(n_rows, _const(1))
-            a_rows = [builder.add(a, builder.mul(_min(builder, _const(i), last_row), a_row))
-                      for i in range(rows)]
+            a_rows = [
+                builder.add(a, builder.mul(_min(builder, _const(i), last_row), a_row))
+                for i in range(rows)
+            ]
             # the accumulators, zero: stack slots that LLVM promotes to registers
-            acc = [[cgutils.alloca_once_value(builder, ir.Constant(ops.vector, None))
-                    for _ in range(vectors)] for _ in range(rows)]
+            acc = [
+                [
+                    cgutils.alloca_once_value(builder, ir.Constant(ops.vector, None))
+                    for _ in range(vectors)
+                ]
+                for _ in range(rows)
+            ]
 
             b_columns = list(zip(column_offsets, masks))
             _multiply_add_loop(builder, ops, k, a_rows, a_col, b, b_row, b_columns, acc)
@@ -167,15 +185,15 @@ def _multiply_add_loop(builder, ops, k, a_rows, a_col, b, b_row, b_columns, acc)
     vectors (b_columns: each vector's byte offset and mask of real columns), then for each row i
     add A[i, p]·b_v to acc[i][v]. a_rows are the addresses of A's tile rows; strides in bytes."""
     real, lanes = ops.vector.element, ops.vector.count
-    with cgutils.for_range(builder, k) as loop:               # for p in range(k):
+    with cgutils.for_range(builder, k) as loop:  # for p in range(k):
         p = loop.index
-        b_p = builder.add(b, builder.mul(p, b_row))           # row p of B, as vectors
+        b_p = builder.add(b, builder.mul(p, b_row))  # row p of B, as vectors
         b_vectors = [ops.load(builder.add(b_p, offset), mask) for offset, mask in b_columns]
         a_column = builder.mul(p, a_col)
-        for i, a_row in enumerate(a_rows):                    # A[i, p] in every lane
+        for i, a_row in enumerate(a_rows):  # A[i, p] in every lane
             a_ip = builder.load(_pointer(builder, builder.add(a_row, a_column), real))
             a_splat = _splat(builder, a_ip, lanes)
-            for v, b_v in enumerate(b_vectors):               # acc[i][v] += A[i, p]·b_v
+            for v, b_v in enumerate(b_vectors):  # acc[i][v] += A[i, p]·b_v
                 builder.store(ops.fma(a_splat, b_v, builder.load(acc[i][v])), acc[i][v])
 
 
@@ -236,13 +254,13 @@ def transpose_block(typingctx, src, src_row, dst, dst_row, n_rows, n_cols, like)
             return builder.add(base, builder.mul(_const(i * itemsize), row_stride))
 
         rows = []
-        for i in range(lanes):            # row i, if it is real (rows past n_rows stay zero)
+        for i in range(lanes):  # row i, if it is real (rows past n_rows stay zero)
             real_row = builder.extract_element(row_mask, ir.Constant(_i32, i))
             mask = builder.select(real_row, column_mask, no_lanes)
             rows.append(ops.load(row_address(src, src_row, i), mask))
         for distance in (1, 2, 4):
             rows = _swap_blocks(builder, rows, distance)
-        for j in range(lanes):            # row j of the transpose, if column j was real
+        for j in range(lanes):  # row j of the transpose, if column j was real
             real_column = builder.extract_element(column_mask, ir.Constant(_i32, j))
             mask = builder.select(real_column, row_mask, no_lanes)
             ops.store(rows[j], row_address(dst, dst_row, j), mask)

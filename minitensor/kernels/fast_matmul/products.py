@@ -35,6 +35,7 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
 
 The numpy twins are np.matmul itself (kernels/matmul.py).
 """
+
 import functools
 import math
 import time
@@ -59,13 +60,14 @@ _GEMM_MIN_WORK = 1 << 20
 
 # ---- where the p-th matrices of a stack start --------------------------------------------------
 
+
 @kernel()
 def _offsets(p, batch):
     """Byte offsets of the p-th matrices of A and B: p unravelled over the batch shape
     batch[0] (C order), times each operand's batch strides batch[1] and batch[2] (bytes; 0 on
     a broadcast axis). `batch` is the (3, batch axes) table of _batch_table."""
     a_offset, b_offset = 0, 0
-    for axis in range(batch.shape[1] - 1, -1, -1):            # last batch axis first
+    for axis in range(batch.shape[1] - 1, -1, -1):  # last batch axis first
         index = p % batch[0, axis]
         p //= batch[0, axis]
         a_offset += index * batch[1, axis]
@@ -88,6 +90,7 @@ _BLOCK = TRANSPOSE_BLOCK
 # matrix (c[p]) makes numba count references to that array, atomically and from both threads
 # at once; with addresses the threads share nothing they write.
 
+
 @kernel()
 def _pack_transposed(k, m, b, ld, panel, item, like):
     """panel[p, j] = B[p, j] (the panel is k × m, rows contiguous) for a B stored transposed —
@@ -95,8 +98,15 @@ def _pack_transposed(k, m, b, ld, panel, item, like):
     of B as vectors. 8 × 8 blocks are transposed in registers (microkernel.transpose_block)."""
     for j in range(0, m, _BLOCK):
         for p in range(0, k, _BLOCK):
-            transpose_block(b + (j * ld + p) * item, ld, panel + (p * m + j) * item, m,
-                            min(_BLOCK, m - j), min(_BLOCK, k - p), like)
+            transpose_block(
+                b + (j * ld + p) * item,
+                ld,
+                panel + (p * m + j) * item,
+                m,
+                min(_BLOCK, m - j),
+                min(_BLOCK, k - p),
+                like,
+            )
 
 
 @kernel()
@@ -110,10 +120,21 @@ def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, lik
         _pack_transposed(k, m, b, b_col, panel.ctypes.data, item, like)
         b, b_row = panel.ctypes.data, m
     cols = _TILE_VECTORS * (VECTOR_BYTES // item)
-    for j in range(0, m, cols):             # a column strip of B stays in L1 for all rows
+    for j in range(0, m, cols):  # a column strip of B stays in L1 for all rows
         for i in range(0, n, _TILE_ROWS):
-            _TILE(k, a + i * a_row * item, a_row, a_col, b + j * item, b_row,
-                  c + (i * m + j) * item, m, min(_TILE_ROWS, n - i), min(cols, m - j), like)
+            _TILE(
+                k,
+                a + i * a_row * item,
+                a_row,
+                a_col,
+                b + j * item,
+                b_row,
+                c + (i * m + j) * item,
+                m,
+                min(_TILE_ROWS, n - i),
+                min(cols, m - j),
+                like,
+            )
 
 
 @kernel(parallel=True)
@@ -129,11 +150,25 @@ def _tiled_stack(batch, k, a, a_row, a_col, b, b_row, b_col, c, tasks):
         panel = np.empty(k * m if b_col != 1 else 0, dtype=c.dtype)
         for p in range(task * P // tasks, (task + 1) * P // tasks):
             a_offset, b_offset = _offsets(p, batch)
-            _tiled_matrix(n, m, k, a + a_offset, a_row, a_col, b + b_offset, b_row, b_col,
-                          out + p * n * m * item, panel, item, like)
+            _tiled_matrix(
+                n,
+                m,
+                k,
+                a + a_offset,
+                a_row,
+                a_col,
+                b + b_offset,
+                b_row,
+                b_col,
+                out + p * n * m * item,
+                panel,
+                item,
+                like,
+            )
 
 
 # ---- the BLAS-calling kernels: each thread its own matrices, or its own block of rows ----------
+
 
 @kernel(parallel=True)
 def _gemm_stack(batch, address, trans_a, trans_b, k, a, lda, b, ldb, c):
@@ -144,8 +179,22 @@ def _gemm_stack(batch, address, trans_a, trans_b, k, a, lda, b, ldb, c):
     one, zero = c.dtype.type(1), c.dtype.type(0)
     for p in prange(P):
         a_offset, b_offset = _offsets(p, batch)
-        gemm(address, trans_a, trans_b, n, m, k, one, a + a_offset, lda, b + b_offset, ldb,
-             zero, c[p].ctypes.data, m)
+        gemm(
+            address,
+            trans_a,
+            trans_b,
+            n,
+            m,
+            k,
+            one,
+            a + a_offset,
+            lda,
+            b + b_offset,
+            ldb,
+            zero,
+            c[p].ctypes.data,
+            m,
+        )
 
 
 @kernel(parallel=True)
@@ -154,11 +203,25 @@ def _gemm_row_blocks(blocks, address, trans_a, trans_b, k, a, lda, b, ldb, c):
     op(A) and c; each block is one BLAS call (every block reads all of op(B))."""
     n, m = c.shape
     one, zero = c.dtype.type(1), c.dtype.type(0)
-    row_step = c.itemsize if trans_a == TRANS else lda * c.itemsize   # next row of op(A)
+    row_step = c.itemsize if trans_a == TRANS else lda * c.itemsize  # next row of op(A)
     for block in prange(blocks):
         first, stop = block * n // blocks, (block + 1) * n // blocks
-        gemm(address, trans_a, trans_b, stop - first, m, k, one, a + first * row_step, lda,
-             b, ldb, zero, c[first].ctypes.data, m)
+        gemm(
+            address,
+            trans_a,
+            trans_b,
+            stop - first,
+            m,
+            k,
+            one,
+            a + first * row_step,
+            lda,
+            b,
+            ldb,
+            zero,
+            c[first].ctypes.data,
+            m,
+        )
 
 
 @kernel()
@@ -201,11 +264,14 @@ def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides):
     """_batch_table's work, remembered: a model multiplies the same few layouts at every step,
     and building the small array took a quarter of a small product's time. The arrays it
     returns are shared, so they are made read-only."""
+
     def strides(shape, byte_strides):
         pad = len(batch) - len(shape)
         return [0] * pad + [0 if size == 1 else stride for size, stride in zip(shape, byte_strides)]
-    table = np.array([batch, strides(a_shape, a_strides), strides(b_shape, b_strides)],
-                     dtype=np.int64).reshape(3, len(batch))
+
+    table = np.array(
+        [batch, strides(a_shape, a_strides), strides(b_shape, b_strides)], dtype=np.int64
+    ).reshape(3, len(batch))
     table.flags.writeable = False
     return table
 
@@ -221,15 +287,37 @@ def gemm_product(a, b):
         a2, trans_a, lda = _blas_layout(a.reshape(-1, k))
         b2, trans_b, ldb = _blas_layout(b)
         out = np.empty((a2.shape[0], m), dtype=a.dtype)
-        _gemm_row_blocks(max(1, min(threads(), out.shape[0])), address, trans_a, trans_b, k,
-                         data_address(a2), lda, data_address(b2), ldb, out, work=out.size * k)
+        _gemm_row_blocks(
+            max(1, min(threads(), out.shape[0])),
+            address,
+            trans_a,
+            trans_b,
+            k,
+            data_address(a2),
+            lda,
+            data_address(b2),
+            ldb,
+            out,
+            work=out.size * k,
+        )
         return out.reshape(a.shape[:-1] + (m,))
     batch = _batch_shape(a, b)
     a2, trans_a, lda = _blas_layout(a)
     b2, trans_b, ldb = _blas_layout(b)
     out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
-    _gemm_stack(_batch_table(batch, a2, b2), address, trans_a, trans_b, k, data_address(a2), lda,
-                data_address(b2), ldb, out, work=out.size * k)
+    _gemm_stack(
+        _batch_table(batch, a2, b2),
+        address,
+        trans_a,
+        trans_b,
+        k,
+        data_address(a2),
+        lda,
+        data_address(b2),
+        ldb,
+        out,
+        work=out.size * k,
+    )
     return out.reshape(batch + (n, m))
 
 
@@ -251,11 +339,15 @@ def _check_tile_operands(a, b):
     """tiled_matmul's own checks (matmul's callers check shapes before they come here): the
     tile kernel reads raw memory, so a wrong shape or dtype must stop here, not be read."""
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"tiled_matmul: a {a.shape} @ b {b.shape}: expected a (..., n, k) and "
-                         f"b (..., k, m) with the same k")
+        raise ValueError(
+            f"tiled_matmul: a {a.shape} @ b {b.shape}: expected a (..., n, k) and "
+            f"b (..., k, m) with the same k"
+        )
     if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES:
-        raise TypeError(f"tiled_matmul: float32 or float64 operands of one dtype, got a "
-                        f"{a.dtype} {a.shape} and b {b.dtype} {b.shape}")
+        raise TypeError(
+            f"tiled_matmul: float32 or float64 operands of one dtype, got a "
+            f"{a.dtype} {a.shape} and b {b.dtype} {b.shape}"
+        )
 
 
 def tiled_matmul(a, b):
@@ -268,13 +360,25 @@ def tiled_matmul(a, b):
     try:
         batch = _batch_shape(a, b)
     except ValueError:
-        raise ValueError(f"tiled_matmul: the batch axes of a {a.shape} and b {b.shape} do not "
-                         f"broadcast") from None
+        raise ValueError(
+            f"tiled_matmul: the batch axes of a {a.shape} and b {b.shape} do not broadcast"
+        ) from None
     a2, a_row, a_col = _tile_layout(a)
     b2, b_row, b_col = _tile_layout(b)
     out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
-    _tiled_stack(_batch_table(batch, a2, b2), k, data_address(a2), a_row, a_col, data_address(b2),
-                 b_row, b_col, out, max(1, min(threads(), out.shape[0])), work=out.size * k)
+    _tiled_stack(
+        _batch_table(batch, a2, b2),
+        k,
+        data_address(a2),
+        a_row,
+        a_col,
+        data_address(b2),
+        b_row,
+        b_col,
+        out,
+        max(1, min(threads(), out.shape[0])),
+        work=out.size * k,
+    )
     return out.reshape(batch + (n, m))
 
 
@@ -288,7 +392,7 @@ def route(a, b):
     if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES or 0 in a.shape or 0 in b.shape:
         return "numpy"
     if b.ndim == 2 or a.shape[:-2] == b.shape[:-2]:
-        work = a.size * m                     # multiply-adds: (a's rows) · m · k
+        work = a.size * m  # multiply-adds: (a's rows) · m · k
     else:
         work = math.prod(_batch_shape(a, b)) * n * m * k
     stack = b.ndim > 2
@@ -310,8 +414,14 @@ _TILES_WIN = {}
 def tiles_win(a, b):
     """True if the tile kernel computed a @ b faster than np.matmul when this layout (shapes,
     dtype, kᵀ or not, thread count) was first seen in this process."""
-    key = (a.shape, b.shape, a.dtype.str, a.strides[-1] == a.itemsize,
-           b.strides[-1] == b.itemsize, threads())
+    key = (
+        a.shape,
+        b.shape,
+        a.dtype.str,
+        a.strides[-1] == a.itemsize,
+        b.strides[-1] == b.itemsize,
+        threads(),
+    )
     if key not in _TILES_WIN:
         _TILES_WIN[key] = _best_time(tiled_matmul, a, b) < _best_time(np.matmul, a, b)
     return _TILES_WIN[key]
