@@ -22,9 +22,10 @@ What is compared:
 * matmul: square products and the addition model's Linear shapes (B·L = 896, d_model 128,
   d_ff 512): forward, dX = dY·Wᵀ and dW = Xᵀ·dY.
 * The "path" column says who computed a product on the numba backend (kernels/fast_matmul,
-  `route`): "tiles" — the tile kernel (kernels/fast_matmul/microkernel.py), numba's threads each on its
-  own matrices; "gemm" — numba's threads, each calling BLAS's gemm on its own matrices or
-  rows; "numpy" — np.matmul on one thread (products too small to share). The numpy twin is always np.matmul, on one BLAS thread (minitensor's default).
+  `route`): "tiles" — the tile kernel (kernels/fast_matmul/microkernel.py), numba's threads
+  each on its own matrices; "gemm" — numba's threads, each calling BLAS's gemm on its own
+  matrices or rows; "numpy" — np.matmul on one thread (products too small to share). The
+  numpy twin is always np.matmul, on one BLAS thread (minitensor's default).
 
 Torch is timed in a child process started with this script's original environment: torch
 keeps its own default thread settings (minitensor's thread-pool defaults, set at import, are
@@ -48,9 +49,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 # minitensor first: it sets the thread-pool defaults (minitensor/__init__.py) before numpy,
 # numba and torch load, so all three libraries run under the same settings
-from minitensor import kernels as K  # noqa: E402
-
 import numpy as np  # noqa: E402
+
+from minitensor import kernels as K  # noqa: E402
 
 try:
     import torch
@@ -406,7 +407,8 @@ for dtype in (np.float32, np.float64):          # every kernel once (forward and
     gemm_product(x.reshape(-1, 5), x[0, 0].T)
     gemm_product(x, np.swapaxes(x, -1, -2))
     K.dropout(x, 7, 0.1)
-    K.adam_update(x2.copy(), x2, x2.copy(), x2.copy(), x2.copy(), 0.9, 0.98, 1e-3, 0.1, 1e-9, x2.copy())
+    param, m, v, work = x2.copy(), x2.copy(), x2.copy(), x2.copy()
+    K.adam_update(param, x2, m, v, x2.copy(), 0.9, 0.98, 1e-3, 0.1, 1e-9, work)
 t2 = time.perf_counter()
 print(f"{t1 - t0:.2f} {t2 - t1:.2f}")
 """

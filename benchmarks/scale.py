@@ -39,7 +39,7 @@ import numpy as np
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))  # the repository, for minitensor and benchmarks.*
 
-from benchmarks.train_step import PAUSE_S, _ORIGINAL_ENV, torch_missing  # noqa: E402
+from benchmarks.train_step import _ORIGINAL_ENV, PAUSE_S, torch_missing  # noqa: E402
 
 CASES = {
     "addition": dict(
@@ -136,6 +136,7 @@ def ours_stepper(spec, attention):
 
 def torch_stepper(spec, threads):
     import torch
+
     from transformer.interop import to_torch
 
     torch.set_num_threads(threads)

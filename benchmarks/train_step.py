@@ -81,6 +81,7 @@ def ours_step(model, opt, batch):
 
 def make_torch(model, threads):
     import torch
+
     from transformer.interop import to_torch
 
     torch.set_num_threads(threads)

@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import addition_task as add  # noqa: E402  (the same model, data and evaluation)
 import numpy as np  # noqa: E402
+
 import minitensor as mt  # noqa: E402
 from minitensor.nn import init  # noqa: E402
 from transformer import Transformer  # noqa: E402

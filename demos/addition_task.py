@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  (also puts the repository root on sys.path)
 import numpy as np  # noqa: E402
+
 import minitensor as mt  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
@@ -220,7 +221,8 @@ def main(argv=None):
 
     if not args.quiet:
         say(
-            f"{task.digits}-digit addition: source {task.problem_text(123 % task.high, 456 % task.high)!r}"
+            f"{task.digits}-digit addition: source "
+            f"{task.problem_text(123 % task.high, 456 % task.high)!r}"
             f" → target {task.answer_text(123 % task.high + 456 % task.high)!r}"
             f"{' (sum reversed)' if task.reverse_answer else ''}; "
             f"{model.num_parameters():,} parameters; d_model {config.d_model}, {config.n_heads} "

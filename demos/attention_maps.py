@@ -1,6 +1,6 @@
 """Draw every layer's and head's attention for an input you type, from a trained checkpoint.
 
-    python demos/addition_task.py                                  # train first (writes the checkpoint)
+    python demos/addition_task.py                      # train first (writes the checkpoint)
     python demos/attention_maps.py --input "123+456"
     python demos/attention_maps.py --input "999+1" --out runs/maps_999
     python demos/attention_maps.py --checkpoint runs/copy/checkpoint.npz --input "abcdef"
@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 import numpy as np  # noqa: E402
+
 import minitensor as mt  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
 from transformer.tasks import AdditionTask, CopyTask, ReverseTask  # noqa: E402

@@ -16,8 +16,9 @@ if ROOT not in sys.path:  # so `python demos/x.py` works from a fresh checkout t
 
 # minitensor before numpy: it chooses the BLAS/numba thread settings, which only take effect
 # before numpy loads (benchmarks/README.md, "Threads")
-import minitensor as mt  # noqa: E402
 import numpy as np  # noqa: E402
+
+import minitensor as mt  # noqa: E402
 
 
 def matplotlib_pyplot():

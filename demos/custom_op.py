@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 import numpy as np  # noqa: E402
+
 import minitensor as mt  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.tasks import ReverseTask  # noqa: E402

@@ -172,6 +172,7 @@ def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monke
     """'Nothing attends to <pad>' must be visible: the heatmaps show a padded example, its <pad>
     columns drawn and empty."""
     import importlib.util
+
     from transformer import Transformer, TransformerConfig
     from transformer.tasks import ReverseTask
 

@@ -8,8 +8,7 @@ import pytest
 
 import minitensor as mt
 import minitensor.functional as F
-from transformer import Transformer, TransformerConfig
-from transformer import interop
+from transformer import Transformer, TransformerConfig, interop
 from transformer import masks as M
 
 torch = pytest.importorskip("torch")

@@ -8,7 +8,8 @@ A small number of examples runs by default; `pytest tests/test_kernel_edges.py
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import minitensor as mt
 from minitensor import functional as F

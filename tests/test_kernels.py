@@ -496,7 +496,7 @@ def test_dropout_mask_bits_are_uniform():
     assert abs(np.corrcoef(half[:-1], half[1:])[0, 1]) < 0.01
 
 
-# ---- Adam ------------------------------------------------------------------------------------------
+# ---- Adam ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -809,7 +809,8 @@ x = mt.randn(8, 16, requires_grad=True)
 w = mt.randn(16, 4, requires_grad=True)
 loss = F.cross_entropy(F.softmax(F.gelu(x @ w), -1), mt.tensor(np.arange(8) % 4))
 loss.backward()
-print(sorted(m for m in ("numba", "llvmlite", "minitensor.kernels.fast_matmul") if m in sys.modules))
+loaded = ("numba", "llvmlite", "minitensor.kernels.fast_matmul")
+print(sorted(m for m in loaded if m in sys.modules))
 """
 
 

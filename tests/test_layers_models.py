@@ -8,7 +8,8 @@ import pytest
 
 import minitensor as mt
 import minitensor.functional as F
-from transformer import DecoderOnlyLM, EncoderOnly, Transformer, TransformerConfig, masks as M
+from transformer import DecoderOnlyLM, EncoderOnly, Transformer, TransformerConfig
+from transformer import masks as M
 from transformer.embeddings import sinusoidal_table
 from transformer.layers import DecoderLayer, EncoderLayer, FeedForward
 

@@ -13,6 +13,7 @@ Masks everywhere: bool True = blocked.
 from . import masks
 from .attention import AttentionCache, MultiHeadAttention, scaled_dot_product_attention
 from .config import TransformerConfig
+from .decoding import beam_search, generate, greedy_decode, sample
 from .embeddings import (
     Embeddings,
     LearnedPositionalEmbedding,
@@ -32,7 +33,6 @@ from .models import (
     LayerCache,
     Transformer,
 )
-from .decoding import beam_search, generate, greedy_decode, sample
 
 __all__ = [
     "Transformer",

@@ -33,7 +33,6 @@ from minitensor.ops import attention as fused
 
 from . import masks as M
 
-
 # Below this many keys the explicit path is the faster one (the fused kernel's per-tile BLAS calls
 # cost more than they save on matrices this small, measured on the addition model's L = 5–7), and
 # its (L_q, L_k) weights are small: the fused op runs from this length on.

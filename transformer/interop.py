@@ -6,9 +6,10 @@ torch is imported only inside these functions: minitensor never needs it to run.
 positions and an output projection. `to_torch(model)` therefore returns a
 `TorchSeq2Seq` module holding all of them — `src_embed`, `tgt_embed` (nn.Embedding), a `pe`
 buffer (or learned `src_pos_embed`, `tgt_pos_embed`), `transformer` (nn.Transformer,
-batch_first=True) and `generator` (nn.Linear) — whose forward(src, tgt_in, src_padding_mask, tgt_padding_mask) computes what ours
-does. `from_torch(model, torch_transformer, src_embedding, tgt_embedding, generator)` loads
-weights the other way.
+batch_first=True) and `generator` (nn.Linear) — whose
+forward(src, tgt_in, src_padding_mask, tgt_padding_mask) computes what ours does.
+`from_torch(model, torch_transformer, src_embedding, tgt_embedding, generator)` loads weights
+the other way.
 
 The name mapping (ours ← torch; N is the layer index; d = d_model):
 

@@ -1,4 +1,5 @@
-"""Training: teacher forcing, the loss over non-pad tokens, and a train/evaluate loop with diagnostics.
+"""Training: teacher forcing, the loss over non-pad tokens, and a train/evaluate loop with
+diagnostics.
 
 Training an encoder-decoder with teacher forcing, as code:
 
@@ -151,7 +152,8 @@ def token_accuracy(logits, targets, pad_id=PAD_ID):
 
 
 def forward_batch(model, batch):
-    """Run the model on a batch made by seq2seq_batch / lm_batch / labeled_batch → (logits, labels)."""
+    """Run the model on a batch made by seq2seq_batch, lm_batch or labeled_batch:
+    (logits, labels)."""
     if "src" in batch:
         logits = model(
             batch["src"],

@@ -16,8 +16,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ..scope import module_scope
 from ..creation import from_numpy
+from ..scope import module_scope
 from ..tensor import Tensor, check_device
 from ..typing import ArrayLike, DType
 

@@ -12,6 +12,7 @@ The step-through itself is `loss.backward_steps()` (in `minitensor.autograd`), a
 mode is `mt.autograd.detect_anomaly()`; `demos/step_backward.py` puts them together.
 """
 
+from .. import autograd as _autograd
 from ._labels import describe_node, op_label
 from ._source import describe_source
 from .graph import (
@@ -25,7 +26,6 @@ from .graph import (
 )
 from .step import describe_step, step_graph, step_mimebundle, step_svg
 from .trace import TraceRecord, trace
-from .. import autograd as _autograd
 
 # A backward step shows itself in a notebook through this hook: the core never imports the
 # viewer (data flows one way), so the viewer registers its drawing with the core.

@@ -26,8 +26,9 @@ from ..tokenizer import CharTokenizer
 class AdditionTask:
     """Random `digits`-digit addition problems, encoded for an encoder-decoder model.
 
-    `heldout_size` problems (default 1,000, or a tenth of all problems if that is less; drawn with `heldout_seed`, independent of the training seed) form
-    a fixed evaluation set; `sample` never returns them.
+    `heldout_size` problems (default 1,000, or a tenth of all problems if that is less; drawn
+    with `heldout_seed`, independent of the training seed) form a fixed evaluation set;
+    `sample` never returns them.
     """
 
     def __init__(self, digits=3, reverse_answer=True, heldout_size=None, heldout_seed=1234):
