@@ -4,7 +4,8 @@
 ``.requires_grad`` whether gradients flow to it; ``.grad_fn`` the graph node that made it (None
 for leaves); ``.name`` an optional label that the graph viewer shows.
 
-Every operator here is a thin call into `minitensor.functional`, where each op is a `Function`.
+Every operator here is a thin call into `minitensor.functional` (F), whose functions sit in
+`minitensor.ops` right after the `Function` each applies.
 """
 
 from __future__ import annotations
@@ -442,8 +443,9 @@ class Tensor:
         self.bump_version()
 
     # ------------------------------------------------------------------ operators
-    # Each operator and op method is one call into minitensor.functional (F), where the op is
-    # a Function; a method takes the same arguments as the F function after the tensor.
+    # Each operator and op method is one call into minitensor.functional (F), whose functions
+    # sit in minitensor.ops beside the Function each applies; a method takes the same arguments
+    # as the F function after the tensor.
     def __add__(self, other: Tensor | ArrayLike) -> Tensor:
         return F.add(self, other)
 

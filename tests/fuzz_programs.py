@@ -33,6 +33,7 @@ var and layer_norm, the rounding of the mean at large offsets (see `_var_bound`)
 `Program.source()` prints a program as lines ``v3 = F.add(v0, v1)``, where each name is a row of
 `OPS` (its params as keywords): the report turns a mismatch into a few lines of real API.
 """
+
 import dataclasses
 import math
 
@@ -47,15 +48,16 @@ TF = torch.nn.functional
 
 RTOL = {np.float32: 1e-5, np.float64: 1e-9}
 ATOL = {np.float32: 1e-6, np.float64: 1e-12}
-K = 8                                       # slack on the conditioning terms
+K = 8  # slack on the conditioning terms
 
 
 # ------------------------------------------------------------------------------------ values
 def edge_values(dtype):
     """The values an adversarial user feeds: infinities, NaN, huge, subnormal, signed zero."""
-    tiny = 1e-40 if dtype == np.float32 else 1e-310          # subnormal in each dtype
-    return np.array([np.inf, -np.inf, np.nan, 1e30, -1e30, tiny, -tiny, 0.0, -0.0, 3e4, 1e6,
-                     -1e9], dtype=dtype)
+    tiny = 1e-40 if dtype == np.float32 else 1e-310  # subnormal in each dtype
+    return np.array(
+        [np.inf, -np.inf, np.nan, 1e30, -1e30, tiny, -tiny, 0.0, -0.0, 3e4, 1e6, -1e9], dtype=dtype
+    )
 
 
 def make_array(rng, shape, dtype, style):
@@ -83,6 +85,7 @@ def make_array(rng, shape, dtype, style):
 class Step:
     """One line of a program: `op` applied to pool values `args` with `params`; or, when op is
     "input", a new leaf (params: array, requires_grad)."""
+
     op: str
     args: tuple = ()
     params: dict = dataclasses.field(default_factory=dict)
@@ -92,7 +95,7 @@ class Step:
 class Program:
     steps: list
     weight_seed: int
-    edit: tuple = None        # (pool index, kind, value): an in-place edit after forward
+    edit: tuple = None  # (pool index, kind, value): an in-place edit after forward
 
     def source(self):
         """The program as Python lines (v0 = ..., v1 = F.exp(v0), ...), for reproducers."""
@@ -100,10 +103,15 @@ class Program:
         for i, s in enumerate(self.steps):
             if s.op == "input":
                 a = s.params["array"]
-                text = (np.array2string(a, separator=", ", threshold=10**6, floatmode="unique")
-                        if a.size else f"np.zeros({a.shape})")
-                lines.append(f"v{i} = mt.tensor(np.array({text}), dtype=np.{a.dtype}, "
-                             f"requires_grad={s.params['requires_grad']})")
+                text = (
+                    np.array2string(a, separator=", ", threshold=10**6, floatmode="unique")
+                    if a.size
+                    else f"np.zeros({a.shape})"
+                )
+                lines.append(
+                    f"v{i} = mt.tensor(np.array({text}), dtype=np.{a.dtype}, "
+                    f"requires_grad={s.params['requires_grad']})"
+                )
             else:
                 args = ", ".join(f"v{j}" for j in s.args)
                 kw = ", ".join(f"{k}={v!r}" for k, v in s.params.items())
@@ -134,8 +142,11 @@ class Builder:
     # --- pool access
     def pick(self, kinds=("float",), min_ndim=0, where=None):
         """Index of a pool value of one of `kinds` with ndim ≥ min_ndim (and where(t)), or None."""
-        ok = [i for i, t in enumerate(self.vals)
-              if _kind(t) in kinds and t.ndim >= min_ndim and (where is None or where(t))]
+        ok = [
+            i
+            for i, t in enumerate(self.vals)
+            if _kind(t) in kinds and t.ndim >= min_ndim and (where is None or where(t))
+        ]
         return self.draw(st.sampled_from(ok)) if ok else None
 
     def new_input(self, shape, kind="float", style=None, requires_grad=None, low=0, high=None):
@@ -149,10 +160,11 @@ class Builder:
             arr, rg = make_array(self.rng, shape, None, "bool"), False
         else:
             dtype = self.dtype
-            if self.draw(st.integers(0, 19)) == 0:      # now and then the other float dtype
+            if self.draw(st.integers(0, 19)) == 0:  # now and then the other float dtype
                 dtype = np.float64 if dtype == np.float32 else np.float32
-            style = style or self.draw(st.sampled_from(["plain", "plain", "edge", "edge",
-                                                        "rows", "huge", "ints"]))
+            style = style or self.draw(
+                st.sampled_from(["plain", "plain", "edge", "edge", "rows", "huge", "ints"])
+            )
             arr = make_array(self.rng, shape, dtype, style)
             rg = self.draw(st.integers(0, 4)) > 0 if requires_grad is None else requires_grad
         return self.add(Step("input", (), {"array": np.asarray(arr), "requires_grad": rg}))
@@ -182,8 +194,9 @@ class Builder:
         kind = self.draw(st.sampled_from(kinds))
         i = self.pick((kind,), min_ndim) if self.draw(st.integers(0, 3)) else None
         if i is None:
-            i = self.new_input(self.shape(min_ndim), kind="float" if kind == "float" else "int",
-                               low=-3, high=4)
+            i = self.new_input(
+                self.shape(min_ndim), kind="float" if kind == "float" else "int", low=-3, high=4
+            )
         return i
 
     def partner(self, i, kinds=("float",)):
@@ -232,19 +245,19 @@ def torch_value(step, vals):
 # ------------------------------------------------------------------------------------ op table
 @dataclasses.dataclass
 class Op:
-    mt: callable           # minitensor: mt(*values, **params)
-    torch: callable        # torch reference, same arguments as torch tensors
-    gen: callable          # gen(builder) -> (arg indices, params), or None if not applicable
+    mt: callable  # minitensor: mt(*values, **params)
+    torch: callable  # torch reference, same arguments as torch tensors
+    gen: callable  # gen(builder) -> (arg indices, params), or None if not applicable
     bound: callable = None  # sums and products: torch op whose value on |inputs| bounds the
-                            # rounding error (add for a − b: |a| + |b|)
+    # rounding error (add for a − b: |a| + |b|)
 
 
 def _dims(x, axis):
     return tuple(range(x.ndim)) if axis is None else axis
 
 
-_INT_TO = [torch.float32]       # what `_float` makes of integers: float64 while `replay` runs
-                                # an op at float64 to measure torch's float32 rounding
+_INT_TO = [torch.float32]  # what `_float` makes of integers: float64 while `replay` runs
+# an op at float64 to measure torch's float32 rounding
 
 
 def _float(x):
@@ -280,23 +293,25 @@ def gen_unary(b):
 
 def gen_binary(b):
     i = b.operand()
-    if b.draw(st.integers(0, 4)) == 0:              # a Python number on the right
+    if b.draw(st.integers(0, 4)) == 0:  # a Python number on the right
         return (i,), {"scalar": b.draw(st.sampled_from([2.0, 0.5, -1.0, 0.0, 3, -2, np.inf]))}
     return (i, b.partner(i, kinds=("float", "float", "int"))), {}
 
 
 def binary(fn_mt, fn_torch):
     """A binary op whose right operand is a pool value or, with params scalar=..., a number."""
-    return (lambda a, b=None, scalar=None: fn_mt(a, scalar if b is None else b),
-            lambda a, b=None, scalar=None: fn_torch(*_promote(a, scalar if b is None else b)))
+    return (
+        lambda a, b=None, scalar=None: fn_mt(a, scalar if b is None else b),
+        lambda a, b=None, scalar=None: fn_torch(*_promote(a, scalar if b is None else b)),
+    )
 
 
 def _promote(*xs):
-    """minitensor's documented promotion of tensor operands (functional._keep_float_dtype):
+    """minitensor's documented promotion of tensor operands (ops._args._keep_float_dtype):
     float ⊕ integer keeps the float's dtype, float32 ⊕ float64 is float64 — whatever their
     ndim. torch lets a dimensioned tensor's dtype win over a 0-d tensor's (float32 (3,) +
     float64 () is float32 there): a legitimate difference, not compared."""
-    ts = [x for x in xs if torch.is_tensor(x)]     # (None operands pass through)
+    ts = [x for x in xs if torch.is_tensor(x)]  # (None operands pass through)
     floats = [t.dtype for t in ts if t.is_floating_point()]
     if len(ts) < 2 or not floats:
         return xs
@@ -330,8 +345,11 @@ def gen_compare(b):
 
 
 def gen_clamp(b):
-    low, high = b.draw(st.sampled_from([(-1.0, 1.0), (None, 0.5), (0.0, None), (2.0, -2.0),
-                                        (-np.inf, 3.0), (0.5, 0.5)]))
+    low, high = b.draw(
+        st.sampled_from(
+            [(-1.0, 1.0), (None, 0.5), (0.0, None), (2.0, -2.0), (-np.inf, 3.0), (0.5, 0.5)]
+        )
+    )
     return (b.operand(),), {"low": low, "high": high}
 
 
@@ -341,7 +359,7 @@ def gen_reshape(b):
     shape = _factor(b, n)
     if shape and b.draw(st.booleans()) and n > 0:
         k = b.draw(st.integers(0, len(shape) - 1))
-        shape = shape[:k] + (-1,) + shape[k + 1:]
+        shape = shape[:k] + (-1,) + shape[k + 1 :]
     return (i,), {"shape": shape}
 
 
@@ -373,7 +391,7 @@ def gen_permute(b):
 def gen_squeeze(b):
     i = b.operand()
     nd = b.vals[i].ndim
-    if nd and b.draw(st.booleans()):          # any axis: one of size ≠ 1 stays, as in torch
+    if nd and b.draw(st.booleans()):  # any axis: one of size ≠ 1 stays, as in torch
         return (i,), {"axis": b.draw(st.integers(-nd, nd - 1))}
     return (i,), {"axis": None}
 
@@ -406,17 +424,21 @@ def gen_getitem(b):
             args.append(b.new_input((n,), kind="bool"))
             index.append("@")
         else:
-            index.append(slice(b.draw(st.sampled_from([None, 0, 1, -2])),
-                               b.draw(st.sampled_from([None, 2, -1, 5])),
-                               b.draw(st.sampled_from([None, 1, 2]))))
+            index.append(
+                slice(
+                    b.draw(st.sampled_from([None, 0, 1, -2])),
+                    b.draw(st.sampled_from([None, 2, -1, 5])),
+                    b.draw(st.sampled_from([None, 1, 2])),
+                )
+            )
         axis += 1
         if axis >= len(shape):
             break
-    if len(args) > 1:   # numpy counts ints as advanced indices too, torch does not: with a
+    if len(args) > 1:  # numpy counts ints as advanced indices too, torch does not: with a
         # slice between an int and an index array the two put the axes in different places
         index = [slice(None) if type(e) is int else e for e in index]
     if b.draw(st.integers(0, 4)) == 0:
-        index.append(Ellipsis)          # at the end: the mask stays on the axis it was drawn for
+        index.append(Ellipsis)  # at the end: the mask stays on the axis it was drawn for
     return tuple(args), {"index": tuple(index)}
 
 
@@ -455,10 +477,14 @@ def gen_where(b):
 def gen_masked_fill(b):
     i = b.operand(kinds=("float",))
     shape = tuple(b.vals[i].shape)
-    m = b.pick(("bool",), where=lambda t: _broadcasts(t.shape, shape)
-               and np.broadcast_shapes(tuple(t.shape), shape) == shape)
+    m = b.pick(
+        ("bool",),
+        where=lambda t: (
+            _broadcasts(t.shape, shape) and np.broadcast_shapes(tuple(t.shape), shape) == shape
+        ),
+    )
     if m is None or b.draw(st.booleans()):
-        m = b.new_input(b.broadcast_partner(shape)[-len(shape):] if shape else (), kind="bool")
+        m = b.new_input(b.broadcast_partner(shape)[-len(shape) :] if shape else (), kind="bool")
     return (i, m), {"value": b.draw(st.sampled_from([0.0, -np.inf, np.nan, -1e9, 2.5, 1e30]))}
 
 
@@ -478,25 +504,28 @@ def gen_matmul(b):
     if j is None or b.draw(st.booleans()):
         j = b.new_input(sb, style=b.draw(st.sampled_from(["plain", "plain", "edge", "huge"])))
     if b.draw(st.integers(0, 3)) == 0:
-        return (j, i), {"swap": True}                   # b @ a, when that fits
+        return (j, i), {"swap": True}  # b @ a, when that fits
     return (i, j), {}
 
 
 def gen_softmax(b):
     i = b.operand(kinds=("float", "float", "float", "int"), min_ndim=1)
     shape = tuple(b.vals[i].shape)
-    params = {"axis": b.draw(st.integers(-len(shape), len(shape) - 1)),
-              "scale": b.draw(st.sampled_from([1.0, 1.0, 0.5, 0.125, 2.0]))}
+    params = {
+        "axis": b.draw(st.integers(-len(shape), len(shape) - 1)),
+        "scale": b.draw(st.sampled_from([1.0, 1.0, 0.5, 0.125, 2.0])),
+    }
     kind = b.draw(st.sampled_from(["none", "none", "bool", "bool", "float", "int"]))
     if kind == "none":
         return (i,), params
-    mshape = b.broadcast_partner(shape)[-len(shape):]
+    mshape = b.broadcast_partner(shape)[-len(shape) :]
     if kind == "bool":
         m = b.new_input(mshape, kind="bool")
-    else:       # additive (0 / −inf), or an integer mask, which minitensor must refuse
-        arr = (b.rng.random(mshape) < 0.3)
-        arr = (np.where(arr, -np.inf, 0.0).astype(b.dtype) if kind == "float"
-               else arr.astype(np.int64))
+    else:  # additive (0 / −inf), or an integer mask, which minitensor must refuse
+        arr = b.rng.random(mshape) < 0.3
+        arr = (
+            np.where(arr, -np.inf, 0.0).astype(b.dtype) if kind == "float" else arr.astype(np.int64)
+        )
         m = b.add(Step("input", (), {"array": np.asarray(arr), "requires_grad": False}))
     return (i, m), params
 
@@ -511,7 +540,7 @@ def gen_layer_norm(b):
     i = b.operand(kinds=("float", "float", "float", "int"), min_ndim=1)
     shape = tuple(b.vals[i].shape)
     k = b.draw(st.integers(1, min(2, len(shape))))
-    norm = shape[len(shape) - k:]
+    norm = shape[len(shape) - k :]
     args, params = [i], {"normalized_shape": norm, "eps": b.draw(st.sampled_from([1e-5, 1e-12]))}
     for name in ("weight", "bias"):
         if b.draw(st.booleans()):
@@ -529,13 +558,15 @@ def gen_cross_entropy(b):
     C = shape[1]
     ignore = b.draw(st.sampled_from([-100, 0, C - 1]))
     t = b.new_input(shape[:1] + shape[2:], kind="int", low=0, high=C)
-    if b.draw(st.integers(0, 3)) == 0:            # some targets ignored
+    if b.draw(st.integers(0, 3)) == 0:  # some targets ignored
         arr = b.steps[t].params["array"]
         arr[b.rng.random(arr.shape) < 0.4] = ignore
         b.vals[t] = torch.from_numpy(arr.copy())
-    return (i, t), {"ignore_index": ignore,
-                    "label_smoothing": b.draw(st.sampled_from([0.0, 0.0, 0.1])),
-                    "reduction": b.draw(st.sampled_from(["mean", "sum", "none"]))}
+    return (i, t), {
+        "ignore_index": ignore,
+        "label_smoothing": b.draw(st.sampled_from([0.0, 0.0, 0.1])),
+        "reduction": b.draw(st.sampled_from(["mean", "sum", "none"])),
+    }
 
 
 def gen_embedding(b):
@@ -588,8 +619,10 @@ class _Float64WhereNaN(torch.autograd.Function):
 
         g = vjp(xs[0].dtype)
         if xs[0].dtype == torch.float32:
-            g = tuple(torch.where(torch.isnan(a) & ~torch.isnan(b), b.float(), a)
-                      for a, b in zip(g, vjp(torch.float64)))
+            g = tuple(
+                torch.where(torch.isnan(a) & ~torch.isnan(b), b.float(), a)
+                for a, b in zip(g, vjp(torch.float64))
+            )
         return (None,) + g
 
 
@@ -604,6 +637,7 @@ def _layer_norm_ref(x, *wb, normalized_shape, eps, weight=False, bias=False):
         wb = list(wb)
         w = wb.pop(0) if weight else None
         return TF.layer_norm(x, normalized_shape, w, wb.pop(0) if bias else None, eps)
+
     return _Float64WhereNaN.apply(fn, x, *wb)
 
 
@@ -611,13 +645,13 @@ def _layer_norm_bound(x, *wb, normalized_shape, eps, weight=False, bias=False):
     """Value (|x| + |μ|)·rstd·|w|: the rounding error of x̂ = (x − μ)·rstd. Gradient
     ≈ |x|·rstd²·Σ_row |g·w|: torch's backward works with x·rstd − μ·rstd, which for a row of
     −1e9 with eps=1e-12 (rstd = 1e6) leaves an error of ~1% that minitensor's does not have."""
-    x = _float(x)                       # integers: float32, as the op computes them
+    x = _float(x)  # integers: float32, as the op computes them
     dims = tuple(range(-len(normalized_shape), 0))
     r = torch.rsqrt(torch.var(x, dims, unbiased=False, keepdim=True) + eps).detach()
-    q = ((x * r) ** 2).sum(dims, keepdim=True) / 2     # the gradient mixes the whole row
+    q = ((x * r) ** 2).sum(dims, keepdim=True) / 2  # the gradient mixes the whole row
     # |x| + mean |x| ≥ |x − μ|: at x = 0, x̂ = −μ·rstd still carries the mean's rounding
-    out = (x + x.mean(dims, keepdim=True).detach()) * r + (q - q.detach())   # (q − q) first
-    return out * wb[0] if weight else out       # the weight's gradient: ~eps·|x|·rstd·|g|
+    out = (x + x.mean(dims, keepdim=True).detach()) * r + (q - q.detach())  # (q − q) first
+    return out * wb[0] if weight else out  # the weight's gradient: ~eps·|x|·rstd·|g|
 
 
 def _layer_norm_mt(x, *wb, normalized_shape, eps, weight=False, bias=False):
@@ -650,15 +684,14 @@ class _CrossEntropyRef(torch.autograd.Function):
             out = _cross_entropy_torch(xx, targets, *ctx.params)
             (dx,) = torch.autograd.grad(out, xx, torch.where(inf, torch.sign(grad), grad))
         if reduction == "none":
-            inf = inf.unsqueeze(1)              # per row, over the class axis
+            inf = inf.unsqueeze(1)  # per row, over the class axis
         dx = dx * torch.where(inf, math.inf, 1.0).to(dx.dtype)
         ignored = (targets == ignore_index).unsqueeze(1)
         return (torch.where(ignored, torch.zeros((), dtype=dx.dtype), dx),) + (None,) * 4
 
 
 def _cross_entropy_ref(logits, targets, ignore_index, label_smoothing, reduction):
-    return _CrossEntropyRef.apply(_float(logits), targets, ignore_index, label_smoothing,
-                                  reduction)
+    return _CrossEntropyRef.apply(_float(logits), targets, ignore_index, label_smoothing, reduction)
 
 
 def _cross_entropy_torch(logits, targets, ignore_index, label_smoothing, reduction):
@@ -670,10 +703,19 @@ def _cross_entropy_torch(logits, targets, ignore_index, label_smoothing, reducti
     x = _float(logits)
     x = torch.where((targets == ignore_index).unsqueeze(1), torch.zeros((), dtype=x.dtype), x)
     if reduction == "mean" and not (targets != ignore_index).any():
-        return TF.cross_entropy(x, targets, ignore_index=ignore_index,
-                                label_smoothing=label_smoothing, reduction="sum") * 0.0
-    return TF.cross_entropy(x, targets, ignore_index=ignore_index,
-                            label_smoothing=label_smoothing, reduction=reduction)
+        return (
+            TF.cross_entropy(
+                x,
+                targets,
+                ignore_index=ignore_index,
+                label_smoothing=label_smoothing,
+                reduction="sum",
+            )
+            * 0.0
+        )
+    return TF.cross_entropy(
+        x, targets, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction
+    )
 
 
 def _sum_ref(x, axis, keepdims):
@@ -715,13 +757,19 @@ OPS = {
     "F.sigmoid": Op(F.sigmoid, lambda x: torch.sigmoid(x), gen_unary),
     "F.relu": Op(F.relu, lambda x: torch.relu(x), gen_unary),
     "F.gelu": Op(F.gelu, _gelu_ref, gen_unary),
-    "F.gelu_tanh": Op(lambda x: F.gelu(x, approximate="tanh"),
-                      lambda x: TF.gelu(_float(x), approximate="tanh"), gen_unary),
+    "F.gelu_tanh": Op(
+        lambda x: F.gelu(x, approximate="tanh"),
+        lambda x: TF.gelu(_float(x), approximate="tanh"),
+        gen_unary,
+    ),
     "F.silu": Op(F.silu, lambda x: TF.silu(_float(x)), gen_unary),
     "F.abs": Op(F.abs, lambda x: torch.abs(x), gen_unary),
     "F.neg": Op(F.neg, lambda x: torch.neg(x), gen_unary),
-    "F.clip": Op(lambda x, low, high: F.clip(x, low, high),
-                 lambda x, low, high: torch.clamp(x, low, high), gen_clamp),
+    "F.clip": Op(
+        lambda x, low, high: F.clip(x, low, high),
+        lambda x, low, high: torch.clamp(x, low, high),
+        gen_clamp,
+    ),
     # elementwise, binary, with broadcasting
     "F.add": Op(*binary(F.add, torch.add), gen_binary, bound=binary(None, torch.add)[1]),
     "F.sub": Op(*binary(F.sub, torch.sub), gen_binary, bound=binary(None, torch.add)[1]),
@@ -730,58 +778,97 @@ OPS = {
     "F.pow": Op(*binary(F.pow, _pow_ref), gen_pow),
     # maximum, minimum and where sum an operand's gradient over its broadcast axes: |a| + |b|
     # (|a| and |b| for where) bounds the terms, which may cancel as for add
-    "F.maximum": Op(*binary(F.maximum, lambda a, b: torch.maximum(a, torch.as_tensor(b))),
-                    gen_binary, bound=binary(None, torch.add)[1]),
-    "F.minimum": Op(*binary(F.minimum, lambda a, b: torch.minimum(a, torch.as_tensor(b))),
-                    gen_binary, bound=binary(None, torch.add)[1]),
+    "F.maximum": Op(
+        *binary(F.maximum, lambda a, b: torch.maximum(a, torch.as_tensor(b))),
+        gen_binary,
+        bound=binary(None, torch.add)[1],
+    ),
+    "F.minimum": Op(
+        *binary(F.minimum, lambda a, b: torch.minimum(a, torch.as_tensor(b))),
+        gen_binary,
+        bound=binary(None, torch.add)[1],
+    ),
     "F.gt": Op(F.gt, torch.gt, gen_compare),
     "F.le": Op(F.le, torch.le, gen_compare),
     # reductions (torch.amax/amin: ties share the gradient evenly, as minitensor documents)
     "F.sum": Op(F.sum, _sum_ref, gen_reduce, bound=_sum_ref),
     # mean and var of integers are float32 in minitensor (documented); torch refuses them
     "F.mean": Op(F.mean, _mean_ref, gen_reduce, bound=_mean_ref),
-    "F.max": Op(F.max, lambda x, axis, keepdims: torch.amax(x, _dims(x, axis), keepdim=keepdims),
-                gen_reduce),
-    "F.min": Op(F.min, lambda x, axis, keepdims: torch.amin(x, _dims(x, axis), keepdim=keepdims),
-                gen_reduce),
-    "F.var": Op(F.var, lambda x, axis, keepdims: torch.var(_float(x), _dims(x, axis),
-                                                           keepdim=keepdims),
-                gen_reduce, bound=_var_bound),
-    "F.logsumexp": Op(F.logsumexp, lambda x, axis, keepdims: torch.logsumexp(
-        _float(x), _dims(x, axis), keepdim=keepdims), gen_reduce),
+    "F.max": Op(
+        F.max, lambda x, axis, keepdims: torch.amax(x, _dims(x, axis), keepdim=keepdims), gen_reduce
+    ),
+    "F.min": Op(
+        F.min, lambda x, axis, keepdims: torch.amin(x, _dims(x, axis), keepdim=keepdims), gen_reduce
+    ),
+    "F.var": Op(
+        F.var,
+        lambda x, axis, keepdims: torch.var(_float(x), _dims(x, axis), keepdim=keepdims),
+        gen_reduce,
+        bound=_var_bound,
+    ),
+    "F.logsumexp": Op(
+        F.logsumexp,
+        lambda x, axis, keepdims: torch.logsumexp(_float(x), _dims(x, axis), keepdim=keepdims),
+        gen_reduce,
+    ),
     # shape
-    "F.reshape": Op(lambda x, shape: F.reshape(x, shape), lambda x, shape: x.reshape(shape),
-                    gen_reshape),
-    "F.transpose": Op(F.transpose, lambda x, axis0, axis1: x.transpose(axis0, axis1),
-                      gen_transpose),
-    "F.permute": Op(lambda x, axes: F.permute(x, *axes), lambda x, axes: x.permute(axes),
-                    gen_permute),
-    "F.squeeze": Op(F.squeeze, lambda x, axis: x.squeeze() if axis is None else x.squeeze(axis),
-                    gen_squeeze),
+    "F.reshape": Op(
+        lambda x, shape: F.reshape(x, shape), lambda x, shape: x.reshape(shape), gen_reshape
+    ),
+    "F.transpose": Op(
+        F.transpose, lambda x, axis0, axis1: x.transpose(axis0, axis1), gen_transpose
+    ),
+    "F.permute": Op(
+        lambda x, axes: F.permute(x, *axes), lambda x, axes: x.permute(axes), gen_permute
+    ),
+    "F.squeeze": Op(
+        F.squeeze, lambda x, axis: x.squeeze() if axis is None else x.squeeze(axis), gen_squeeze
+    ),
     "F.unsqueeze": Op(F.unsqueeze, lambda x, axis: x.unsqueeze(axis), gen_unsqueeze),
-    "getitem": Op(lambda x, *idx, index: x[_index(index, idx)],
-                  lambda x, *idx, index: x[_index(index, idx)], gen_getitem),
-    "F.cat": Op(lambda *xs, axis: F.cat(list(xs), axis=axis),
-                lambda *xs, axis: torch.cat(xs, dim=axis), gen_cat),
-    "F.stack": Op(lambda *xs, axis: F.stack(list(xs), axis=axis),
-                  lambda *xs, axis: torch.stack(xs, dim=axis), lambda b: gen_cat(b, stack=True)),
-    "F.where": Op(F.where, lambda c, a, b: torch.where(c, *_promote(a, b)), gen_where,
-                  bound=lambda c, a, b: torch.where(c, *_promote(a, b))),
-    "F.masked_fill": Op(F.masked_fill, lambda x, m, value: x.masked_fill(m, value),
-                        gen_masked_fill),
+    "getitem": Op(
+        lambda x, *idx, index: x[_index(index, idx)],
+        lambda x, *idx, index: x[_index(index, idx)],
+        gen_getitem,
+    ),
+    "F.cat": Op(
+        lambda *xs, axis: F.cat(list(xs), axis=axis),
+        lambda *xs, axis: torch.cat(xs, dim=axis),
+        gen_cat,
+    ),
+    "F.stack": Op(
+        lambda *xs, axis: F.stack(list(xs), axis=axis),
+        lambda *xs, axis: torch.stack(xs, dim=axis),
+        lambda b: gen_cat(b, stack=True),
+    ),
+    "F.where": Op(
+        F.where,
+        lambda c, a, b: torch.where(c, *_promote(a, b)),
+        gen_where,
+        bound=lambda c, a, b: torch.where(c, *_promote(a, b)),
+    ),
+    "F.masked_fill": Op(
+        F.masked_fill, lambda x, m, value: x.masked_fill(m, value), gen_masked_fill
+    ),
     # linear algebra
-    "F.matmul": Op(_matmul(F.matmul), _matmul(torch.matmul), gen_matmul,
-                   bound=_matmul(torch.matmul)),
+    "F.matmul": Op(
+        _matmul(F.matmul), _matmul(torch.matmul), gen_matmul, bound=_matmul(torch.matmul)
+    ),
     # neural nets
-    "F.softmax": Op(lambda x, mask=None, axis=-1, scale=1.0: F.softmax(x, axis=axis, scale=scale,
-                                                                       mask=mask),
-                    _softmax_ref, gen_softmax),
-    "F.log_softmax": Op(F.log_softmax, lambda x, axis: TF.log_softmax(_float(x), dim=axis),
-                        gen_log_softmax),
+    "F.softmax": Op(
+        lambda x, mask=None, axis=-1, scale=1.0: F.softmax(x, axis=axis, scale=scale, mask=mask),
+        _softmax_ref,
+        gen_softmax,
+    ),
+    "F.log_softmax": Op(
+        F.log_softmax, lambda x, axis: TF.log_softmax(_float(x), dim=axis), gen_log_softmax
+    ),
     "F.layer_norm": Op(_layer_norm_mt, _layer_norm_ref, gen_layer_norm, bound=_layer_norm_bound),
     "F.cross_entropy": Op(F.cross_entropy, _cross_entropy_ref, gen_cross_entropy),
-    "F.embedding": Op(F.embedding, lambda ids, w, padding_idx: TF.embedding(
-        ids, w, padding_idx=padding_idx), gen_embedding),
+    "F.embedding": Op(
+        F.embedding,
+        lambda ids, w, padding_idx: TF.embedding(ids, w, padding_idx=padding_idx),
+        gen_embedding,
+    ),
 }
 
 
@@ -803,9 +890,11 @@ def draw_program(draw, dtype, min_ops=8, max_ops=16, with_edit=True):
     return prog
 
 
-EDITS = {"bool": [("flip", None), ("fill_", True), ("setitem", False)],
-         "int": [("add_", 1), ("fill_", 0), ("setitem", 0)],
-         "float": [("fill_", 0.5), ("mul_", 2.0), ("setitem", np.nan), ("add_", 1.0)]}
+EDITS = {
+    "bool": [("flip", None), ("fill_", True), ("setitem", False)],
+    "int": [("add_", 1), ("fill_", 0), ("setitem", 0)],
+    "float": [("fill_", 0.5), ("mul_", 2.0), ("setitem", np.nan), ("add_", 1.0)],
+}
 
 
 def draw_edit(b):
@@ -848,6 +937,7 @@ def apply_edit(t, kind, value):
 class Run:
     """One minitensor run: every pool value (None where an op raised or an operand was
     missing), the errors by step, the loss weights, and the error of backward (if any)."""
+
     values: list
     errors: dict
     weights: dict
@@ -869,15 +959,16 @@ def run_minitensor(prog, backend, edit=False):
         for k, s in enumerate(prog.steps):
             if s.op == "input":
                 a = s.params["array"]
-                values.append(mt.tensor(a.copy(), dtype=a.dtype,
-                                        requires_grad=s.params["requires_grad"]))
+                values.append(
+                    mt.tensor(a.copy(), dtype=a.dtype, requires_grad=s.params["requires_grad"])
+                )
                 continue
             args = [values[j] for j in s.args]
             out = None
             if all(a is not None for a in args):
                 try:
                     out = OPS[s.op].mt(*args, **s.params)
-                except Exception as e:          # compared with torch's behaviour later
+                except Exception as e:  # compared with torch's behaviour later
                     errors[k] = e
             values.append(out)
         run = Run(values, errors, weights)
@@ -914,12 +1005,16 @@ def torch_backward_raises(prog):
         else:
             args = [vals[j] for j in s.args]
             try:
-                vals.append(None if any(a is None for a in args)
-                            else OPS[s.op].torch(*args, **s.params))
+                vals.append(
+                    None if any(a is None for a in args) else OPS[s.op].torch(*args, **s.params)
+                )
             except Exception:
                 vals.append(None)
-    loss = sum((v * torch.from_numpy(loss_weights(prog, k, tuple(v.shape), _np_dtype(v)))).sum()
-               for k, v in enumerate(vals) if v is not None and v.requires_grad)
+    loss = sum(
+        (v * torch.from_numpy(loss_weights(prog, k, tuple(v.shape), _np_dtype(v)))).sum()
+        for k, v in enumerate(vals)
+        if v is not None and v.requires_grad
+    )
     i, kind, value = prog.edit
     try:
         apply_edit(vals[i], kind, value)
@@ -941,9 +1036,9 @@ def _np_dtype(t):
 # ------------------------------------------------------------------------------------ checking
 @dataclasses.dataclass
 class Mismatch:
-    step: int           # the pool index of the op (or of the value whose gradient differs)
+    step: int  # the pool index of the op (or of the value whose gradient differs)
     op: str
-    what: str       # 'error' | 'dtype' | 'shape' | 'requires_grad' | 'value' | 'grad' | 'inplace'
+    what: str  # 'error' | 'dtype' | 'shape' | 'requires_grad' | 'value' | 'grad' | 'inplace'
     detail: str
     backend: str = ""
 
@@ -965,7 +1060,7 @@ def replay(step, args, dtype=None, upstream=None, absolute=False):
     given the upstream gradient, its vector-Jacobian product for each argument (None where an
     argument needs no gradient). absolute=True runs it on |args| and |upstream| (the rounding
     bound of a sum or a product)."""
-    if dtype is not None and not absolute:      # integer inputs of float-only ops too
+    if dtype is not None and not absolute:  # integer inputs of float-only ops too
         _INT_TO[0] = torch.float64 if dtype == np.float64 else torch.float32
         try:
             return _replay(step, args, dtype, upstream)
@@ -978,13 +1073,15 @@ def _replay(step, args, dtype, upstream, absolute=False):
     targs = [_to_torch(a, dtype) for a in args]
     fn, params = OPS[step.op].torch, step.params
     if absolute:
-        targs = [t if t.dtype == torch.bool else t.detach().abs().requires_grad_(t.requires_grad)
-                 for t in targs]            # integers too: −3 in |a| + |b| would lower the bound
+        targs = [
+            t if t.dtype == torch.bool else t.detach().abs().requires_grad_(t.requires_grad)
+            for t in targs
+        ]  # integers too: −3 in |a| + |b| would lower the bound
         fn = OPS[step.op].bound
         params = {k: abs(v) if k == "scalar" else v for k, v in params.items()}
     out = fn(*targs, **params)
     if upstream is None or not out.requires_grad or tuple(out.shape) != np.shape(upstream):
-        return out, None                # (a shape mismatch is reported by the caller)
+        return out, None  # (a shape mismatch is reported by the caller)
     g = torch.from_numpy(np.asarray(np.abs(upstream) if absolute else upstream)).to(out.dtype)
     wrt = [t for t in targs if t.requires_grad]
     grads = iter(torch.autograd.grad(out, wrt, g, allow_unused=True))
@@ -1012,16 +1109,21 @@ def compare(got, ref, scale, extra, free, value=None):
         tol = np.nan_to_num(ATOL[dt] + RTOL[dt] * scale + extra, nan=np.inf)
         with np.errstate(invalid="ignore"):
             err = np.abs(g - r)
-            bad = ((np.isnan(g) != np.isnan(r)) | (np.isinf(r) & (g != r))
-                   | (np.isfinite(r) & ~(err <= tol)))
+            bad = (
+                (np.isnan(g) != np.isnan(r))
+                | (np.isinf(r) & (g != r))
+                | (np.isfinite(r) & ~(err <= tol))
+            )
         bad &= ~free
     if not bad.any():
         return None
     idx = tuple(int(n) for n in np.argwhere(bad)[0])
     there = "" if value is None else f"value there {value[idx]!r}; "
-    return (f"at {idx}: minitensor {got[idx]!r}, torch {ref[idx]!r} ({there}"
-            f"tolerance {tol[idx]:.3g}; "
-            f"{int(bad.sum())} of {bad.size} elements differ)")
+    return (
+        f"at {idx}: minitensor {got[idx]!r}, torch {ref[idx]!r} ({there}"
+        f"tolerance {tol[idx]:.3g}; "
+        f"{int(bad.sum())} of {bad.size} elements differ)"
+    )
 
 
 def _other_precision(dtype):
@@ -1076,8 +1178,9 @@ class _Expected:
         v = vjp.astype(np.float64)
         self.total = self.total + v
         self.scale = self.scale + np.abs(v)
-        extra, free = _slack(vjp, other, factor, lin,
-                             computed_in if vjp.dtype.kind == "f" else None)
+        extra, free = _slack(
+            vjp, other, factor, lin, computed_in if vjp.dtype.kind == "f" else None
+        )
         if computed_in is not None and vjp.dtype.kind == "f":
             extra = extra + max(RTOL[computed_in.type] - RTOL[vjp.dtype.type], 0) * np.abs(v)
         self.extra = self.extra + extra
@@ -1090,7 +1193,7 @@ def check_step(prog, k, run, expected):
     s = prog.steps[k]
     args = [run.values[j] for j in s.args]
     if any(a is None for a in args):
-        return []                                 # an earlier step already failed
+        return []  # an earlier step already failed
     got = run.values[k]
     up = got.grad.data if got is not None and got.grad is not None else None
     try:
@@ -1098,21 +1201,45 @@ def check_step(prog, k, run, expected):
     except Exception as e:
         if k in run.errors:
             if _is_numba_error(run.errors[k]):
-                return [Mismatch(k, s.op, "error", f"a raw numba error reaches the user: "
-                                                   f"{type(run.errors[k]).__name__}")]
-            return []                             # both raise: agreement
-        return [Mismatch(k, s.op, "error", f"torch raises {type(e).__name__}: "
-                                           f"{str(e)[:150]}; minitensor returns a value")]
+                return [
+                    Mismatch(
+                        k,
+                        s.op,
+                        "error",
+                        f"a raw numba error reaches the user: {type(run.errors[k]).__name__}",
+                    )
+                ]
+            return []  # both raise: agreement
+        return [
+            Mismatch(
+                k,
+                s.op,
+                "error",
+                f"torch raises {type(e).__name__}: {str(e)[:150]}; minitensor returns a value",
+            )
+        ]
     if k in run.errors:
         e = run.errors[k]
-        return [Mismatch(k, s.op, "error", f"minitensor raises {type(e).__name__}: "
-                                           f"{str(e)[:200]}; torch returns a value")]
+        return [
+            Mismatch(
+                k,
+                s.op,
+                "error",
+                f"minitensor raises {type(e).__name__}: {str(e)[:200]}; torch returns a value",
+            )
+        ]
     ref_np, out = _np(ref), []
-    if got.dtype != ref_np.dtype:       # reported; the values are still compared, in torch's dtype
+    if got.dtype != ref_np.dtype:  # reported; the values are still compared, in torch's dtype
         out.append(Mismatch(k, s.op, "dtype", f"minitensor {got.dtype}, torch {ref_np.dtype}"))
     if got.requires_grad != ref.requires_grad:
-        return out + [Mismatch(k, s.op, "requires_grad",
-                               f"minitensor {got.requires_grad}, torch {ref.requires_grad}")]
+        return out + [
+            Mismatch(
+                k,
+                s.op,
+                "requires_grad",
+                f"minitensor {got.requires_grad}, torch {ref.requires_grad}",
+            )
+        ]
     other_dtype, factor = _other_precision(ref_np.dtype.type)
     try:
         other, other_vjps = replay(s, args, other_dtype, up)
@@ -1122,21 +1249,29 @@ def check_step(prog, k, run, expected):
     if OPS[s.op].bound:
         try:
             lin, lin_vjps = replay(s, args, np.float64, up, absolute=True)
-        except (RuntimeError, IndexError):      # amax of a size-0 axis: nothing to bound
+        except (RuntimeError, IndexError):  # amax of a size-0 axis: nothing to bound
             pass
     extra, free = _slack(ref_np, _np(other), factor, _np(lin))
     with np.errstate(all="ignore"):
         got_data = got.data.astype(ref_np.dtype)
-    msg = compare(got_data, ref_np, np.abs(ref_np.astype(np.float64)) if ref_np.dtype.kind == "f"
-                  else 0, extra, free)
+    msg = compare(
+        got_data,
+        ref_np,
+        np.abs(ref_np.astype(np.float64)) if ref_np.dtype.kind == "f" else 0,
+        extra,
+        free,
+    )
     if msg:
         out.append(Mismatch(k, s.op, "value", msg))
     for a, j in enumerate(s.args):
         if vjps is not None and vjps[a] is not None:
             expected.setdefault(j, _Expected(args[a].shape)).add(
-                _np(vjps[a]), _np(other_vjps[a]) if other_vjps else None, factor,
+                _np(vjps[a]),
+                _np(other_vjps[a]) if other_vjps else None,
+                factor,
                 np.abs(_np(lin_vjps[a])) if lin_vjps and lin_vjps[a] is not None else None,
-                computed_in=ref_np.dtype if ref_np.dtype.kind == "f" else None)
+                computed_in=ref_np.dtype if ref_np.dtype.kind == "f" else None,
+            )
     return out
 
 
@@ -1158,14 +1293,22 @@ def check_run(prog, run):
             continue
         consumers = sorted({s.op for s in prog.steps if j in s.args})
         if v.grad.dtype != v.dtype:
-            out.append(Mismatch(j, prog.steps[j].op, "grad", f"dtype {v.grad.dtype} for a "
-                                f"{v.dtype} value (consumers: {', '.join(consumers)})"))
+            out.append(
+                Mismatch(
+                    j,
+                    prog.steps[j].op,
+                    "grad",
+                    f"dtype {v.grad.dtype} for a "
+                    f"{v.dtype} value (consumers: {', '.join(consumers)})",
+                )
+            )
         with np.errstate(over="ignore"):
             ref = exp.total.astype(v.dtype)
         msg = compare(v.grad.data.astype(v.dtype), ref, exp.scale, exp.extra, exp.free, v.data)
         if msg:
-            out.append(Mismatch(j, prog.steps[j].op, "grad",
-                                f"{msg} (consumers: {', '.join(consumers)})"))
+            out.append(
+                Mismatch(j, prog.steps[j].op, "grad", f"{msg} (consumers: {', '.join(consumers)})")
+            )
     return out
 
 
@@ -1182,27 +1325,50 @@ def check_inplace(prog, backend, run, torch_error):
     op = prog.steps[i].op
     if edited.edit_error is not None or torch_error[0] == "edit":
         if (edited.edit_error is None) != (torch_error[0] != "edit"):
-            return [Mismatch(i, op, "inplace", f"{kind}({value!r}): the edit itself raises in "
-                                               f"one library only: {edited.edit_error!r}, "
-                                               f"{torch_error[1]!r}")]
+            return [
+                Mismatch(
+                    i,
+                    op,
+                    "inplace",
+                    f"{kind}({value!r}): the edit itself raises in "
+                    f"one library only: {edited.edit_error!r}, "
+                    f"{torch_error[1]!r}",
+                )
+            ]
         return []
     mt_error, torch_raised = edited.backward_error, torch_error[0] == "backward"
     said_inplace = mt_error is not None and "in place" in str(mt_error)
     if torch_raised and said_inplace or not torch_raised and mt_error is None:
         return []
     if torch_raised:
-        changed = [j for j in run.weights
-                   if not _same(run.values[j].grad, edited.values[j].grad)]
+        changed = [j for j in run.weights if not _same(run.values[j].grad, edited.values[j].grad)]
         if mt_error is None and not changed:
-            return []           # minitensor did not save it (softmax keeps y, not its mask)
-        effect = (f"gradients of v{changed} changed silently" if mt_error is None
-                  else f"raises {mt_error!r}")
-        return [Mismatch(i, op, "inplace", f"v{i}.{kind}({value!r}) after forward: torch's "
-                                           f"backward raises, minitensor's does not ({effect})")]
+            return []  # minitensor did not save it (softmax keeps y, not its mask)
+        effect = (
+            f"gradients of v{changed} changed silently"
+            if mt_error is None
+            else f"raises {mt_error!r}"
+        )
+        return [
+            Mismatch(
+                i,
+                op,
+                "inplace",
+                f"v{i}.{kind}({value!r}) after forward: torch's "
+                f"backward raises, minitensor's does not ({effect})",
+            )
+        ]
     if said_inplace:
-        return []       # stricter than torch, which sometimes saves a copy (a broadcast matmul)
-    return [Mismatch(i, op, "inplace", f"v{i}.{kind}({value!r}) after forward: minitensor's "
-                                       f"backward raises {mt_error!r}, torch's does not")]
+        return []  # stricter than torch, which sometimes saves a copy (a broadcast matmul)
+    return [
+        Mismatch(
+            i,
+            op,
+            "inplace",
+            f"v{i}.{kind}({value!r}) after forward: minitensor's "
+            f"backward raises {mt_error!r}, torch's does not",
+        )
+    ]
 
 
 def _same(a, b):

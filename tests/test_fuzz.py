@@ -13,6 +13,7 @@ KNOWN_BUGS below lists the mismatches that are real bugs not fixed yet (issue 12
 does not fail on a mismatch that one of them explains, and each has its minimal reproducer as a
 strict xfail test, so that the fix shows up as an XPASS: then delete the entry.
 """
+
 import json
 import os
 import re
@@ -22,12 +23,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import fuzz_programs as fp  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import minitensor as mt  # noqa: E402
 import minitensor.functional as F  # noqa: E402
-import fuzz_programs as fp  # noqa: E402
 
 # (name, the bug, a regular expression that the text of its mismatches matches); empty while
 # the fuzzer finds no bug that is not fixed
@@ -60,16 +61,24 @@ def _log(prog, dtype, mismatches):
     path = os.environ.get("MINITENSOR_FUZZ_LOG")
     if path:
         with open(path, "a") as f:
-            f.write(json.dumps({"dtype": np.dtype(dtype).name, "backends": list(fp.BACKENDS),
-                                "edit": bool(prog.edit), "steps": len(prog.steps),
-                                "hash": hash(prog.source()),
-                                "mismatches": [[str(m), known_bug(m)] for m in mismatches]})
-                    + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "dtype": np.dtype(dtype).name,
+                        "backends": list(fp.BACKENDS),
+                        "edit": bool(prog.edit),
+                        "steps": len(prog.steps),
+                        "hash": hash(prog.source()),
+                        "mismatches": [[str(m), known_bug(m)] for m in mismatches],
+                    }
+                )
+                + "\n"
+            )
 
 
 @pytest.mark.fuzz
 @pytest.mark.torch
-@pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")   # inf/NaN on purpose
+@pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::UserWarning")  # inf/NaN on purpose
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @given(data=st.data())
 def test_random_programs_agree_with_torch(dtype, data):
@@ -77,8 +86,12 @@ def test_random_programs_agree_with_torch(dtype, data):
     mismatches = fp.fuzz_check(prog)
     _log(prog, dtype, mismatches)
     unknown = [m for m in mismatches if known_bug(m) is None]
-    assert not unknown, ("minitensor and torch disagree:\n" + "\n".join(map(str, unknown))
-                         + "\n\nprogram:\n" + prog.source())
+    assert not unknown, (
+        "minitensor and torch disagree:\n"
+        + "\n".join(map(str, unknown))
+        + "\n\nprogram:\n"
+        + prog.source()
+    )
 
 
 # ------------------------------------------------------------------ the known bugs, one case each
@@ -90,7 +103,7 @@ def test_sigmoid_of_integers_is_float32():
 def test_abs_and_relu_gradient_at_nan_as_torch():
     x = mt.tensor([np.nan, 1.0], requires_grad=True)
     (F.abs(x) + F.relu(x)).sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0])      # torch: 0 + 1, 1 + 1
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0])  # torch: 0 + 1, 1 + 1
 
 
 def test_unbiased_var_of_one_element_is_nan():
@@ -134,7 +147,8 @@ def test_cross_entropy_gradient_of_one_class_is_exactly_zero(backend):
     with mt.kernels.use_backend(backend):
         x = mt.tensor(np.array([[-1.5], [1.5]]), dtype=mt.float64, requires_grad=True)
         F.cross_entropy(x, mt.tensor([0, 0]), label_smoothing=0.1, reduction="sum").backward(
-            mt.tensor(np.inf, dtype=mt.float64))
+            mt.tensor(np.inf, dtype=mt.float64)
+        )
     assert np.isnan(x.grad.numpy()).all()
 
 
@@ -148,14 +162,14 @@ def test_pow_exponent_gradient_in_float64():
     b = mt.tensor(np.array([-0.1]), dtype=mt.float64, requires_grad=True)
     F.pow(mt.tensor(np.array([3e4], np.float32)), b).sum().backward()
     assert b.grad.dtype == mt.float64
-    np.testing.assert_allclose(b.grad.numpy(), 3e4 ** -0.1 * np.log(3e4), rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), 3e4**-0.1 * np.log(3e4), rtol=1e-12)
 
 
 def test_clip_cat_stack_where_of_integers_promote_as_torch():
     ints, f32 = mt.tensor([1, 2]), mt.tensor([0.5, 1.5])
-    assert F.clip(mt.tensor([1, 2, 3]), -1.0, 1.0).dtype == mt.float32     # the default float
+    assert F.clip(mt.tensor([1, 2, 3]), -1.0, 1.0).dtype == mt.float32  # the default float
     assert F.clip(mt.tensor([1, 2, 3]), -1, 1).dtype == mt.int64
-    assert F.cat([ints, mt.tensor([0.5])]).dtype == mt.float32           # the float's dtype
+    assert F.cat([ints, mt.tensor([0.5])]).dtype == mt.float32  # the float's dtype
     assert F.stack([ints, f32]).dtype == mt.float32
     assert F.where(mt.tensor([True, False]), ints, f32).dtype == mt.float32
     assert F.cat([f32, mt.tensor([0.5], dtype=mt.float64)]).dtype == mt.float64
@@ -182,9 +196,8 @@ def test_pow_base_gradient_in_float64_for_a_float32_exponent():
     a = mt.tensor(np.array(0.48849350533001956), dtype=mt.float64, requires_grad=True)
     b = np.float32(-0.14959238)
     F.pow(a, mt.tensor(np.array(b))).backward()
-    b64 = np.float64(b)                         # b − 1 rounded to float32 loses ~1e-8
-    np.testing.assert_allclose(a.grad.numpy(), b64 * 0.48849350533001956 ** (b64 - 1),
-                               rtol=1e-14)
+    b64 = np.float64(b)  # b − 1 rounded to float32 loses ~1e-8
+    np.testing.assert_allclose(a.grad.numpy(), b64 * 0.48849350533001956 ** (b64 - 1), rtol=1e-14)
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
@@ -197,7 +210,7 @@ def test_softmax_gradient_at_blocked_positions_is_zero_even_beside_nan(backend):
         F.softmax(x, mask=m, scale=0.125).backward(mt.tensor([0.5, np.nan, 1, 2, np.nan]))
         row = mt.tensor([[0.0, 0.86]], requires_grad=True)
         F.softmax(row, mask=np.array([True])).backward(mt.tensor([[np.nan, 1.0]]))
-    np.testing.assert_array_equal(np.isnan(x.grad.numpy()), ~m)       # as torch
+    np.testing.assert_array_equal(np.isnan(x.grad.numpy()), ~m)  # as torch
     np.testing.assert_array_equal(x.grad.numpy()[m], [0.0, 0.0])
     np.testing.assert_array_equal(row.grad.numpy(), [[0.0, 0.0]])
 
@@ -218,11 +231,11 @@ def test_var_of_no_elements_is_nan():
 def test_extrema_over_size_0_axes_as_torch(reduce):
     x = mt.tensor(np.zeros((0, 3), np.float32), requires_grad=reduce in (F.max, F.min))
     out = reduce(x, 1)
-    assert (out[0] if isinstance(out, tuple) else out).shape == (0,)   # other axes: empty
+    assert (out[0] if isinstance(out, tuple) else out).shape == (0,)  # other axes: empty
     if x.requires_grad:
         reduce(x, axis=1, keepdims=True).sum().backward()
         assert x.grad.shape == (0, 3)
-    for axis in (0, None):                      # a size-0 axis: no identity, refused
+    for axis in (0, None):  # a size-0 axis: no identity, refused
         with pytest.raises(ValueError, match=rf"{reduce.__name__}: axis 0 .*\(0, 3\) has size 0"):
             reduce(x, axis)
 
@@ -241,7 +254,7 @@ def test_backward_selects_where_torch_selects_at_nan():
     np.testing.assert_array_equal(x.grad.numpy(), [np.nan, 0.0, 0.0])
     x.grad = None
     e = mt.tensor([0.0, 1.0, 0.0], dtype=mt.float64)
-    F.pow(x, e).backward(nan_grad)                  # d/dx x**0 = 0 everywhere, as torch
+    F.pow(x, e).backward(nan_grad)  # d/dx x**0 = 0 everywhere, as torch
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, np.nan, 0.0])
 
 

@@ -3,12 +3,14 @@
 Public means: Tensor, Function and Context, Module and Parameter with every layer, container
 and loss of `minitensor.nn`, the optimizers and schedulers, each public function of
 `minitensor.functional` and of the creators, every function `mt.__all__` names (gradcheck,
-no_grad, manual_seed, save, ...), and `autograd.backward` / `backward_steps`. A method counts when a minitensor class defines it (inherited ones too) and
-its name is public or a dunder the class writes itself (``__init__``, ``__add__``, ...).
+no_grad, manual_seed, save, ...), and `autograd.backward` / `backward_steps`. A method counts
+when a minitensor class defines it (inherited ones too) and its name is public or a dunder
+the class writes itself (``__init__``, ``__add__``, ...).
 
 Hints are resolved with `typing.get_type_hints` in their own module. A name imported only
 under ``if TYPE_CHECKING:`` (to break an import cycle) is given here, in TYPE_CHECKING_ONLY.
 """
+
 import collections.abc
 import inspect
 import pathlib
@@ -33,8 +35,11 @@ def _public_classes():
     classes = [mt.Tensor, mt.device, mt.Function, mt.Context, mt.optim.Optimizer]
     for module in (nn, mt.optim, lr_scheduler):
         for obj in vars(module).values():
-            if (isinstance(obj, type) and obj.__module__.startswith("minitensor")
-                    and not issubclass(obj, BaseException)):
+            if (
+                isinstance(obj, type)
+                and obj.__module__.startswith("minitensor")
+                and not issubclass(obj, BaseException)
+            ):
                 classes.append(obj)
     return sorted(set(classes), key=lambda c: (c.__module__, c.__name__))
 
@@ -71,8 +76,11 @@ def _all_methods(cls):
 def _functions():
     for module in (F, minitensor.creation):
         for name, obj in vars(module).items():
-            if (not name.startswith("_") and inspect.isfunction(obj)
-                    and obj.__module__ == module.__name__):
+            if (
+                not name.startswith("_")
+                and inspect.isfunction(obj)
+                and (module is F or obj.__module__ == module.__name__)
+            ):
                 yield f"{module.__name__}.{name}", obj, False
     for name in mt.__all__:
         if inspect.isfunction(getattr(mt, name)):
@@ -85,9 +93,9 @@ def _problems(where, fn, bound):
     """What is missing or broken in fn's annotations ([] when it is fully annotated)."""
     try:
         hints = typing.get_type_hints(fn, localns=TYPE_CHECKING_ONLY)
-    except Exception as e:              # a name that does not resolve, or a malformed hint
+    except Exception as e:  # a name that does not resolve, or a malformed hint
         return [f"{where}: a hint does not resolve ({type(e).__name__}: {e})"]
-    params = list(inspect.signature(fn).parameters)[1 if bound else 0:]
+    params = list(inspect.signature(fn).parameters)[1 if bound else 0 :]
     missing = [p for p in params if p not in hints] + ([] if "return" in hints else ["return"])
     return [f"{where}: no annotation for {', '.join(missing)}"] if missing else []
 
@@ -96,7 +104,7 @@ def test_the_check_finds_a_missing_annotation_and_a_hint_that_does_not_resolve()
     def bare(x, y: int):
         return x
 
-    def unknown(x: "NoSuchType") -> int:   # noqa: F821
+    def unknown(x: "NoSuchType") -> int:  # noqa: F821
         return 0
 
     def full(x: int, *args: int, **kwargs: str) -> None:
@@ -111,14 +119,22 @@ def test_the_check_finds_a_missing_annotation_and_a_hint_that_does_not_resolve()
 def test_the_walk_covers_the_public_api():
     names = {where for cls in _public_classes() for where, _, _ in _methods(cls)}
     names |= {where for where, _, _ in _functions()}
-    for expected in ("minitensor.tensor.Tensor.softmax", "minitensor.tensor.Tensor.__add__",
-                     "minitensor.function.Function.apply", "minitensor.function.Context.where",
-                     "minitensor.nn.module.Module.parameters",
-                     "minitensor.nn.layers.Linear.forward",
-                     "minitensor.nn.attention.MultiheadAttention.forward",
-                     "minitensor.optim.adam.Adam.__init__", "minitensor.functional.softmax",
-                     "minitensor.optim.lr_scheduler.NoamLR.lr_at", "minitensor.creation.randn",
-                     "minitensor.autograd.backward_steps", "mt.gradcheck", "mt.no_grad"):
+    for expected in (
+        "minitensor.tensor.Tensor.softmax",
+        "minitensor.tensor.Tensor.__add__",
+        "minitensor.function.Function.apply",
+        "minitensor.function.Context.where",
+        "minitensor.nn.module.Module.parameters",
+        "minitensor.nn.layers.Linear.forward",
+        "minitensor.nn.attention.MultiheadAttention.forward",
+        "minitensor.optim.adam.Adam.__init__",
+        "minitensor.functional.softmax",
+        "minitensor.optim.lr_scheduler.NoamLR.lr_at",
+        "minitensor.creation.randn",
+        "minitensor.autograd.backward_steps",
+        "mt.gradcheck",
+        "mt.no_grad",
+    ):
         assert expected in names
     assert len(names) > 400
 
@@ -135,6 +151,7 @@ def test_every_public_function_is_annotated():
 
 
 # ----------------------------------------------------------------- the return hints are true
+
 
 def _conforms(value, hint):
     """Does `value` fit `hint`? Classes, unions, None, Any, list[X], tuple[X, ...], tuple[X, Y],
@@ -155,8 +172,9 @@ def _conforms(value, hint):
             return all(_conforms(v, args[0]) for v in value)
         return len(value) == len(args) and all(_conforms(v, a) for v, a in zip(value, args))
     if origin is dict:
-        return isinstance(value, dict) and all(_conforms(k, args[0]) and _conforms(v, args[1])
-                                               for k, v in value.items())
+        return isinstance(value, dict) and all(
+            _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items()
+        )
     if origin is collections.abc.Iterator:
         return isinstance(value, collections.abc.Iterator) and _conforms(next(value), args[0])
     return isinstance(value, origin or hint)
@@ -176,18 +194,30 @@ def _calls():
     attention = nn.MultiheadAttention(4, 2)
     q = mt.randn(5, 1, 4)
     return [
-        (F.max, lambda: F.max(x, 1)), (F.max, lambda: F.max(x)), (F.min, lambda: F.min(x, 0)),
-        (F.split, lambda: F.split(x, 2, 1)), (F.chunk, lambda: F.chunk(x, 3)),
-        (F.sort, lambda: F.sort(x)), (F.topk, lambda: F.topk(x, 2)),
-        (F.nonzero, lambda: F.nonzero(x > 0)), (F.nonzero, lambda: F.nonzero(x > 0, True)),
-        (F.allclose, lambda: F.allclose(x, x)), (F.cast, lambda: F.cast(x, mt.int64)),
-        (mt.Tensor.size, lambda: x.size()), (mt.Tensor.size, lambda: x.size(1)),
-        (mt.Tensor.item, lambda: x.sum().item()), (mt.Tensor.tolist, lambda: x.tolist()),
-        (mt.Tensor.tolist, lambda: x[0, 0].tolist()), (mt.Tensor.type, lambda: x.type()),
-        (mt.Tensor.type, lambda: x.type(mt.float64)), (mt.Tensor.max, lambda: x.max(1)),
-        (mt.Tensor.split, lambda: x.split(2)), (mt.Tensor.__iter__, lambda: iter(x)),
+        (F.max, lambda: F.max(x, 1)),
+        (F.max, lambda: F.max(x)),
+        (F.min, lambda: F.min(x, 0)),
+        (F.split, lambda: F.split(x, 2, 1)),
+        (F.chunk, lambda: F.chunk(x, 3)),
+        (F.sort, lambda: F.sort(x)),
+        (F.topk, lambda: F.topk(x, 2)),
+        (F.nonzero, lambda: F.nonzero(x > 0)),
+        (F.nonzero, lambda: F.nonzero(x > 0, True)),
+        (F.allclose, lambda: F.allclose(x, x)),
+        (F.cast, lambda: F.cast(x, mt.int64)),
+        (mt.Tensor.size, lambda: x.size()),
+        (mt.Tensor.size, lambda: x.size(1)),
+        (mt.Tensor.item, lambda: x.sum().item()),
+        (mt.Tensor.tolist, lambda: x.tolist()),
+        (mt.Tensor.tolist, lambda: x[0, 0].tolist()),
+        (mt.Tensor.type, lambda: x.type()),
+        (mt.Tensor.type, lambda: x.type(mt.float64)),
+        (mt.Tensor.max, lambda: x.max(1)),
+        (mt.Tensor.split, lambda: x.split(2)),
+        (mt.Tensor.__iter__, lambda: iter(x)),
         (mt.Tensor.backward_steps, lambda: (x * x).sum().backward_steps()),
-        (mt.Tensor.__array__, lambda: np.asarray(x)), (mt.Tensor.numpy, lambda: x.numpy()),
+        (mt.Tensor.__array__, lambda: np.asarray(x)),
+        (mt.Tensor.numpy, lambda: x.numpy()),
         (mt.Tensor.grad_fn.fget, lambda: (x * 2).grad_fn),
         (mt.Tensor.grad_fn.fget, lambda: x.grad_fn),
         (mt.Context.parents.fget, lambda: (x * 2 + 1).grad_fn.parents),
@@ -197,7 +227,8 @@ def _calls():
         (nn.Module.named_modules, lambda: model.named_modules()),
         (nn.Module.state_dict, lambda: model.state_dict()),
         (nn.Module.load_state_dict, lambda: model.load_state_dict(model.state_dict())),
-        (nn.Module.train, lambda: model.train()), (nn.Module.to, lambda: model.to(mt.float32)),
+        (nn.Module.train, lambda: model.train()),
+        (nn.Module.to, lambda: model.to(mt.float32)),
         (nn.Sequential.__getitem__, lambda: model[0]),
         (nn.Sequential.__getitem__, lambda: model[:1]),
         (nn.MultiheadAttention.forward, lambda: attention(q, q, q)),
@@ -205,8 +236,10 @@ def _calls():
         (mt.optim.Optimizer.state_dict, lambda: opt.state_dict()),
         (lr_scheduler.LRScheduler.get_last_lr, lambda: sched.get_last_lr()),
         (lr_scheduler.StepLR.lr_at, lambda: sched.lr_at(0.1, 3)),
-        (mt.gradcheck, lambda: mt.gradcheck(F.exp, mt.randn(3, dtype=mt.float64,
-                                                            requires_grad=True))),
+        (
+            mt.gradcheck,
+            lambda: mt.gradcheck(F.exp, mt.randn(3, dtype=mt.float64, requires_grad=True)),
+        ),
         (minitensor.creation.from_numpy, lambda: mt.from_numpy(np.zeros(2))),
     ]
 

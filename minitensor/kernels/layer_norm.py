@@ -15,6 +15,7 @@ variance", The American Statistician 37, 1983), which needs no third pass over t
 the squares overflow x's dtype (deviations beyond ~1.8e19 in float32), that row's variance is
 summed again in float64: its rstd is still a float32 number, and x̂ is right.
 """
+
 import numpy as np
 
 from . import jit
@@ -22,18 +23,19 @@ from .jit import kernel, prange, threads
 
 # ---- numpy twins -----------------------------------------------------------------------------
 
+
 def layer_norm_forward_numpy(x, weight, bias, eps):
     """y = (x − μ)/√(σ² + eps) · weight + bias over the last axis of x (N, D); weight and bias
     (D,) may be None. Returns (y (N, D), mean (N,), rstd (N,)), all in x's dtype."""
     m = x.mean(axis=-1)
     d = x - m[:, None]
-    c = d.mean(axis=-1)                   # the correction step (module docstring)
+    c = d.mean(axis=-1)  # the correction step (module docstring)
     mean, xc = m + c, d - c[:, None]
     s = (d * d).mean(axis=-1)
     with np.errstate(invalid="ignore"):
-        var = np.maximum(s - c * c, 0)    # ≥ 0 but for rounding
+        var = np.maximum(s - c * c, 0)  # ≥ 0 but for rounding
     rstd = 1.0 / np.sqrt(var + eps)
-    wide = ~(s < np.inf)                  # squares beyond x's dtype (or NaN): in float64
+    wide = ~(s < np.inf)  # squares beyond x's dtype (or NaN): in float64
     if wide.any():
         rstd[wide] = _rstd_float64_numpy(d[wide], c[wide], eps)
     y = xc * rstd[:, None]
@@ -57,12 +59,16 @@ def layer_norm_backward_numpy(dy, x, mean, rstd, weight):
     dweight = (dy * xhat).sum(axis=0) if weight is not None else None
     g = dy * weight if weight is not None else dy
     d = x.shape[-1]
-    dx = rstd[:, None] / d * (d * g - g.sum(axis=-1, keepdims=True)
-                              - xhat * (g * xhat).sum(axis=-1, keepdims=True))
+    dx = (
+        rstd[:, None]
+        / d
+        * (d * g - g.sum(axis=-1, keepdims=True) - xhat * (g * xhat).sum(axis=-1, keepdims=True))
+    )
     return dx.astype(x.dtype, copy=False), dweight, dbias
 
 
 # ---- numba kernels ---------------------------------------------------------------------------
+
 
 @kernel()
 def _rstd_float64(d, c, eps):
@@ -91,8 +97,8 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
         c = jit.row_sum(y[i]) / f(D)
         var = jit.row_dot(y[i], y[i]) / f(D)
         if var < np.inf:
-            r = f(1) / np.sqrt(max(var - c * c, f(0)) + eps)     # ≥ 0 but for rounding
-        else:                           # squares beyond x's dtype (or NaN): in float64
+            r = f(1) / np.sqrt(max(var - c * c, f(0)) + eps)  # ≥ 0 but for rounding
+        else:  # squares beyond x's dtype (or NaN): in float64
             r = f(_rstd_float64(y[i], c, eps))
         mean[i], rstd[i] = m + c, r
         for j in range(D):
@@ -100,8 +106,9 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
 
 
 @kernel(parallel=True)
-def _layer_norm_backward_rows(dy, x, mean, rstd, weight, n_chunks, xhat_rows, dx,
-                              dweight_parts, dbias_parts):
+def _layer_norm_backward_rows(
+    dy, x, mean, rstd, weight, n_chunks, xhat_rows, dx, dweight_parts, dbias_parts
+):
     """dx row by row; dweight and dbias summed over rows in `n_chunks` partial sums (one per
     parallel task, added up by the caller) so no two threads write the same memory. Each task
     keeps x̂ of its current row in its own row of xhat_rows (n_chunks, D), and g = dy ⊙ weight
@@ -128,8 +135,9 @@ def _affine(param, d, dtype, fill, name):
     if param is None:
         return np.full(d, fill, dtype)
     if param.shape != (d,):
-        raise ValueError(f"layer_norm: {name} of shape {param.shape} does not match the "
-                         f"normalised size {d}")
+        raise ValueError(
+            f"layer_norm: {name} of shape {param.shape} does not match the normalised size {d}"
+        )
     return np.ascontiguousarray(param, dtype=dtype)
 
 
@@ -150,15 +158,26 @@ def layer_norm_backward_numba(dy, x, mean, rstd, weight):
     n, d = x.shape
     dy = np.ascontiguousarray(dy, dtype=x.dtype)
     if dy.shape != x.shape or np.shape(mean) != (n,) or np.shape(rstd) != (n,):
-        raise ValueError(f"layer_norm_backward: dy {dy.shape}, mean {np.shape(mean)} and rstd "
-                         f"{np.shape(rstd)} do not match x {x.shape}")
+        raise ValueError(
+            f"layer_norm_backward: dy {dy.shape}, mean {np.shape(mean)} and rstd "
+            f"{np.shape(rstd)} do not match x {x.shape}"
+        )
     w = _affine(weight, d, x.dtype, 1, "weight")
     n_chunks = max(1, min(threads(), n))
     dx = np.empty_like(x)
     dweight_parts = np.zeros((n_chunks, d), x.dtype)
     dbias_parts = np.zeros((n_chunks, d), x.dtype)
-    _layer_norm_backward_rows(dy, x, np.ascontiguousarray(mean, dtype=x.dtype),
-                              np.ascontiguousarray(rstd, dtype=x.dtype), w, n_chunks,
-                              np.empty((n_chunks, d), x.dtype), dx, dweight_parts, dbias_parts)
+    _layer_norm_backward_rows(
+        dy,
+        x,
+        np.ascontiguousarray(mean, dtype=x.dtype),
+        np.ascontiguousarray(rstd, dtype=x.dtype),
+        w,
+        n_chunks,
+        np.empty((n_chunks, d), x.dtype),
+        dx,
+        dweight_parts,
+        dbias_parts,
+    )
     dweight = dweight_parts.sum(axis=0) if weight is not None else None
     return dx, dweight, dbias_parts.sum(axis=0)

@@ -1,4 +1,5 @@
 """Axis helpers shared by the reductions and shape ops (with clear errors)."""
+
 import functools
 
 import numpy as np
@@ -19,11 +20,13 @@ def normalize_axis(axis, ndim, op, shape):
     A 0-d tensor accepts axis 0 and -1 (as numpy and PyTorch do for reductions).
     """
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise op_error(op, f"axis must be an int, got {axis!r} (tensor of shape {tuple(shape)})",
-                       TypeError)
+        raise op_error(
+            op, f"axis must be an int, got {axis!r} (tensor of shape {tuple(shape)})", TypeError
+        )
     if not -max(ndim, 1) <= axis < max(ndim, 1):
-        raise op_error(op, f"axis {axis} is out of range for a tensor of shape {tuple(shape)} "
-                           f"(ndim {ndim})")
+        raise op_error(
+            op, f"axis {axis} is out of range for a tensor of shape {tuple(shape)} (ndim {ndim})"
+        )
     return int(axis) % max(ndim, 1)
 
 
@@ -34,10 +37,11 @@ def normalize_axes(axis, ndim, op, shape):
     if isinstance(axis, (list, tuple)):
         axes = tuple(normalize_axis(a, ndim, op, shape) for a in axis)
         if ndim == 0:
-            return ()       # a 0-d tensor has no axes to reduce
+            return ()  # a 0-d tensor has no axes to reduce
         if len(set(axes)) != len(axes):
-            raise op_error(op, f"repeated axis in {tuple(axis)} for a tensor of shape "
-                               f"{tuple(shape)}")
+            raise op_error(
+                op, f"repeated axis in {tuple(axis)} for a tensor of shape {tuple(shape)}"
+            )
         return tuple(sorted(axes))
     a = normalize_axis(axis, ndim, op, shape)
     return (a,) if ndim else ()
@@ -52,20 +56,29 @@ def expand_reduced(grad, shape, axes, keepdims):
 
 
 # PyTorch's argument names and numpy's, for the same argument.
-_TORCH_TO_NUMPY = {"dim": "axis", "keepdim": "keepdims", "start_dim": "start_axis",
-                   "end_dim": "end_axis", "diagonal": "k"}
+_TORCH_TO_NUMPY = {
+    "dim": "axis",
+    "keepdim": "keepdims",
+    "start_dim": "start_axis",
+    "end_dim": "end_axis",
+    "diagonal": "k",
+}
 
 
 def torch_names(fn):
     """Let `fn` (written with numpy's names) also take PyTorch's: dim= for axis=, keepdim= for
     keepdims=, start_dim=/end_dim= for flatten's axes, diagonal= for tril/triu's k=."""
+
     @functools.wraps(fn)
     def accept_torch_names(*args, **kwargs):
         for torch_name, numpy_name in _TORCH_TO_NUMPY.items():
             if torch_name in kwargs:
                 if numpy_name in kwargs:
-                    raise TypeError(f"{fn.__name__}: got both {torch_name}= and {numpy_name}= "
-                                    f"(two names for one argument)")
+                    raise TypeError(
+                        f"{fn.__name__}: got both {torch_name}= and {numpy_name}= "
+                        f"(two names for one argument)"
+                    )
                 kwargs[numpy_name] = kwargs.pop(torch_name)
         return fn(*args, **kwargs)
+
     return accept_torch_names

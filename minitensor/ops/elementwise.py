@@ -1,11 +1,22 @@
 """Elementwise ops. Binary ops broadcast with numpy's rules; `unbroadcast` sums each input's
-gradient back to its own shape."""
+gradient back to its own shape.
+
+After each class comes the public function that checks its arguments and applies it
+(`minitensor.functional` re-exports it); functions with no class of their own close the file.
+"""
+
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
 from .. import kernels as K
-from ..function import Function, unbroadcast
+from ..function import Function, op_error, unbroadcast
+from ..tensor import Tensor
+from ..typing import ArrayLike, Axis, DType, Scalar
+from ._args import _data, _keep_float_dtype, _operand
+from ._axes import torch_names
 
 
 class Add(Function):
@@ -20,6 +31,31 @@ class Add(Function):
         return unbroadcast(grad, sa), unbroadcast(grad, sb)
 
 
+def _binary(fn, a, b):
+    """Apply an elementwise binary op with numpy's broadcasting (and a clear error if the
+    shapes do not broadcast)."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    a, b = _keep_float_dtype(_operand(a, b), _operand(b, a))
+    try:
+        return fn.apply(a, b)
+    except ValueError:
+        try:
+            np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise op_error(
+                fn.op_name(),
+                f"shapes {tuple(a.shape)} and {tuple(b.shape)} do not "
+                f"broadcast (numpy's rules: align the trailing axes; "
+                f"each pair of sizes must be equal or 1)",
+            ) from None
+        raise
+
+
+def add(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _binary(Add, a, b)
+
+
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -30,6 +66,10 @@ class Sub(Function):
     def backward(ctx, grad):
         sa, sb = ctx.shapes
         return unbroadcast(grad, sa), unbroadcast(-grad, sb)
+
+
+def sub(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _binary(Sub, a, b)
 
 
 class Mul(Function):
@@ -44,6 +84,10 @@ class Mul(Function):
         ga = unbroadcast(grad * b, a.shape) if ctx.needs_input_grad[0] else None
         gb = unbroadcast(grad * a, b.shape) if ctx.needs_input_grad[1] else None
         return ga, gb
+
+
+def mul(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _binary(Mul, a, b)
 
 
 class Div(Function):
@@ -62,6 +106,17 @@ class Div(Function):
         return ga, gb
 
 
+def div(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a / b; true division, so integers divide into float32 (not numpy's float64)."""
+    if _dtype_kind(a) in "iub" and _dtype_kind(b) in "iub":
+        a = _data(a).astype(np.float32)
+    return _binary(Div, a, b)
+
+
+def _dtype_kind(x):
+    return x.dtype.kind if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x).dtype.kind
+
+
 class Pow(Function):
     """a ** b, with torch's gradients, computed in the result's dtype (a float64 exponent of a
     float32 base gets a float64 gradient, and b − 1 of a float32 exponent of a float64 base
@@ -72,8 +127,8 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        with np.errstate(divide="ignore", invalid="ignore"):   # 0 ** −1 = ∞, (−1) ** 0.5 = NaN
-            out = a ** b
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 ** −1 = ∞, (−1) ** 0.5 = NaN
+            out = a**b
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -88,9 +143,19 @@ class Pow(Function):
             if ctx.needs_input_grad[0]:
                 ga = unbroadcast(np.where(b == 0, zero, grad * (b * a ** (b - 1))), shapes[0])
             if ctx.needs_input_grad[1]:
-                gb = unbroadcast(grad * np.where((a == 0) & (b >= 0), zero, out * np.log(a)),
-                                 shapes[1])
+                gb = unbroadcast(
+                    grad * np.where((a == 0) & (b >= 0), zero, out * np.log(a)), shapes[1]
+                )
         return ga, gb
+
+
+def pow(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a ** b. As in torch, the Python number 0.5 as exponent computes a square root: its value
+    keeps the sign of a zero base and its gradient there is sqrt's, −∞ at −0.0 (a ** 0.5 by
+    the power rule would give +∞ at both zeros)."""
+    if isinstance(a, Tensor) and isinstance(b, float) and b == 0.5:
+        return sqrt(a)
+    return _binary(Pow, a, b)
 
 
 class Neg(Function):
@@ -103,8 +168,13 @@ class Neg(Function):
         return -grad
 
 
+def neg(x: Tensor) -> Tensor:
+    return Neg.apply(x)
+
+
 class Sin(Function):
     """sin x; d sin x = cos x."""
+
     float_inputs = (0,)
 
     @staticmethod
@@ -118,8 +188,14 @@ class Sin(Function):
         return grad * np.cos(x)
 
 
+def sin(x: Tensor) -> Tensor:
+    """sin x, elementwise (any shape)."""
+    return Sin.apply(x)
+
+
 class Cos(Function):
     """cos x; d cos x = −sin x."""
+
     float_inputs = (0,)
 
     @staticmethod
@@ -131,6 +207,11 @@ class Cos(Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return -grad * np.sin(x)
+
+
+def cos(x: Tensor) -> Tensor:
+    """cos x, elementwise (any shape)."""
+    return Cos.apply(x)
 
 
 class Exp(Function):
@@ -148,6 +229,10 @@ class Exp(Function):
         return grad * out
 
 
+def exp(x: Tensor) -> Tensor:
+    return Exp.apply(x)
+
+
 class Log(Function):
     float_inputs = (0,)
 
@@ -163,6 +248,10 @@ class Log(Function):
         return grad / x
 
 
+def log(x: Tensor) -> Tensor:
+    return Log.apply(x)
+
+
 class Sqrt(Function):
     float_inputs = (0,)
 
@@ -176,8 +265,12 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        with np.errstate(divide="ignore"):      # ±∞ at ±0, as torch
+        with np.errstate(divide="ignore"):  # ±∞ at ±0, as torch
             return grad / (2 * out)
+
+
+def sqrt(x: Tensor) -> Tensor:
+    return Sqrt.apply(x)
 
 
 class Abs(Function):
@@ -191,7 +284,11 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return grad * np.nan_to_num(np.sign(x))     # sign(NaN) counts as 0, as in torch
+        return grad * np.nan_to_num(np.sign(x))  # sign(NaN) counts as 0, as in torch
+
+
+def abs(x: Tensor) -> Tensor:
+    return Abs.apply(x)
 
 
 class _Pick(Function):
@@ -201,8 +298,9 @@ class _Pick(Function):
     As in PyTorch, a side loses its gradient only where the other side wins outright, so a
     NaN (which compares false with everything) passes the whole gradient to both sides.
     """
-    pick = None      # np.maximum or np.minimum
-    loses = None     # np.less for maximum (a < b: a loses), np.greater for minimum
+
+    pick = None  # np.maximum or np.minimum
+    loses = None  # np.less for maximum (a < b: a loses), np.greater for minimum
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -216,8 +314,10 @@ class _Pick(Function):
         # that lost stays there instead of becoming NaN·0
         g = np.where(a == b, grad / 2, grad)
         zero = np.zeros((), grad.dtype)
-        return (unbroadcast(np.where(ctx.fn.loses(a, b), zero, g), np.shape(a)),
-                unbroadcast(np.where(ctx.fn.loses(b, a), zero, g), np.shape(b)))
+        return (
+            unbroadcast(np.where(ctx.fn.loses(a, b), zero, g), np.shape(a)),
+            unbroadcast(np.where(ctx.fn.loses(b, a), zero, g), np.shape(b)),
+        )
 
 
 class Maximum(_Pick):
@@ -225,9 +325,17 @@ class Maximum(_Pick):
     loses = staticmethod(np.less)
 
 
+def maximum(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _binary(Maximum, a, b)
+
+
 class Minimum(_Pick):
     pick = staticmethod(np.minimum)
     loses = staticmethod(np.greater)
+
+
+def minimum(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _binary(Minimum, a, b)
 
 
 class Clip(Function):
@@ -248,7 +356,14 @@ class Clip(Function):
             inside &= x >= ctx.low
         if ctx.high is not None:
             inside &= x <= ctx.high
-        return np.where(inside, grad, np.zeros((), grad.dtype))    # selected: NaN·0 is NaN
+        return np.where(inside, grad, np.zeros((), grad.dtype))  # selected: NaN·0 is NaN
+
+
+def clip(x: Tensor, low: Scalar | None = None, high: Scalar | None = None) -> Tensor:
+    """Clamp into [low, high]; either bound may be None. Integers with a float bound are
+    clamped in the default float dtype (float32), as torch promotes them."""
+    bounds = (_operand(v, x) for v in (low, high) if v is not None)
+    return Clip.apply(_keep_float_dtype(x, *bounds)[0], low=low, high=high)
 
 
 class Tanh(Function):
@@ -264,6 +379,10 @@ class Tanh(Function):
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
         return grad * (1 - out * out)
+
+
+def tanh(x: Tensor) -> Tensor:
+    return Tanh.apply(x)
 
 
 def _sigmoid(x):
@@ -287,6 +406,10 @@ class Sigmoid(Function):
         return grad * out * (1 - out)
 
 
+def sigmoid(x: Tensor) -> Tensor:
+    return Sigmoid.apply(x)
+
+
 class Relu(Function):
     @staticmethod
     def forward(ctx, x):
@@ -302,6 +425,10 @@ class Relu(Function):
         return np.where(out <= 0, np.zeros((), grad.dtype), grad)
 
 
+def relu(x: Tensor) -> Tensor:
+    return Relu.apply(x)
+
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
@@ -311,13 +438,14 @@ class Gelu(Function):
     approximate="none" uses Φ(x) = (1 + erf(x/√2))/2 exactly; "tanh" is the fast approximation
     0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
     """
+
     float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
         ctx.approximate = approximate
         if approximate == "tanh":
-            t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3))
+            t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))
             ctx.save_for_backward(x, t)
             return 0.5 * x * (1 + t)
         if approximate != "none":
@@ -332,13 +460,19 @@ class Gelu(Function):
             x, t = ctx.saved_tensors
             d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
             return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
-        x, cdf = ctx.saved_tensors      # d/dx x·Φ(x) = Φ(x) + x·φ(x)
+        x, cdf = ctx.saved_tensors  # d/dx x·Φ(x) = Φ(x) + x·φ(x)
         pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
         return grad * (cdf + x * pdf)
 
 
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU; approximate="none" (exact, erf) or "tanh"."""
+    return Gelu.apply(x, approximate=approximate)
+
+
 class Silu(Function):
     """SiLU(x) = x·σ(x) (also called swish)."""
+
     float_inputs = (0,)
 
     @staticmethod
@@ -351,6 +485,10 @@ class Silu(Function):
     def backward(ctx, grad):
         x, s = ctx.saved_tensors
         return grad * (s * (1 + x * (1 - s)))
+
+
+def silu(x: Tensor) -> Tensor:
+    return Silu.apply(x)
 
 
 class Cast(Function):
@@ -366,6 +504,16 @@ class Cast(Function):
         return grad.astype(ctx.in_dtype)
 
 
+def cast(x: Tensor, dtype: DType) -> Tensor:
+    """x as `dtype`: differentiable between float types; an integer result has no gradient."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if dtype.kind != "f" and x.requires_grad:
+        return Tensor._make(x.data.astype(dtype))  # integer results carry no gradient
+    return Cast.apply(x, dtype=dtype)
+
+
 class Clone(Function):
     @staticmethod
     def forward(ctx, x):
@@ -374,3 +522,83 @@ class Clone(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+def clone(x: Tensor) -> Tensor:
+    """A copy of x that stays in the graph (its gradient flows back to x)."""
+    return Clone.apply(x)
+
+
+# --------------- no Function of their own: compositions of the ops above, or no gradient
+# comparisons and logic: bool results, no gradient
+def _compare(np_fn, a, b):
+    return Tensor._make(np.asarray(np_fn(_data(a), _data(b))))
+
+
+def lt(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.less, a, b)
+
+
+def le(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.less_equal, a, b)
+
+
+def gt(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.greater, a, b)
+
+
+def ge(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.greater_equal, a, b)
+
+
+def eq(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.equal, a, b)
+
+
+def ne(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.not_equal, a, b)
+
+
+def logical_and(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.logical_and, a, b)
+
+
+def logical_or(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.logical_or, a, b)
+
+
+def logical_xor(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    return _compare(np.logical_xor, a, b)
+
+
+def logical_not(x: Tensor | ArrayLike) -> Tensor:
+    return Tensor._make(np.logical_not(_data(x)))
+
+
+def isnan(x: Tensor | ArrayLike) -> Tensor:
+    return Tensor._make(np.isnan(_data(x)))
+
+
+def isfinite(x: Tensor | ArrayLike) -> Tensor:
+    return Tensor._make(np.isfinite(_data(x)))
+
+
+@torch_names
+def any(x: Tensor | ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return Tensor._make(np.asarray(np.any(_data(x), axis=axis, keepdims=keepdims)))
+
+
+@torch_names
+def all(x: Tensor | ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return Tensor._make(np.asarray(np.all(_data(x), axis=axis, keepdims=keepdims)))
+
+
+def allclose(
+    a: Tensor | ArrayLike,
+    b: Tensor | ArrayLike,
+    rtol: float = 1e-05,
+    atol: float = 1e-08,
+    equal_nan: bool = False,
+) -> bool:
+    """True when |a − b| ≤ atol + rtol·|b| everywhere (a Python bool, as torch.allclose)."""
+    return bool(np.allclose(_data(a), _data(b), rtol=rtol, atol=atol, equal_nan=equal_nan))

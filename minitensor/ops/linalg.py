@@ -3,19 +3,31 @@
 The products themselves run in `minitensor.kernels` (numba or numpy, one switch), so this op
 only handles shapes: 1-D operands become matrices, batch axes broadcast, and each gradient is
 summed back to its operand's shape.
+
+After each class comes the public function that checks its arguments and applies it
+(`minitensor.functional` re-exports it); functions with no class of their own close the file.
 """
+
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
 from .. import kernels as K
-from ..function import Function, ShapeError, unbroadcast
+from ..function import Function, ShapeError, op_error, unbroadcast
+from ..tensor import Tensor
+from ..typing import ArrayLike
+from ._args import _keep_float_dtype, _operand
+from .shape import transpose
 
 
 def _check_matmul_shapes(a, b):
     if a.ndim == 0 or b.ndim == 0:
-        raise ShapeError(f"{a.shape} @ {b.shape} — matmul needs at least 1-D operands; "
-                         f"use * to multiply by a scalar")
+        raise ShapeError(
+            f"{a.shape} @ {b.shape} — matmul needs at least 1-D operands; "
+            f"use * to multiply by a scalar"
+        )
     k_a = a.shape[-1]
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if k_a != k_b:
@@ -23,8 +35,10 @@ def _check_matmul_shapes(a, b):
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise ShapeError(f"{a.shape} @ {b.shape} — batch shapes {a.shape[:-2]} and "
-                         f"{b.shape[:-2]} do not broadcast") from None
+        raise ShapeError(
+            f"{a.shape} @ {b.shape} — batch shapes {a.shape[:-2]} and "
+            f"{b.shape[:-2]} do not broadcast"
+        ) from None
 
 
 class MatMul(Function):
@@ -67,6 +81,20 @@ class MatMul(Function):
         return ga, gb
 
 
+def matmul(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a @ b for 1-D to N-D operands, numpy's rules (batch axes broadcast)."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    return MatMul.apply(*_keep_float_dtype(_operand(a, b), _operand(b, a)))
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matmul of (B, n, m) and (B, m, p) → (B, n, p) (torch.bmm: 3-D only)."""
+    if a.ndim != 3 or b.ndim != 3:
+        raise op_error("bmm", f"expects two 3-D tensors, got shapes {a.shape} and {b.shape}")
+    return matmul(a, b)
+
+
 def _matrix_grad(a, grad, b):
     """dL/db = Σ aᵀ·grad for a 2-D b (a Linear layer's weight) and a of any batch shape.
 
@@ -77,8 +105,31 @@ def _matrix_grad(a, grad, b):
     copy.
     """
     k, m = b.shape
-    rows = math.prod(a.shape[:-1])          # not -1: k or m may be 0
+    rows = math.prod(a.shape[:-1])  # not -1: k or m may be 0
     a_rows, g_rows = a.reshape(rows, k), grad.reshape(rows, m)
     if b.flags.f_contiguous and not b.flags.c_contiguous:
         return K.matmul_grad_b(g_rows, a_rows).T
     return K.matmul_grad_b(a_rows, g_rows)
+
+
+# --------------- no Function of their own: compositions of the ops above, or no gradient
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """torch.nn.functional.linear: input Wᵀ + b, with weight (out, in) as torch lays it out (one
+    row of weights per output feature) and bias (out,). input (…, in) → (…, out); a 1-D
+    weight (in,) gives (…)."""
+    if weight.ndim not in (1, 2):
+        raise op_error(
+            "linear",
+            f"weight must be (out_features, in_features) or (in_features,), "
+            f"got shape {weight.shape} (input {input.shape})",
+        )
+    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        raise op_error(
+            "linear",
+            f"input of shape {input.shape} has "
+            f"{input.shape[-1] if input.ndim else 'no'} features on its "
+            f"last axis, expected {weight.shape[-1]} (weight {weight.shape}: "
+            f"(out_features, in_features))",
+        )
+    y = matmul(input, transpose(weight))
+    return y if bias is None else y + bias

@@ -2,17 +2,34 @@
 activation.
 
 Each is one fused op (one node in the graph) whose loops run in `minitensor.kernels`.
+
+After each class comes the public function that checks its arguments and applies it
+(`minitensor.functional` re-exports it); functions with no class of their own close the file.
 """
+
+from __future__ import annotations
+
+import builtins  # in this module, sum is minitensor's op
 import math
+import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
 from .. import kernels as K
-from ..function import Function, ShapeError
+from .. import random as _random
+from ..function import Function, ShapeError, op_error
 from ..tensor import Tensor
+from ..typing import ArrayLike, Scalar
+from ._args import _constant, _data
+from ._axes import normalize_axis, torch_names
+from .elementwise import exp, log, sub
+from .linalg import matmul
+from .reduce import mean, sum
+from .shape import concat, getitem, permute, reshape, swapaxes, where
 
 
-def as_attention_mask(mask, op="softmax"):
+def as_attention_mask(mask: Tensor | ArrayLike | None, op: str = "softmax") -> np.ndarray | None:
     """A mask for attention scores as a numpy array (None stays None), with one rule for
     every consumer (softmax, attention, `transformer.masks`):
 
@@ -30,7 +47,8 @@ def as_attention_mask(mask, op="softmax"):
         raise TypeError(
             f"{op}: a mask must be bool (True = blocked) or floating (added to the scores), got "
             f"{arr.dtype} of shape {arr.shape}; convert it with `mask != 0` (1 = blocked) or "
-            f"`mask == 0` (1 = allowed)")
+            f"`mask == 0` (1 = allowed)"
+        )
     return arr
 
 
@@ -50,6 +68,7 @@ class Softmax(Function):
     mask: optional, broadcastable to x; bool with True = blocked, or additive float (0 / −inf).
     A row whose every position is blocked gives all-zero weights (never NaN) and zero gradient.
     """
+
     float_inputs = (0,)
 
     @staticmethod
@@ -61,8 +80,9 @@ class Softmax(Function):
             except ValueError:
                 shape = None
             if shape != x.shape:
-                raise ShapeError(f"mask of shape {mask.shape} does not broadcast to the "
-                                 f"scores' shape {x.shape}")
+                raise ShapeError(
+                    f"mask of shape {mask.shape} does not broadcast to the scores' shape {x.shape}"
+                )
         y = K.softmax_forward(x, scale, mask)
         ctx.save_for_backward(y)
         ctx.scale = scale
@@ -87,9 +107,39 @@ class Softmax(Function):
         empty = int(np.count_nonzero(y.max(axis=-1) == 0))
         if empty:
             rows = y.size // y.shape[-1]
-            return (f"{empty} of {rows} rows of shape {y.shape} are fully masked: their "
-                    f"weights and output are zero (no key to attend to)")
+            return (
+                f"{empty} of {rows} rows of shape {y.shape} are fully masked: their "
+                f"weights and output are zero (no key to attend to)"
+            )
         return None
+
+
+@torch_names
+def softmax(
+    x: Tensor, axis: int = -1, scale: float = 1.0, mask: Tensor | ArrayLike | None = None
+) -> Tensor:
+    """softmax(scale·x + mask) along `axis`.
+
+    mask (optional, broadcastable to x): bool with **True = blocked**, or an additive float
+    mask (0 where allowed, −inf where blocked); integer masks are refused (see
+    `as_attention_mask`). Fully blocked rows give zeros, not NaN.
+    """
+    m = as_attention_mask(mask)
+    if x.ndim == 0:
+        raise op_error("softmax", "needs at least one axis, got a 0-d tensor (shape ())")
+    axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
+    if axis == x.ndim - 1:
+        return Softmax.apply(x, scale=scale, mask=m)
+    moved = swapaxes(x, axis, -1)
+    if m is not None:
+        try:
+            m = np.swapaxes(np.broadcast_to(m, x.shape), axis, -1)
+        except ValueError:
+            raise op_error(
+                "softmax",
+                f"mask of shape {m.shape} does not broadcast to the scores' shape {x.shape}",
+            ) from None
+    return swapaxes(Softmax.apply(moved, scale=scale, mask=m), axis, -1)
 
 
 class LogSoftmax(Function):
@@ -108,26 +158,40 @@ class LogSoftmax(Function):
         return K.log_softmax_backward(y, grad)
 
 
+@torch_names
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x))."""
+    if x.ndim == 0:
+        raise op_error("log_softmax", "needs at least one axis, got a 0-d tensor (shape ())")
+    axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
+    if axis == x.ndim - 1:
+        return LogSoftmax.apply(x)
+    return swapaxes(LogSoftmax.apply(swapaxes(x, axis, -1)), axis, -1)
+
+
 class LayerNorm(Function):
     """LayerNorm over the last `n_axes` axes: (x − μ)/√(σ² + eps)·weight + bias.
 
     weight and bias (shape = x.shape[-n_axes:]) may be None.
     """
+
     name = "layer_norm"
     float_inputs = (0, 1, 2)
 
     @staticmethod
     def forward(ctx, x, weight, bias, n_axes=1, eps=1e-5):
-        norm_shape = x.shape[x.ndim - n_axes:]
+        norm_shape = x.shape[x.ndim - n_axes :]
         for label, p in (("weight", weight), ("bias", bias)):
             if p is not None and p.shape != norm_shape:
-                raise ShapeError(f"{label} has shape {p.shape} but x of shape {x.shape} is "
-                                 f"normalised over its last {n_axes} axes {norm_shape}")
+                raise ShapeError(
+                    f"{label} has shape {p.shape} but x of shape {x.shape} is "
+                    f"normalised over its last {n_axes} axes {norm_shape}"
+                )
         ctx.shapes = (x.shape, norm_shape)
-        if x.size == 0:     # an empty batch or normalized shape: nothing to normalise, and the
-            return x.copy()     # kernels' 1/d is not defined for d = 0
+        if x.size == 0:  # an empty batch or normalized shape: nothing to normalise, and the
+            return x.copy()  # kernels' 1/d is not defined for d = 0
         d = math.prod(norm_shape)
-        x2 = x.reshape(math.prod(x.shape[:x.ndim - n_axes]), d)   # sizes, not -1: axes may be 0
+        x2 = x.reshape(math.prod(x.shape[: x.ndim - n_axes]), d)  # sizes, not -1: axes may be 0
         w = weight.reshape(d) if weight is not None else None
         b = bias.reshape(d) if bias is not None else None
         y, mean, rstd = K.layer_norm_forward(x2, w, b, eps)
@@ -147,10 +211,31 @@ class LayerNorm(Function):
         return dx.reshape(x_shape), dw, db
 
 
+def layer_norm(
+    x: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """LayerNorm over the last len(normalized_shape) axes (the feature axes of each token)."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if x.shape[x.ndim - k :] != normalized_shape:
+        raise op_error(
+            "layer_norm",
+            f"input of shape {x.shape} does not end in normalized_shape {normalized_shape}",
+        )
+    return LayerNorm.apply(x, weight, bias, n_axes=k, eps=eps)
+
+
 class Dropout(Function):
     """Inverted dropout: x · keep / (1 − p), keep a 0/1 mask drawn from `seed` (expected values
     are unchanged, so evaluation needs no rescaling). The mask is not stored: backward draws
     it again from the seed (kernels/dropout.py) and passes the gradient where x was kept."""
+
     float_inputs = (0,)
 
     @staticmethod
@@ -161,6 +246,23 @@ class Dropout(Function):
     @staticmethod
     def backward(ctx, grad):
         return K.dropout(grad, ctx.seed, ctx.p)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1 − p) (inverted
+    dropout). Identity when not training or p == 0. Seeded by mt.manual_seed."""
+    if not 0.0 <= p <= 1.0:
+        raise op_error(
+            "dropout", f"p must be in [0, 1], got {p} (input shape {x.shape})", ValueError
+        )
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    # one 64-bit seed from the shared generator; the mask itself is a hash of (seed, position)
+    # (kernels/dropout.py), so manual_seed and checkpoints make it reproducible
+    seed = _random.generator().integers(0, 2**64, dtype=np.uint64)
+    return Dropout.apply(x, seed=seed, p=p)
 
 
 class Embedding(Function):
@@ -177,8 +279,10 @@ class Embedding(Function):
         n = weight.shape[0]
         if ids.size and (ids.min() < 0 or ids.max() >= n):
             bad = ids.max() if ids.max() >= n else ids.min()
-            raise IndexError(f"id {bad} is out of range for a table of {n} rows "
-                             f"(ids shape {ids.shape}, table shape {weight.shape})")
+            raise IndexError(
+                f"id {bad} is out of range for a table of {n} rows "
+                f"(ids shape {ids.shape}, table shape {weight.shape})"
+            )
         ctx.save_for_backward(ids)
         ctx.table_shape, ctx.padding_idx = weight.shape, padding_idx
         return weight[ids]
@@ -201,6 +305,12 @@ class Embedding(Function):
         return None, g
 
 
+def embedding(ids: Tensor | ArrayLike, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows of `weight` (num_embeddings, dim) picked by integer `ids` (any shape) →
+    (*ids.shape, dim). The `padding_idx` row receives no gradient."""
+    return Embedding.apply(_constant(ids), weight, padding_idx=padding_idx)
+
+
 class CrossEntropy(Function):
     """Cross-entropy of logits against integer class ids, in torch's layout: logits (C,),
     (N, C) or (N, C, d1, …), the classes on axis 1 (axis 0 of one unbatched row), and targets
@@ -210,6 +320,7 @@ class CrossEntropy(Function):
 
     The kernels read one row of C logits at a time, so the classes are moved last: free for
     (N, C) and for a transposed (N, L, C) array, one copy of the logits for a (N, C, L) array."""
+
     name = "cross_entropy"
     float_inputs = (0,)
 
@@ -218,25 +329,30 @@ class CrossEntropy(Function):
         if targets.dtype.kind not in "iu":
             raise TypeError(f"targets must be integer class ids, got {targets.dtype}")
         if logits.ndim == 0:
-            raise ShapeError("input must hold logits (C,), (N, C) or (N, C, d1, …), got a "
-                             "scalar")
+            raise ShapeError("input must hold logits (C,), (N, C) or (N, C, d1, …), got a scalar")
         axis = 1 if logits.ndim >= 2 else 0
-        rows = np.moveaxis(logits, axis, -1)               # (N, d1, …, C), a view
+        rows = np.moveaxis(logits, axis, -1)  # (N, d1, …, C), a view
         if rows.shape[:-1] != targets.shape:
-            hint = ("; logits (N, L, C) with the classes last go in as logits.transpose(1, 2)"
-                    if logits.ndim >= 3 and logits.shape[:-1] == targets.shape else "")
-            raise ShapeError(f"input {logits.shape} and target {targets.shape} do not match: "
-                             f"expected target of shape {rows.shape[:-1]} (classes are axis "
-                             f"{axis} of input, as in torch){hint}")
+            hint = (
+                "; logits (N, L, C) with the classes last go in as logits.transpose(1, 2)"
+                if logits.ndim >= 3 and logits.shape[:-1] == targets.shape
+                else ""
+            )
+            raise ShapeError(
+                f"input {logits.shape} and target {targets.shape} do not match: "
+                f"expected target of shape {rows.shape[:-1]} (classes are axis "
+                f"{axis} of input, as in torch){hint}"
+            )
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         c = logits.shape[axis]
-        x2, t = rows.reshape(targets.size, c), targets.reshape(-1)   # c may be 0
+        x2, t = rows.reshape(targets.size, c), targets.reshape(-1)  # c may be 0
         valid = t != ignore_index
         if valid.any() and (t[valid].min() < 0 or t[valid].max() >= c):
             bad = t[valid].max() if t[valid].max() >= c else t[valid].min()
-            raise IndexError(f"target {bad} is out of range for {c} classes "
-                             f"(targets shape {targets.shape})")
+            raise IndexError(
+                f"target {bad} is out of range for {c} classes (targets shape {targets.shape})"
+            )
         # log_total = log Σ exp(x − max x) per row: the log-sum-exp in the max-subtracted
         # frame, where the kernels keep every digit the softmax needs
         loss_rows, log_total = K.cross_entropy_forward(x2, t, ignore_index, label_smoothing)
@@ -263,10 +379,116 @@ class CrossEntropy(Function):
         return np.moveaxis(g.reshape(rows_shape), -1, axis), None
 
 
+def cross_entropy(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    weight: Tensor | ArrayLike | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """torch.nn.functional.cross_entropy: log_softmax over the classes, then the negative
+    log-likelihood of the target.
+
+    input: logits (C,), (N, C) or (N, C, d1, …) — the classes on axis 1, as in torch, so a
+    sequence model's (B, L, C) logits go in as ``logits.transpose(1, 2)`` (or flattened,
+    ``logits.reshape(-1, C)`` with ``target.reshape(-1)``). target: class ids (), (N,) or
+    (N, d1, …), or class probabilities of input's shape. weight (C,) rescales each class;
+    ignore_index: ids (e.g. <pad>) that add nothing, and 'mean' averages over the rest (0 when
+    every target is ignored; torch gives NaN); label_smoothing ε in [0, 1] mixes the target
+    with the uniform distribution over the C classes. reduction: 'mean' | 'sum' | 'none'.
+    Class ids without a weight run one fused op (one graph node, `ops.nn.CrossEntropy`).
+    """
+    reduction = legacy_reduction(size_average, reduce, reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise op_error(
+            "cross_entropy",
+            f"label_smoothing must be in [0, 1], got {label_smoothing} (input shape {input.shape})",
+            ValueError,
+        )
+    t = _data(target)
+    if t.dtype.kind == "f":
+        return _cross_entropy_probs(input, target, weight, reduction, label_smoothing)
+    if weight is None:
+        return CrossEntropy.apply(
+            input,
+            _constant(target),
+            ignore_index=ignore_index,
+            label_smoothing=label_smoothing,
+            reduction=reduction,
+        )
+    return _cross_entropy_weighted(
+        _classes_last(input), t, weight, ignore_index, reduction, label_smoothing, input.shape
+    )
+
+
+def _cross_entropy_weighted(x, t, weight, ignore_index, reduction, eps, shape):
+    """(1 − ε)·nll + ε/C · smooth, torch's formula for class ids with a class weight; x holds
+    the logits with the classes last."""
+    logp = log_softmax(x, axis=-1)
+    nll = _nll(logp, t, weight, ignore_index, reduction, shape, "cross_entropy")
+    if eps == 0.0:
+        return nll
+    c = x.shape[-1]
+    w = _data(weight).astype(x.dtype)
+    valid = t != ignore_index
+    smooth = where(valid, -sum(logp * w, axis=-1), 0.0)  # (…,); selected, as in _nll
+    if reduction == "sum":
+        smooth = sum(smooth)
+    elif reduction == "mean":
+        smooth = sum(smooth) / _nonzero(float(w[np.where(valid, t, 0)][valid].sum()))
+    return nll * (1.0 - eps) + smooth * (eps / c)
+
+
+def _cross_entropy_probs(input, target, weight, reduction, eps):
+    """−Σ_c w_c · p_c · log softmax(x)_c with probability targets p of input's shape."""
+    p = target if isinstance(target, Tensor) else Tensor(_data(target))
+    if tuple(p.shape) != tuple(input.shape):
+        ids_shape = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+        if tuple(p.shape) == ids_shape:
+            raise op_error(
+                "cross_entropy",
+                f"target of shape {tuple(p.shape)} holds {p.dtype} "
+                f"values: class ids must be integers (input "
+                f"{input.shape}, classes on axis "
+                f"{1 if input.ndim >= 2 else 0})",
+                TypeError,
+            )
+        raise op_error(
+            "cross_entropy",
+            f"probability targets of shape {tuple(p.shape)} must match input {input.shape}",
+        )
+    x, p = _classes_last(input), _classes_last(p)
+    if eps:
+        p = p * (1.0 - eps) + eps / x.shape[-1]
+    terms = log_softmax(x, axis=-1) * p
+    if weight is not None:
+        terms = terms * _data(weight).astype(x.dtype)
+    return _reduce(-sum(terms, axis=-1), reduction)
+
+
+def _classes_last(x):
+    """(N, C, d1, …) → (N, d1, …, C); (C,) and (N, C) are returned as they are."""
+    if x.ndim <= 2:
+        return x
+    return permute(x, (0,) + tuple(range(2, x.ndim)) + (1,))
+
+
+def _reduce(losses, reduction):
+    if reduction == "sum":
+        return sum(losses)
+    if reduction == "mean":
+        return mean(losses)
+    return losses
+
+
 class BiasActivation(Function):
     """act(x + bias) over the last axis of x, with bias (x.shape[-1],) or None: a Linear's bias
     and the activation after it as one node (kernels/bias_activation.py). The subclasses
     below fix the activation, so that the graph names the node by what it computes."""
+
     activation = None
     float_inputs = (0, 1)
 
@@ -274,9 +496,11 @@ class BiasActivation(Function):
     def forward(ctx, x, bias):
         act = ctx.fn.activation
         if x.ndim == 0 or (bias is not None and bias.shape != x.shape[-1:]):
-            raise ShapeError(f"bias of shape {None if bias is None else bias.shape} does not "
-                             f"match the last axis of x {x.shape}")
-        x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])   # sizes, not -1: axes may be 0
+            raise ShapeError(
+                f"bias of shape {None if bias is None else bias.shape} does not "
+                f"match the last axis of x {x.shape}"
+            )
+        x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])  # sizes, not -1: axes may be 0
         y, saved = K.bias_activation_forward(x2, bias, act)
         ctx.save_for_backward(*saved)
         ctx.shapes = (x.shape, bias is not None)
@@ -286,19 +510,22 @@ class BiasActivation(Function):
     def backward(ctx, grad):
         shape, has_bias = ctx.shapes
         saved = ctx.saved_tensors
-        dx, db = K.bias_activation_backward(grad.reshape(saved[0].shape), saved,
-                                            ctx.fn.activation, has_bias)
+        dx, db = K.bias_activation_backward(
+            grad.reshape(saved[0].shape), saved, ctx.fn.activation, has_bias
+        )
         return dx.reshape(shape), (db if ctx.needs_input_grad[1] else None)
 
 
 class BiasRelu(BiasActivation):
     """relu(x + bias) in one node."""
+
     name = "bias + relu"
     activation = "relu"
 
 
 class BiasGelu(BiasActivation):
     """gelu(x + bias) (exact, x·Φ(x)) in one node."""
+
     name = "bias + gelu"
     activation = "gelu"
 
@@ -310,6 +537,294 @@ def bias_activation(x, bias, activation):
     """act(x + bias) as one op, for activation "relu" or "gelu" (exact): what a Linear followed
     by F.relu or F.gelu computes, with one pass over memory instead of two and one node."""
     if activation not in _BIAS_ACTIVATIONS:
-        raise ValueError(f"bias_activation: activation must be one of "
-                         f"{', '.join(_BIAS_ACTIVATIONS)}, got {activation!r}")
+        raise ValueError(
+            f"bias_activation: activation must be one of "
+            f"{', '.join(_BIAS_ACTIVATIONS)}, got {activation!r}"
+        )
     return _BIAS_ACTIVATIONS[activation].apply(x, bias)
+
+
+# --------------- no Function of their own: compositions of the ops above, or no gradient
+def mse_loss(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    weight: Tensor | ArrayLike | None = None,
+) -> Tensor:
+    """Mean squared error (torch's signature). input and target must have the same shape:
+    broadcasting (N, 1) against (N,) would silently compare every prediction with every
+    target."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "mse_loss")
+    if weight is not None:
+        raise op_error(
+            "mse_loss", "weight= is not supported (torch added it in 2.6)", NotImplementedError
+        )
+    if tuple(input.shape) != tuple(np.shape(_data(target))):
+        raise op_error(
+            "mse_loss",
+            f"input of shape {tuple(input.shape)} and target of shape "
+            f"{tuple(np.shape(_data(target)))} differ",
+        )
+    diff = sub(input, target)
+    sq = diff * diff
+    if reduction == "mean":
+        return mean(sq)
+    if reduction == "sum":
+        return sum(sq)
+    return sq
+
+
+def legacy_reduction(
+    size_average: bool | None, reduce: bool | None, reduction: str, op: str
+) -> str:
+    """The reduction ('mean', 'sum' or 'none'; kl_div also 'batchmean') a loss named `op` runs
+    with: from torch's deprecated size_average/reduce flags when either is given (with torch's
+    warning), else `reduction` itself, checked. The loss modules of `minitensor.nn` use it."""
+    if size_average is None and reduce is None:
+        if reduction not in ("mean", "sum", "none") and not (
+            op == "kl_div" and reduction == "batchmean"
+        ):
+            raise op_error(
+                op, f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}", ValueError
+            )
+        return reduction
+    warnings.warn(
+        f"{op}: size_average and reduce are deprecated (as in torch); use reduction=",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def nll_loss(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    weight: Tensor | ArrayLike | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """−input[n, target[n]] (input holds log-probabilities), weighted by weight[target[n]].
+
+    input (C,), (N, C) or (N, C, d1, …); target (), (N,) or (N, d1, …) of class ids.
+    'mean' divides by the sum of the weights of the targets that are not ignore_index (torch's
+    weighted mean); when every target is ignored it gives 0, as `cross_entropy` does
+    (torch gives NaN there).
+    """
+    reduction = legacy_reduction(size_average, reduce, reduction, "nll_loss")
+    return _nll(
+        _classes_last(input),
+        _data(target),
+        weight,
+        ignore_index,
+        reduction,
+        input.shape,
+        "nll_loss",
+    )
+
+
+def _nll(x, t, weight, ignore_index, reduction, shape, op):
+    """nll_loss on log-probabilities x with the classes last, (…, C), and targets t (…);
+    `op` names the caller in errors."""
+    c = x.shape[-1]
+    if t.dtype.kind not in "iu":
+        raise op_error(
+            op,
+            f"target must hold integer class ids, got {t.dtype} (input {shape}, target {t.shape})",
+            TypeError,
+        )
+    if x.shape[:-1] != t.shape:
+        raise op_error(
+            op,
+            f"input {shape} and target {t.shape} do not match: expected target "
+            f"of shape {x.shape[:-1]} (classes on axis "
+            f"{0 if len(shape) == 1 else 1} of input)",
+        )
+    valid = t != ignore_index
+    if valid.any() and (t[valid].min() < 0 or t[valid].max() >= c):
+        bad = t[valid].max() if t[valid].max() >= c else t[valid].min()
+        raise op_error(
+            op, f"target {bad} is out of range for {c} classes (target shape {t.shape})", IndexError
+        )
+    safe = np.where(valid, t, 0).reshape(-1)
+    w = np.ones(c, x.dtype) if weight is None else _data(weight).astype(x.dtype)
+    w_rows = np.where(valid.reshape(-1), w[safe], 0).astype(x.dtype)
+    picked = getitem(reshape(x, (-1, c)), (np.arange(safe.size), safe))  # (M,)
+    # selected, not multiplied by a 0 weight: an ignored row's NaN logit stays out (as torch)
+    losses = where(valid.reshape(-1), -(picked * w_rows), 0.0)
+    if reduction == "none":
+        return reshape(losses, t.shape)
+    total = sum(losses)
+    if reduction == "sum":
+        return total
+    return total / _nonzero(float(w_rows.sum()))
+
+
+def _nonzero(denominator):
+    """The divisor of a 'mean' loss: 1 when nothing counts, so the loss is 0, not NaN."""
+    return denominator if denominator != 0 else 1.0
+
+
+def kl_div(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> Tensor:
+    """Pointwise KL divergence target·(log target − input); input holds log-probabilities.
+
+    A target of 0 contributes 0 (0·log 0 = 0). log_target=True: target holds log-probabilities
+    too, and the term is exp(target)·(target − input). reduction: 'mean' (over every element,
+    torch's default, which torch warns is not the KL divergence), 'batchmean' (sum / N, the
+    real KL per example), 'sum' or 'none'.
+    """
+    reduction = legacy_reduction(size_average, reduce, reduction, "kl_div")
+    if reduction == "mean":
+        warnings.warn(
+            "kl_div: reduction='mean' divides by the number of elements, not the "
+            "batch size; 'batchmean' gives the KL divergence (as torch warns)",
+            UserWarning,
+            stacklevel=2,
+        )
+    tgt = target if isinstance(target, Tensor) else Tensor(_data(target), dtype=input.dtype)
+    if log_target:
+        terms = exp(tgt) * (tgt - input)
+    else:
+        positive = _data(tgt) > 0
+        safe = where(positive, tgt, 1.0)  # log(1) = 0 where the target is 0
+        terms = tgt * (log(safe) - input)
+    if reduction == "batchmean":
+        n = input.shape[0] if input.ndim else 1
+        return sum(terms) / n
+    return _reduce(terms, reduction)
+
+
+def one_hot(tensor: Tensor | ArrayLike, num_classes: int = -1) -> Tensor:
+    """Class ids (any shape, int) → (*shape, num_classes) int64 of 0/1 (no gradient).
+    num_classes=-1 takes the largest id + 1."""
+    ids = _data(tensor)
+    if ids.dtype.kind not in "iu":
+        raise op_error(
+            "one_hot", f"expects integer class ids, got {ids.dtype} of shape {ids.shape}", TypeError
+        )
+    if num_classes == -1:
+        num_classes = int(ids.max()) + 1 if ids.size else 0
+    if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
+        raise op_error(
+            "one_hot",
+            f"class ids must be in [0, {num_classes}), got ids in "
+            f"[{ids.min()}, {ids.max()}] (shape {ids.shape})",
+            IndexError,
+        )
+    out = (ids[..., None] == np.arange(num_classes)).astype(np.int64)
+    return Tensor._make(out)
+
+
+def pad(
+    input: Tensor, pad: Sequence[int], mode: str = "constant", value: Scalar | None = None
+) -> Tensor:
+    """Pad (or, with negative sizes, crop) the last len(pad)/2 axes.
+
+    pad = (left_last, right_last, left_second_last, right_second_last, …): the pairs run from
+    the last axis backwards, as torch. Only mode='constant' (value, default 0) is supported.
+    """
+    if mode != "constant":
+        raise op_error(
+            "pad",
+            f"mode {mode!r} is not supported (only 'constant'); input {input.shape}",
+            NotImplementedError,
+        )
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise op_error(
+            "pad",
+            f"pad {tuple(pad)} must hold pairs for at most {input.ndim} axes (input {input.shape})",
+        )
+    x = input
+    for i in range(len(pad) // 2):
+        axis = input.ndim - 1 - i
+        x = _pad_axis(x, axis, int(pad[2 * i]), int(pad[2 * i + 1]), 0 if value is None else value)
+    return x
+
+
+def _pad_axis(x, axis, before, after, value):
+    """x with `before`/`after` entries of `value` added (or removed, when negative) on axis."""
+    n = x.shape[axis]
+    start, stop = builtins.max(0, -before), n - builtins.max(0, -after)
+    if stop < start:
+        raise op_error(
+            "pad",
+            f"cropping {-before} and {-after} leaves no room on axis {axis} "
+            f"of size {n} (input {x.shape})",
+        )
+    if start or stop != n:
+        x = getitem(x, (slice(None),) * axis + (slice(start, stop),))
+    parts = []
+    for size in (builtins.max(0, before), builtins.max(0, after)):
+        shape = x.shape[:axis] + (size,) + x.shape[axis + 1 :]
+        parts.append(Tensor._make(np.full(shape, value, dtype=x.dtype)) if size else None)
+    pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+    return pieces[0] if len(pieces) == 1 else concat(pieces, axis=axis)
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | ArrayLike | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
+    """softmax(query·keyᵀ·scale + mask) · value, torch's function (output only, no weights).
+
+    query (…, L, E), key (…, S, E), value (…, S, Ev) → (…, L, Ev). scale defaults to 1/√E.
+    attn_mask, broadcastable to (…, L, S): **bool True = may attend** (torch's meaning here,
+    the opposite of nn.MultiheadAttention's), or a float mask added to the scores.
+    is_causal: query i attends to keys 0..i (top-left aligned, as torch); not with attn_mask.
+    A query row with no key allowed gives zeros (as torch 2.x does here).
+    dropout_p: dropout on the weights, always applied when > 0 (torch has no training flag
+    here: pass dropout_p=0.0 in evaluation).
+    """
+    if enable_gqa:
+        raise op_error(
+            "scaled_dot_product_attention", "enable_gqa is not supported", NotImplementedError
+        )
+    if is_causal and attn_mask is not None:
+        raise op_error(
+            "scaled_dot_product_attention",
+            "give attn_mask or is_causal=True, not both (as torch)",
+            ValueError,
+        )
+    l_q, l_k = query.shape[-2], key.shape[-2]
+    if is_causal:
+        blocked = np.triu(np.ones((l_q, l_k), dtype=bool), k=1)  # j > i is the future
+    elif attn_mask is None:
+        blocked = None
+    else:
+        m = _data(attn_mask)
+        if m.dtype != np.bool_ and m.dtype.kind != "f":  # 0/1 integers are ambiguous
+            raise op_error(
+                "scaled_dot_product_attention",
+                f"attn_mask must be bool (True = may "
+                f"attend, torch's meaning) or floating (added to the scores), got "
+                f"{m.dtype} of shape {m.shape}; convert it with `mask != 0` "
+                f"(1 = may attend)",
+                TypeError,
+            )
+        blocked = ~m if m.dtype == np.bool_ else m.astype(query.dtype)  # ours: True = blocked
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = matmul(query, swapaxes(key, -1, -2))  # (…, L, S)
+    weights = softmax(scores, axis=-1, scale=scale, mask=blocked)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True)
+    return matmul(weights, value)

@@ -1,11 +1,25 @@
-"""Reductions over one axis, several, or all (axis=None), with or without keepdims."""
+"""Reductions over one axis, several, or all (axis=None), with or without keepdims.
+
+After each class comes the public function that checks its arguments and applies it
+(`minitensor.functional` re-exports it); functions with no class of their own close the file.
+"""
+
+from __future__ import annotations
+
+import builtins  # in this module, max, min and sum are minitensor's ops
+import collections
 import math
 import string
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..function import Function, op_error, unbroadcast
-from ._axes import expand_reduced, normalize_axes, normalize_axis
+from ..tensor import Tensor
+from ..typing import ArrayLike, Axis
+from ._args import _data
+from ._axes import expand_reduced, normalize_axes, normalize_axis, torch_names
+from .elementwise import maximum, minimum
 
 
 class Sum(Function):
@@ -18,6 +32,12 @@ class Sum(Function):
     @staticmethod
     def backward(ctx, grad):
         return expand_reduced(grad, ctx.shape, ctx.axes, ctx.keepdims)
+
+
+@torch_names
+def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Sum over `axis` (an int, a tuple, or None for all axes); keepdims keeps them as size 1."""
+    return Sum.apply(x, axis=axis, keepdims=keepdims)
 
 
 class Mean(Function):
@@ -35,20 +55,30 @@ class Mean(Function):
         return expand_reduced(grad / ctx.count, ctx.shape, ctx.axes, ctx.keepdims)
 
 
+@torch_names
+def mean(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Mean over `axis` (an int, a tuple, or None for all axes)."""
+    return Mean.apply(x, axis=axis, keepdims=keepdims)
+
+
 def check_nonempty_axes(op, shape, axes):
     """max, min, argmax and argmin have no identity (a sum's is 0): over a size-0 axis they have
     no value, and are refused, as torch refuses them. The other axes of an empty tensor reduce
     to an empty result (max over axis 1 of a (0, 3) tensor has shape (0,))."""
     empty = [a for a in axes if a < len(shape) and shape[a] == 0]
     if empty:
-        raise op_error(op, f"axis {empty[0]} of a tensor of shape {tuple(shape)} has size 0, "
-                           f"and the {op} of no elements is undefined; reduce over a non-empty "
-                           f"axis (dim=...), or skip empty tensors")
+        raise op_error(
+            op,
+            f"axis {empty[0]} of a tensor of shape {tuple(shape)} has size 0, "
+            f"and the {op} of no elements is undefined; reduce over a non-empty "
+            f"axis (dim=...), or skip empty tensors",
+        )
 
 
 class _Extremum(Function):
     """max/min. When several elements tie for the extremum, the gradient is split evenly
     between them (so the gradient still sums to the incoming one)."""
+
     reduce = None
 
     @classmethod
@@ -73,8 +103,59 @@ class Max(_Extremum):
     reduce = staticmethod(np.max)
 
 
+# torch.max(x, dim) and Tensor.max(dim) return this (torch.return_types.max has the same fields).
+ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def max(
+    x: Tensor,
+    dim: Axis | Tensor | np.ndarray = None,
+    keepdim: bool = False,
+    *,
+    axis: Axis = None,
+    keepdims: bool | None = None,
+) -> Tensor | ValuesIndices:
+    """Maximum, as torch.max; where several elements tie, the gradient is split evenly.
+
+    max(x) → the largest element (0-d). max(x, dim) → a named tuple (values, indices), each of
+    x's shape without `dim` (kept as size 1 with keepdim=True); indices are int64. numpy's
+    spelling max(x, axis=…) (an int or a tuple) gives the values only, as numpy does.
+    max(a, b) with a tensor b is the elementwise maximum(a, b), as in torch.
+    """
+    return _extremum(Max, np.argmax, maximum, x, dim, keepdim, axis, keepdims)
+
+
 class Min(_Extremum):
     reduce = staticmethod(np.min)
+
+
+def min(
+    x: Tensor,
+    dim: Axis | Tensor | np.ndarray = None,
+    keepdim: bool = False,
+    *,
+    axis: Axis = None,
+    keepdims: bool | None = None,
+) -> Tensor | ValuesIndices:
+    """Minimum, as torch.min: min(x, dim) → (values, indices); see `max`."""
+    return _extremum(Min, np.argmin, minimum, x, dim, keepdim, axis, keepdims)
+
+
+def _extremum(reduction, arg_fn, elementwise, x, dim, keepdim, axis, keepdims):
+    if isinstance(dim, (Tensor, np.ndarray)):
+        return elementwise(x, dim)
+    keep = keepdim if keepdims is None else keepdims
+    if dim is None or isinstance(dim, (tuple, list)):
+        return reduction.apply(x, axis=dim if axis is None else axis, keepdims=keep)
+    if axis is not None:
+        raise TypeError(
+            f"{reduction.op_name()}: got both dim and axis= (two names for one argument)"
+        )
+    values = reduction.apply(x, axis=dim, keepdims=keep)
+    indices = arg_fn(
+        _data(x), axis=normalize_axis(dim, x.ndim, reduction.op_name(), x.shape), keepdims=keep
+    )
+    return ValuesIndices(values, Tensor._make(np.asarray(indices)))
 
 
 def _centered(ctx, x, axis, unbiased, keepdims, op):
@@ -83,7 +164,7 @@ def _centered(ctx, x, axis, unbiased, keepdims, op):
     0/0 = NaN, as in torch — there is no spread to estimate from a single sample."""
     ctx.axes = normalize_axes(axis, x.ndim, op, x.shape)
     n = int(np.prod([x.shape[a] for a in ctx.axes]))
-    ctx.denom = float(max(n - (1 if unbiased else 0), 0))     # no elements: 0/0 = NaN too
+    ctx.denom = float(builtins.max(n - (1 if unbiased else 0), 0))  # no elements: 0/0 = NaN too
     ctx.keepdims = keepdims
     return x - x.mean(axis=ctx.axes, keepdims=True)
 
@@ -99,13 +180,14 @@ class Var(Function):
     The gradient is 2·(x − mean)/denominator (the mean's own dependence on x cancels, since
     the deviations sum to zero).
     """
+
     float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
         xc = _centered(ctx, x, axis, unbiased, keepdims, "var")
         ctx.save_for_backward(xc)
-        with np.errstate(divide="ignore", invalid="ignore"):       # 0/0 above: NaN on purpose
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 above: NaN on purpose
             return np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom
 
     @staticmethod
@@ -116,18 +198,25 @@ class Var(Function):
             return g * _twice_over(ctx.denom) * xc
 
 
+@torch_names
+def var(x: Tensor, axis: Axis = None, unbiased: bool = True, keepdims: bool = False) -> Tensor:
+    """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
+    return Var.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
+
+
 class Std(Function):
     """Standard deviation √var (same arguments as Var).
 
     d std = d var / (2·std). Where std is 0 (all elements equal) that is 0/0; the gradient is
     taken as 0 there, as PyTorch does, rather than NaN.
     """
+
     float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, axis=None, unbiased=True, keepdims=False):
         xc = _centered(ctx, x, axis, unbiased, keepdims, "std")
-        with np.errstate(divide="ignore", invalid="ignore"):       # one element: NaN
+        with np.errstate(divide="ignore", invalid="ignore"):  # one element: NaN
             out = np.sqrt(np.sum(xc * xc, axis=ctx.axes, keepdims=keepdims) / ctx.denom)
         ctx.save_for_backward(xc, out)
         return out
@@ -135,25 +224,32 @@ class Std(Function):
     @staticmethod
     def backward(ctx, grad):
         xc, out = ctx.saved_tensors
-        g_var = np.divide(grad, 2 * out, out=np.zeros(np.shape(out), dtype=xc.dtype),
-                          where=out > 0)
+        g_var = np.divide(grad, 2 * out, out=np.zeros(np.shape(out), dtype=xc.dtype), where=out > 0)
         if not ctx.keepdims:
             g_var = np.expand_dims(g_var, ctx.axes)
         with np.errstate(invalid="ignore"):
             return g_var * _twice_over(ctx.denom) * xc
 
 
+@torch_names
+def std(x: Tensor, axis: Axis = None, unbiased: bool = True, keepdims: bool = False) -> Tensor:
+    """Standard deviation: the square root of `var` (same arguments). Where it is 0 (all
+    elements equal) the gradient is 0, as in PyTorch, not NaN."""
+    return Std.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
+
+
 class LogSumExp(Function):
     """log Σ exp(x), computed stably as m + log Σ exp(x − m) with m the max."""
+
     float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
         ctx.axes = normalize_axes(axis, x.ndim, "logsumexp", x.shape)
         ctx.keepdims = keepdims
-        m = np.max(x, axis=ctx.axes, keepdims=True, initial=-np.inf)   # initial: axes may be empty
+        m = np.max(x, axis=ctx.axes, keepdims=True, initial=-np.inf)  # initial: axes may be empty
         m = np.where(np.isfinite(m), m, 0)
-        with np.errstate(divide="ignore"):      # log Σ over nothing = log 0 = −inf, as in torch
+        with np.errstate(divide="ignore"):  # log Σ over nothing = log 0 = −inf, as in torch
             out = np.log(np.sum(np.exp(x - m), axis=ctx.axes, keepdims=True)) + m
         ctx.save_for_backward(x, out)
         return out if keepdims else np.squeeze(out, axis=ctx.axes)
@@ -165,6 +261,12 @@ class LogSumExp(Function):
         return g * np.exp(x - out)
 
 
+@torch_names
+def logsumexp(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """log Σ exp(x) over `axis`, without overflow; its gradient is softmax(x)."""
+    return LogSumExp.apply(x, axis=axis, keepdims=keepdims)
+
+
 def _einsum_subscripts(equation, shapes):
     """'ij,jk->ik' → (['ij', 'jk'], 'ik'), one letter per axis of each operand (shapes). '...'
     becomes letters the equation does not use, aligned from the right as in broadcasting;
@@ -174,23 +276,32 @@ def _einsum_subscripts(equation, shapes):
     lhs, arrow, out = equation.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(shapes):
-        raise ValueError(f"equation {equation!r} names {len(inputs)} operands, got "
-                         f"{len(shapes)}")
+        raise ValueError(f"equation {equation!r} names {len(inputs)} operands, got {len(shapes)}")
     explicit = [len(s.replace("...", "")) for s in inputs]
-    n_ell = max((len(shape) - n for s, shape, n in zip(inputs, shapes, explicit)
-                          if "..." in s), default=0)
-    ell = "".join([c for c in string.ascii_letters if c not in equation][:max(n_ell, 0)])
-    inputs = [s.replace("...", ell[len(ell) - (len(shape) - n):] if len(shape) > n else "")
-              for s, shape, n in zip(inputs, shapes, explicit)]
-    out = out.replace("...", ell) if arrow else ell + "".join(
-        sorted(c for c in set(lhs) - {",", "."} if lhs.count(c) == 1))
+    n_ell = builtins.max(
+        (len(shape) - n for s, shape, n in zip(inputs, shapes, explicit) if "..." in s), default=0
+    )
+    ell = "".join([c for c in string.ascii_letters if c not in equation][: builtins.max(n_ell, 0)])
+    inputs = [
+        s.replace("...", ell[len(ell) - (len(shape) - n) :] if len(shape) > n else "")
+        for s, shape, n in zip(inputs, shapes, explicit)
+    ]
+    out = (
+        out.replace("...", ell)
+        if arrow
+        else ell + "".join(sorted(c for c in set(lhs) - {",", "."} if lhs.count(c) == 1))
+    )
     for s, shape in zip(inputs, shapes):
         if len(s) != len(shape) or not all(c.isalpha() for c in s):
-            raise ValueError(f"subscripts {s!r} do not fit an operand of shape "
-                             f"{tuple(shape)} (equation {equation!r})")
+            raise ValueError(
+                f"subscripts {s!r} do not fit an operand of shape "
+                f"{tuple(shape)} (equation {equation!r})"
+            )
     if len(set(out)) != len(out) or not set(out) <= set("".join(inputs)):
-        raise ValueError(f"output subscripts {out!r} must be distinct letters of the "
-                         f"operands (equation {equation!r})")
+        raise ValueError(
+            f"output subscripts {out!r} must be distinct letters of the "
+            f"operands (equation {equation!r})"
+        )
     return inputs, out
 
 
@@ -204,12 +315,14 @@ class Einsum(Function):
 
     @staticmethod
     def forward(ctx, *operands, equation):
-        ctx.subscripts, ctx.out_subscripts = _einsum_subscripts(equation,
-                                                                [x.shape for x in operands])
+        ctx.subscripts, ctx.out_subscripts = _einsum_subscripts(
+            equation, [x.shape for x in operands]
+        )
         ctx.save_for_backward(*operands)
         # optimize: numpy picks a contraction order and hands products to BLAS (tensordot)
-        return np.einsum(",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands,
-                         optimize=True)
+        return np.einsum(
+            ",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands, optimize=True
+        )
 
     @staticmethod
     def backward(ctx, grad):
@@ -217,10 +330,21 @@ class Einsum(Function):
         sizes = {}
         for s, x in zip(ctx.subscripts, operands):
             for c, n in zip(s, x.shape):
-                if sizes.get(c, 1) == 1:                 # a size-1 axis broadcasts (even to 0)
+                if sizes.get(c, 1) == 1:  # a size-1 axis broadcasts (even to 0)
                     sizes[c] = n
-        return tuple(_einsum_grad(grad, i, ctx.subscripts, ctx.out_subscripts, operands, sizes)
-                     for i in range(len(operands)))
+        return tuple(
+            _einsum_grad(grad, i, ctx.subscripts, ctx.out_subscripts, operands, sizes)
+            for i in range(len(operands))
+        )
+
+
+def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
+    """Einstein summation, as torch.einsum('bij,bjk->bik', a, b) (operands also as one list),
+    with '...' (broadcast as in torch) and indices repeated inside one operand (diagonals:
+    'ii->i', 'ii' the trace). Differentiable in every operand."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return Einsum.apply(*operands, equation=equation)
 
 
 def _einsum_grad(grad, i, subscripts, out, operands, sizes):
@@ -228,12 +352,18 @@ def _einsum_grad(grad, i, subscripts, out, operands, sizes):
     s, x = subscripts[i], operands[i]
     others = [t for j, t in enumerate(subscripts) if j != i]
     known = set(out).union(*others)
-    letters = "".join(dict.fromkeys(s))                      # each index once, in order
-    g = np.einsum(",".join([out] + others) + "->" + "".join(c for c in letters if c in known),
-                  grad, *(o for j, o in enumerate(operands) if j != i), optimize=True)
-    g = np.broadcast_to(np.expand_dims(g, [k for k, c in enumerate(letters) if c not in known]),
-                        tuple(sizes[c] for c in letters))
-    if len(letters) < len(s):               # a repeated index: write g onto the diagonal
+    letters = "".join(dict.fromkeys(s))  # each index once, in order
+    g = np.einsum(
+        ",".join([out] + others) + "->" + "".join(c for c in letters if c in known),
+        grad,
+        *(o for j, o in enumerate(operands) if j != i),
+        optimize=True,
+    )
+    g = np.broadcast_to(
+        np.expand_dims(g, [k for k, c in enumerate(letters) if c not in known]),
+        tuple(sizes[c] for c in letters),
+    )
+    if len(letters) < len(s):  # a repeated index: write g onto the diagonal
         dx = np.zeros(tuple(sizes[c] for c in s), dtype=np.result_type(g, x))
         grid = np.indices(g.shape, sparse=True)
         dx[tuple(grid[letters.index(c)] for c in s)] = g
@@ -255,3 +385,28 @@ class CumSum(Function):
         if ctx.axis is None:
             return grad
         return np.flip(np.cumsum(np.flip(grad, ctx.axis), axis=ctx.axis), ctx.axis)
+
+
+@torch_names
+def cumsum(x: Tensor, axis: int) -> Tensor:
+    """Running sum along `axis` (torch: dim); same shape as x."""
+    return CumSum.apply(x, axis=axis)
+
+
+# --------------- no Function of their own: compositions of the ops above, or no gradient
+@torch_names
+def argmax(x: Tensor | ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the maximum (of the flattened tensor when axis is None); int64, no gradient."""
+    d = _data(x)
+    axes = range(d.ndim) if axis is None else (normalize_axis(axis, d.ndim, "argmax", d.shape),)
+    check_nonempty_axes("argmax", d.shape, axes)
+    return Tensor._make(np.asarray(np.argmax(d, axis=axis, keepdims=keepdims)))
+
+
+@torch_names
+def argmin(x: Tensor | ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the minimum (of the flattened tensor when axis is None); int64, no gradient."""
+    d = _data(x)
+    axes = range(d.ndim) if axis is None else (normalize_axis(axis, d.ndim, "argmin", d.shape),)
+    check_nonempty_axes("argmin", d.shape, axes)
+    return Tensor._make(np.asarray(np.argmin(d, axis=axis, keepdims=keepdims)))

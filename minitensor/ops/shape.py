@@ -1,12 +1,29 @@
-"""Shape ops: they move or select elements; their backward puts the gradient back in place."""
+"""Shape ops: they move or select elements; their backward puts the gradient back in place.
+
+After each class comes the public function that checks its arguments and applies it
+(`minitensor.functional` re-exports it); functions with no class of their own close the file.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
-from ..function import Function, ShapeError, unbroadcast
-from ._axes import normalize_axis
+from .. import random as _random
+from ..function import Function, ShapeError, op_error, unbroadcast
+from ..tensor import Tensor
+from ..typing import ArrayLike, Axis, Scalar
+from ._args import _constant, _data, _keep_float_dtype, _operand
+from ._axes import normalize_axis, shape_arg, torch_names
+from .reduce import ValuesIndices
 
 
 class Reshape(Function):
     """A new shape for the same elements: a view when numpy can make one, else a copy."""
+
     is_view = True
 
     @staticmethod
@@ -15,34 +32,107 @@ class Reshape(Function):
         try:
             return x.reshape(shape)
         except ValueError:
-            raise ShapeError(f"cannot reshape {x.shape} ({x.size} elements) into "
-                             f"{tuple(shape)}") from None
+            raise ShapeError(
+                f"cannot reshape {x.shape} ({x.size} elements) into {tuple(shape)}"
+            ) from None
 
     @staticmethod
     def backward(ctx, grad):
         return grad.reshape(ctx.in_shape)
 
 
+def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
+    """The same elements in a new shape (one size may be -1): reshape(x, 2, 3) or
+    reshape(x, (2, 3)). A view of x when numpy can make one."""
+    return Reshape.apply(x, shape=shape_arg(shape))
+
+
+view = reshape
+
+
+@torch_names
+def squeeze(x: Tensor, axis: Axis = None) -> Tensor:
+    """Remove axes of size 1: all of them (axis=None), or those of the given ones that have
+    size 1 — an axis of another size stays, as in torch (numpy's squeeze raises there)."""
+    if axis is None:
+        return reshape(x, tuple(n for n in x.shape if n != 1))
+    axes = (axis,) if isinstance(axis, int) else axis
+    # a 0-d tensor accepts axis 0 and -1, as torch's does
+    axes = {normalize_axis(a, builtins.max(x.ndim, 1), "squeeze", x.shape) for a in axes}
+    return reshape(x, tuple(n for i, n in enumerate(x.shape) if not (i in axes and n == 1)))
+
+
+@torch_names
+def unsqueeze(x: Tensor, axis: int) -> Tensor:
+    """Insert an axis of size 1 at position `axis` (negative counts from the end of the result)."""
+    axis = normalize_axis(axis, x.ndim + 1, "unsqueeze", x.shape)
+    shape = list(x.shape)
+    shape.insert(axis, 1)
+    return reshape(x, tuple(shape))
+
+
+@torch_names
+def flatten(x: Tensor, start_axis: int = 0, end_axis: int = -1) -> Tensor:
+    """Merge axes start_axis..end_axis (inclusive) into one: (B, L, d) → (B·L, d) with
+    flatten(x, 0, 1)."""
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = normalize_axis(start_axis, x.ndim, "flatten", x.shape)
+    e = normalize_axis(end_axis, x.ndim, "flatten", x.shape)
+    shape = x.shape[:s] + (int(np.prod(x.shape[s : e + 1])),) + x.shape[e + 1 :]
+    return reshape(x, shape)
+
+
 class Permute(Function):
     """Reorder the axes (a view): out.shape[i] == x.shape[axes[i]]."""
+
     is_view = True
 
     @staticmethod
     def forward(ctx, x, axes):
         norm = tuple(normalize_axis(a, x.ndim, "permute", x.shape) for a in axes)
         if sorted(norm) != list(range(x.ndim)):
-            raise ShapeError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
-                             f"of a tensor of shape {x.shape}")
+            raise ShapeError(
+                f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
+                f"of a tensor of shape {x.shape}"
+            )
         ctx.axes = norm
         return np.transpose(x, norm)
 
     @staticmethod
     def backward(ctx, grad):
-        return np.transpose(grad, np.argsort(ctx.axes))    # the inverse permutation
+        return np.transpose(grad, np.argsort(ctx.axes))  # the inverse permutation
+
+
+def permute(x: Tensor, *axes: int | Sequence[int]) -> Tensor:
+    """Reorder the axes: out.shape[i] == x.shape[axes[i]] (e.g. (B, L, h, d) → (B, h, L, d)
+    with permute(x, 0, 2, 1, 3))."""
+    return Permute.apply(x, axes=shape_arg(axes))
+
+
+def transpose(x: Tensor, axis0: int | None = None, axis1: int | None = None) -> Tensor:
+    """transpose(x) reverses all axes (like .T); transpose(x, a, b) swaps axes a and b."""
+    if axis0 is None and axis1 is None:
+        return Permute.apply(x, axes=tuple(reversed(range(x.ndim))))
+    return _swap(x, axis0, axis1, "transpose")
+
+
+def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
+    """Swap two axes (a view): swapaxes(k, -1, -2) turns keys (…, L, d) into (…, d, L)."""
+    return _swap(x, axis0, axis1, "swapaxes")
+
+
+def _swap(x, axis0, axis1, op):
+    a = normalize_axis(axis0, x.ndim, op, x.shape)
+    b = normalize_axis(axis1, x.ndim, op, x.shape)
+    axes = list(range(x.ndim))
+    axes[a], axes[b] = axes[b], axes[a]
+    return Permute.apply(x, axes=tuple(axes))
 
 
 class Expand(Function):
     """Broadcast to a larger shape without copying (numpy's broadcast_to)."""
+
     is_view = True
 
     @staticmethod
@@ -56,6 +146,19 @@ class Expand(Function):
     @staticmethod
     def backward(ctx, grad):
         return unbroadcast(grad, ctx.in_shape)
+
+
+def expand(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
+    """Broadcast to `shape` without copying (-1 keeps a size)."""
+    shape = shape_arg(shape)
+    lead = len(shape) - x.ndim
+    full = tuple(x.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
+    return Expand.apply(x, shape=full)
+
+
+def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """Broadcast to `shape` without copying (numpy's rules); the gradient sums the copies."""
+    return Expand.apply(x, shape=tuple(shape))
 
 
 class Concat(Function):
@@ -77,6 +180,16 @@ class Concat(Function):
         return tuple(np.split(grad, ctx.bounds, axis=ctx.axis))
 
 
+@torch_names
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis; their other sizes must match. Dtypes promote as
+    torch's do (integers beside float32 give float32)."""
+    return Concat.apply(*_keep_float_dtype(*map(_constant, tensors)), axis=axis)
+
+
+cat = concat
+
+
 class Stack(Function):
     @staticmethod
     def forward(ctx, *xs, axis=0):
@@ -93,10 +206,16 @@ class Stack(Function):
         return tuple(np.moveaxis(grad, ctx.axis, 0))
 
 
+@torch_names
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis: n tensors (a, b) → (n, a, b) with axis=0.
+    Dtypes promote as in `concat`."""
+    return Stack.apply(*_keep_float_dtype(*map(_constant, tensors)), axis=axis)
+
+
 def _is_basic_index(index):
     items = index if isinstance(index, tuple) else (index,)
-    return all(i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))
-               for i in items)
+    return all(i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) for i in items)
 
 
 class GetItem(Function):
@@ -107,8 +226,9 @@ class GetItem(Function):
     would keep only the last one. Basic indexing (ints, slices, None, ...) returns a view, so
     the result shares the input's version counter.
     """
+
     name = "getitem"
-    is_view = True          # only when numpy returned a view: Function.apply checks the memory
+    is_view = True  # only when numpy returned a view: Function.apply checks the memory
 
     @staticmethod
     def forward(ctx, x, index):
@@ -132,6 +252,83 @@ class GetItem(Function):
         return g
 
 
+def _index_arg(index):
+    # Tensors stay Tensors (Function.apply unwraps them and version-checks what GetItem saves)
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+def getitem(x: Tensor, index: Any) -> Tensor:
+    """x[index]: ints, slices, None, Ellipsis, integer arrays/lists/tensors and boolean masks,
+    as in numpy. Repeated indices receive the sum of their gradients."""
+    return GetItem.apply(x, index=_index_arg(index))
+
+
+@torch_names
+def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    """Split along `axis` into pieces of `split_size` (an int; the last may be smaller) or of
+    the given list of sizes. Returns a list of tensors (views of x)."""
+    axis = normalize_axis(axis, x.ndim, "split", x.shape)
+    n = x.shape[axis]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0:
+            raise op_error(
+                "split", f"size must be positive, got {size} (shape {x.shape})", ValueError
+            )
+        # an empty axis still splits into one (empty) piece, as in PyTorch
+        sizes = [size] * (n // size) + ([n % size] if n % size or n == 0 else [])
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise op_error(
+                "split", f"sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})"
+            )
+    out, start = [], 0
+    for size in sizes:
+        index = (slice(None),) * axis + (slice(start, start + size),)
+        out.append(getitem(x, index))
+        start += size
+    return out
+
+
+@torch_names
+def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
+    """Split into `chunks` pieces of equal size (the last may be smaller)."""
+    n = x.shape[normalize_axis(axis, x.ndim, "chunk", x.shape)]
+    if not isinstance(chunks, int) or chunks <= 0:
+        raise op_error(
+            "chunk", f"chunks must be a positive int, got {chunks!r} (shape {x.shape})", ValueError
+        )
+    if n == 0:  # PyTorch: `chunks` empty pieces
+        return split(x, [0] * chunks, axis=axis)
+    return split(x, -(-n // chunks), axis=axis)
+
+
+def gather(x: Tensor, dim: int, index: Tensor | ArrayLike) -> Tensor:
+    """torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for dim=1. `index` (int) has x's
+    number of axes; the result has index's shape. Differentiable in x (a gather of getitem)."""
+    idx = np.asarray(_data(index))
+    if idx.ndim != x.ndim or idx.dtype.kind not in "iu":
+        raise op_error(
+            "gather",
+            f"index must be an integer tensor with {x.ndim} axes like x "
+            f"(shape {x.shape}), got {idx.dtype} of shape {idx.shape}",
+            TypeError,
+        )
+    dim = normalize_axis(dim, x.ndim, "gather", x.shape)
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[dim] = idx
+    return getitem(x, tuple(grid))
+
+
+def index_select(x: Tensor, dim: int, index: Tensor | ArrayLike) -> Tensor:
+    """The slices of x at positions `index` (1-D int) along `dim`; differentiable in x."""
+    dim = normalize_axis(dim, x.ndim, "index_select", x.shape)
+    return getitem(x, (slice(None),) * dim + (np.asarray(_data(index)),))
+
+
 class Where(Function):
     """cond ? a : b elementwise (cond is a bool array, not differentiable)."""
 
@@ -142,8 +339,10 @@ class Where(Function):
         try:
             np.broadcast_shapes(cond.shape, np.shape(a), np.shape(b))
         except ValueError:
-            raise ShapeError(f"condition {cond.shape}, a {np.shape(a)} and b {np.shape(b)} do "
-                             f"not broadcast together") from None
+            raise ShapeError(
+                f"condition {cond.shape}, a {np.shape(a)} and b {np.shape(b)} do "
+                f"not broadcast together"
+            ) from None
         ctx.save_for_backward(cond)
         ctx.shapes = (np.shape(a), np.shape(b))
         return np.where(cond, a, b)
@@ -157,20 +356,30 @@ class Where(Function):
         return None, ga, gb
 
 
+def where(cond: Tensor | ArrayLike, a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """Elementwise `cond ? a : b`; cond is a bool tensor or array."""
+    like = a if isinstance(a, Tensor) else b
+    a, b = _keep_float_dtype(_operand(a, like), _operand(b, like))
+    return Where.apply(_constant(cond), a, b)
+
+
 class MaskedFill(Function):
     """Positions where `mask` is True (bool, broadcastable to x) take `value`."""
+
     name = "masked_fill"
 
     @staticmethod
     def forward(ctx, x, mask, value=0.0):
         if mask.dtype != np.bool_:
-            raise TypeError(f"mask must be bool (True = fill), got {mask.dtype} of shape "
-                            f"{mask.shape}")
+            raise TypeError(
+                f"mask must be bool (True = fill), got {mask.dtype} of shape {mask.shape}"
+            )
         try:
             out = np.where(mask, np.asarray(value, dtype=x.dtype), x)
         except ValueError:
-            raise ShapeError(f"mask of shape {mask.shape} does not broadcast to "
-                             f"{x.shape}") from None
+            raise ShapeError(
+                f"mask of shape {mask.shape} does not broadcast to {x.shape}"
+            ) from None
         if out.shape != x.shape:
             raise ShapeError(f"mask of shape {mask.shape} would grow x of shape {x.shape}")
         ctx.save_for_backward(mask)
@@ -182,15 +391,22 @@ class MaskedFill(Function):
         return np.where(mask, np.zeros((), grad.dtype), grad), None
 
 
+def masked_fill(x: Tensor, mask: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
+    """x with the positions where mask is True (bool, broadcastable) set to value."""
+    return MaskedFill.apply(x, _constant(mask), value=value)
+
+
 class _Triangle(Function):
     """Keep one triangle of the last two axes (diagonal k and the side `keep` names)."""
-    keep = None      # np.tril or np.triu
+
+    keep = None  # np.tril or np.triu
 
     @classmethod
     def forward(cls, ctx, x, k=0):
         if x.ndim < 2:
-            raise ShapeError(f"needs at least 2 axes (it works on the last two), got shape "
-                             f"{x.shape}")
+            raise ShapeError(
+                f"needs at least 2 axes (it works on the last two), got shape {x.shape}"
+            )
         ctx.k = k
         return cls.keep(x, k)
 
@@ -201,12 +417,26 @@ class _Triangle(Function):
 
 class Tril(_Triangle):
     """Lower triangle of the last two axes (elements above diagonal k become 0)."""
+
     keep = staticmethod(np.tril)
+
+
+@torch_names
+def tril(x: Tensor, k: int = 0) -> Tensor:
+    """Keep the lower triangle of the last two axes (j ≤ i + k), zero elsewhere."""
+    return Tril.apply(x, k=k)
 
 
 class Triu(_Triangle):
     """Upper triangle of the last two axes (elements below diagonal k become 0)."""
+
     keep = staticmethod(np.triu)
+
+
+@torch_names
+def triu(x: Tensor, k: int = 0) -> Tensor:
+    """Keep the upper triangle of the last two axes (j ≥ i + k), zero elsewhere."""
+    return Triu.apply(x, k=k)
 
 
 def scatter_into(out, dim, index, src):
@@ -215,16 +445,22 @@ def scatter_into(out, dim, index, src):
     src is a number, or an array at least index's size on every axis (its first index.shape
     elements are used). Returns the positions written, for backward."""
     if index.ndim != out.ndim or index.dtype.kind not in "iu":
-        raise TypeError(f"index must be an integer tensor with {out.ndim} axes like the "
-                        f"input (shape {out.shape}), got {index.dtype} of shape {index.shape}")
+        raise TypeError(
+            f"index must be an integer tensor with {out.ndim} axes like the "
+            f"input (shape {out.shape}), got {index.dtype} of shape {index.shape}"
+        )
     small = all(i <= n for d, (i, n) in enumerate(zip(index.shape, out.shape)) if d != dim)
     if not small or (np.ndim(src) and any(i > n for i, n in zip(index.shape, np.shape(src)))):
-        raise ShapeError(f"index of shape {index.shape} must be no larger than the input "
-                         f"{out.shape} (but along dim {dim}) and than src {np.shape(src)}")
+        raise ShapeError(
+            f"index of shape {index.shape} must be no larger than the input "
+            f"{out.shape} (but along dim {dim}) and than src {np.shape(src)}"
+        )
     if index.size and (index.min() < 0 or index.max() >= out.shape[dim]):
-        raise IndexError(f"index {index.max() if index.max() >= 0 else index.min()} is "
-                         f"out of range for dim {dim} of size {out.shape[dim]} (input shape "
-                         f"{out.shape})")
+        raise IndexError(
+            f"index {index.max() if index.max() >= 0 else index.min()} is "
+            f"out of range for dim {dim} of size {out.shape[dim]} (input shape "
+            f"{out.shape})"
+        )
     where = list(np.indices(index.shape, sparse=True))
     where[dim] = index
     where = tuple(where)
@@ -251,6 +487,110 @@ class Scatter(Function):
         if not ctx.needs_input_grad[2]:
             return dx, None, None
         index_shape, src_shape = ctx.shapes
-        dsrc = np.zeros(src_shape, grad.dtype)       # src elements beyond index's size: 0
+        dsrc = np.zeros(src_shape, grad.dtype)  # src elements beyond index's size: 0
         dsrc[tuple(slice(0, n) for n in index_shape)] = grad[ctx.where]
         return dx, None, dsrc
+
+
+def scatter(
+    x: Tensor | ArrayLike,
+    dim: int,
+    index: Tensor | ArrayLike,
+    src: Tensor | ArrayLike | None = None,
+    value: Scalar | None = None,
+) -> Tensor:
+    """torch.scatter: a copy of x with src (a tensor shaped at least like `index`, or a number,
+    also as value=) written along `dim` at the positions `index` names. Differentiable in x
+    and in src, as torch's."""
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    dim = normalize_axis(dim, x.ndim, "scatter", x.shape)
+    return Scatter.apply(x, _constant(index), value if src is None else src, dim=dim)
+
+
+# --------------- no Function of their own: compositions of the ops above, or no gradient
+def repeat(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
+    """torch's repeat (numpy's tile): x tiled sizes[i] times along axis i; extra leading sizes
+    add axes. (2, 3).repeat(2, 1, 2) → (2, 2, 6). Differentiable (an expand, then a reshape)."""
+    sizes = shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise op_error("repeat", f"needs at least {x.ndim} sizes for shape {x.shape}, got {sizes}")
+    x = reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
+    interleaved = tuple(v for d in x.shape for v in (1, d))  # (1, d0, 1, d1, …)
+    tiled = tuple(v for r, d in zip(sizes, x.shape) for v in (r, d))  # (r0, d0, r1, d1, …)
+    y = expand(reshape(x, interleaved), tiled)
+    return reshape(y, tuple(r * d for r, d in zip(sizes, x.shape)))
+
+
+# sort and topk return (values, indices) as max does: a ValuesIndices (ops/reduce.py)
+@torch_names
+def sort(
+    x: Tensor, axis: int = -1, descending: bool = False, *, stable: bool = False
+) -> ValuesIndices:
+    """(values, indices) sorted along `axis` (torch: dim). Ties keep their order (a stable
+    sort). The values are differentiable (a gather)."""
+    indices = argsort(x, axis, descending)
+    return ValuesIndices(gather(x, axis, indices), indices)
+
+
+@torch_names
+def argsort(
+    x: Tensor | ArrayLike, axis: int = -1, descending: bool = False, stable: bool = False
+) -> Tensor:
+    """Positions that sort x along `axis` (int64), stable; descending puts the largest first
+    (ties still in their original order)."""
+    d = _data(x)
+    axis = normalize_axis(axis, d.ndim, "argsort", d.shape)
+    order = (
+        np.argsort(-d if descending else d, axis=axis, kind="stable")
+        if d.dtype.kind != "b"
+        else np.argsort(~d if descending else d, axis=axis, kind="stable")
+    )
+    return Tensor._make(order.astype(np.int64))
+
+
+@torch_names
+def topk(
+    x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
+) -> ValuesIndices:
+    """(values, indices) of the k largest (smallest with largest=False) along `axis`, largest
+    first. Ties: the earlier position first (torch does not promise an order for ties)."""
+    d = _data(x)
+    axis = normalize_axis(axis, d.ndim, "topk", d.shape)
+    if not 0 <= k <= d.shape[axis]:
+        raise op_error("topk", f"k={k} is out of range for axis {axis} of shape {d.shape}")
+    indices = getitem(argsort(x, axis, descending=largest), (slice(None),) * axis + (slice(0, k),))
+    return ValuesIndices(gather(x, axis, indices), indices)
+
+
+def multinomial(probs: Tensor | ArrayLike, num_samples: int, replacement: bool = False) -> Tensor:
+    """Draw `num_samples` category ids from each row of `probs` (1-D (C,) or 2-D (B, C);
+    non-negative weights, normalised here), with mt.manual_seed's generator. int64 result of
+    shape (num_samples,) or (B, num_samples). Without replacement a category is drawn once."""
+    p = np.asarray(_data(probs), dtype=np.float64)
+    rows = p.reshape(-1, p.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(-1) <= 0).any():
+        raise op_error(
+            "multinomial",
+            f"probabilities must be finite, non-negative and not all "
+            f"zero in a row (shape {p.shape})",
+        )
+    if not replacement and num_samples > (rows > 0).sum(-1).min():
+        raise op_error(
+            "multinomial",
+            f"cannot draw {num_samples} distinct categories from "
+            f"rows with fewer non-zero weights (shape {p.shape})",
+        )
+    rng = _random.generator()
+    out = np.stack(
+        [rng.choice(len(r), num_samples, replace=replacement, p=r / r.sum()) for r in rows]
+    ).astype(np.int64)
+    return Tensor._make(out.reshape(p.shape[:-1] + (num_samples,)))
+
+
+def nonzero(x: Tensor | ArrayLike, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """Positions of the non-zero elements: an int64 tensor (n, ndim), or with as_tuple=True
+    one 1-D tensor of positions per axis (as numpy's nonzero)."""
+    where = np.nonzero(_data(x))
+    if as_tuple:
+        return tuple(Tensor._make(w.astype(np.int64)) for w in where)
+    return Tensor._make(np.stack(where, axis=1).astype(np.int64).reshape(-1, _data(x).ndim))
