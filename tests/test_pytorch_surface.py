@@ -1267,3 +1267,19 @@ def test_backends_switches_and_dtype_names_gpu_code_sets():
     assert table["float16"] == np.float16  # nanoGPT's ptdtype table builds
     with pytest.raises(TypeError, match="bfloat16 .not available: numpy has no bfloat16"):
         mt.zeros(2, dtype=mt.bfloat16)
+
+
+def test_clamp_takes_torchs_min_and_max_keywords():
+    data = np.array([-2.0, -0.5, 0.5, 2.0], np.float32)
+    cases = [dict(min=-1.0, max=1.0), dict(min=0.0), dict(max=0.25)]
+    for kwargs in cases:
+        x, tx = mt.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+        y, ty = x.clamp(**kwargs), tx.clamp(**kwargs)
+        (y * y).sum().backward()
+        (ty * ty).sum().backward()
+        np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+        check(mt.clamp(mt.tensor(data), **kwargs), torch.clamp(torch.tensor(data), **kwargs))
+    assert mt.clamp(mt.tensor([1, 5, 9]), min=2, max=6).tolist() == [2, 5, 6]
+    with pytest.raises(TypeError, match="clip: a bound is given twice"):
+        mt.tensor(data).clamp(-1.0, min=-1.0)

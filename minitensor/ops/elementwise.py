@@ -359,9 +359,20 @@ class Clip(Function):
         return np.where(inside, grad, np.zeros((), grad.dtype))  # selected: NaN·0 is NaN
 
 
-def clip(x: Tensor, low: Scalar | None = None, high: Scalar | None = None) -> Tensor:
-    """Clamp into [low, high]; either bound may be None. Integers with a float bound are
-    clamped in the default float dtype (float32), as torch promotes them."""
+def clip(
+    x: Tensor,
+    low: Scalar | None = None,
+    high: Scalar | None = None,
+    *,
+    min: Scalar | None = None,
+    max: Scalar | None = None,
+) -> Tensor:
+    """Clamp into [low, high]; either bound may be None. ``min=``/``max=`` are torch.clamp's
+    names for the two bounds. Integers with a float bound are clamped in the default float
+    dtype (float32), as torch promotes them."""
+    if (min is not None and low is not None) or (max is not None and high is not None):
+        raise op_error("clip", "a bound is given twice (by position and as min=/max=)", TypeError)
+    low, high = (min if low is None else low), (max if high is None else high)
     bounds = (_operand(v, x) for v in (low, high) if v is not None)
     return Clip.apply(_keep_float_dtype(x, *bounds)[0], low=low, high=high)
 
