@@ -761,3 +761,18 @@ def test_a_step_evaluated_in_a_notebook_uses_the_viewers_drawing():
     assert bundle["text/plain"].startswith(f"── step 1/{step.total}: `mean`")
     if shutil.which("dot"):
         assert 'fill="orange"' in bundle["image/svg+xml"]
+
+
+def test_show_values_says_which_values_were_freed_and_how_to_keep_them():
+    x = mt.randn(3, 4, requires_grad=True)
+    w = mt.randn(4, 2, requires_grad=True)
+    y = F.relu(x @ w + 1.0).sum()  # matmul's and add's outputs: no backward saves them
+    source = mt.viz.draw_graph(y, show_values=True).source
+    assert source.count("(value freed)") == 3  # matmul and add boxes, and the note
+    assert "2 op outputs that no backward needs were freed" in source
+    assert "keep_intermediates()" in source
+    with mt.autograd.keep_intermediates():
+        y = F.relu(x @ w + 1.0).sum()
+    source = mt.viz.draw_graph(y, show_values=True).source
+    assert "freed" not in source and source.count("min ") == 5  # 2 leaves and 3 ops
+    assert "freed" not in mt.viz.draw_graph(y).source  # without show_values: no note

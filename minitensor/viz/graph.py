@@ -527,6 +527,8 @@ def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
     lines.append(f"{layout.count()} boxes · {depth_text}")
     if note:
         lines.append(note)
+    if show_values:
+        lines.extend(_freed_values_note(items.values()))
     if hl is not None:
         s = hl.step
         lines.append(
@@ -535,6 +537,17 @@ def _draw(layout, output_keys, hl, show_grad, show_values, note, title):
         )
     g.attr(label=_escape("\n".join(lines)), labelloc="t", labeljust="l")
     return g
+
+
+def _freed_values_note(items):
+    """Say why some op boxes show no values: their outputs were freed during forward."""
+    freed = sum(1 for it in items if it.kind == "op" and it.value() is None)
+    if not freed:
+        return []
+    return [
+        f"(value freed): {freed} op outputs that no backward needs were freed during forward;",
+        "run the forward inside `with mt.autograd.keep_intermediates():` to see every value",
+    ]
 
 
 def _cluster_of(box, items):
@@ -588,6 +601,8 @@ def _item_attrs(it, hl, consumers, show_grad, show_values):
     value, grad = it.value(), it.grad()
     if show_values and _stats_text(value):
         lines.append(_stats_text(value))
+    elif show_values and value is None and it.kind == "op":
+        lines.append("(value freed)")
     if hl is not None and not hl.known(it, consumers) and it.key != hl.current:
         grad = None  # .grad may still hold the last full backward's: not known yet here
     wants_grad = it.kind == "op" or (it.param if it.param is not None else it.tensor).requires_grad
