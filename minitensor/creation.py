@@ -211,6 +211,12 @@ def FloatTensor(data: Tensor | ArrayLike) -> Tensor:
     return Tensor(data, dtype=np.float32)
 
 
+def _like(make, t, dtype, requires_grad, name, device, *args):
+    """`make` (zeros, ones, full, …) at t's shape, in t's dtype unless `dtype` is given."""
+    dtype = dtype or t.dtype
+    return make(t.shape, *args, dtype=dtype, requires_grad=requires_grad, name=name, device=device)
+
+
 def zeros_like(
     t: Tensor,
     dtype: DType | None = None,
@@ -218,9 +224,7 @@ def zeros_like(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    return zeros(
-        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
-    )
+    return _like(zeros, t, dtype, requires_grad, name, device)
 
 
 def ones_like(
@@ -230,9 +234,7 @@ def ones_like(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    return ones(
-        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
-    )
+    return _like(ones, t, dtype, requires_grad, name, device)
 
 
 def full_like(
@@ -243,14 +245,7 @@ def full_like(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    return full(
-        t.shape,
-        value,
-        dtype=dtype or t.dtype,
-        requires_grad=requires_grad,
-        name=name,
-        device=device,
-    )
+    return _like(full, t, dtype, requires_grad, name, device, value)
 
 
 def randn_like(
@@ -260,9 +255,7 @@ def randn_like(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    return randn(
-        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
-    )
+    return _like(randn, t, dtype, requires_grad, name, device)
 
 
 def rand_like(
@@ -272,9 +265,7 @@ def rand_like(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    return rand(
-        t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, name=name, device=device
-    )
+    return _like(rand, t, dtype, requires_grad, name, device)
 
 
 def empty_like_shape(shape: Shape, dtype: DType | None = None) -> np.ndarray:
