@@ -31,6 +31,14 @@ from .layers import (
 )
 from .loss import CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 # One module under two names: `import minitensor.nn.functional` finds it here.
 _sys.modules[__name__ + ".functional"] = functional
@@ -54,6 +62,19 @@ __all__ = [
     "ModuleList",
     "ModuleDict",
     "MultiheadAttention",
+    "Transformer",
+    "TransformerEncoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoderLayer",
+    "TransformerDecoder",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
     "CrossEntropyLoss",
     "NLLLoss",
     "MSELoss",
