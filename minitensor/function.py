@@ -311,10 +311,19 @@ def _wrap(cls, out, args, arrays, record, out_dtype=None):
     out = np.asarray(out)
     if out_dtype is not None and out.dtype.kind == "f":
         out = out.astype(out_dtype)
+    if not cls.is_view and _aliases_an_input(out, arrays):
+        # numpy may hand back an input, or a view of one (einsum 'ij->ij', a broadcast): an
+        # op that is not a declared view returns fresh memory, as torch's does, so writing
+        # to its result never changes an input
+        out = out.copy()
     result = Tensor._make(out, requires_grad=record)
     if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
         result._vc = args[0]._vc
     return result
+
+
+def _aliases_an_input(out, arrays):
+    return any(isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in arrays)
 
 
 def _record(ctx, args, tensors, result):
@@ -371,7 +380,10 @@ def _op_error(cls, err, arrays):
     msg = str(err)
     if not getattr(err, "names_shapes", False) and "shape" not in msg:
         msg += f" (input shapes: {describe_inputs(arrays)})"
-    return named_error(type(err), f"{op_in_scope(cls.op_name())}: {msg}")
+    # numpy's ValueError (shapes that do not broadcast) is torch's RuntimeError: a ShapeError
+    # is both, so code catching either catches it
+    kind = ShapeError if type(err) is ValueError else type(err)
+    return named_error(kind, f"{op_in_scope(cls.op_name())}: {msg}")
 
 
 def unbroadcast(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:

@@ -23,8 +23,7 @@ from ..tensor import Tensor
 from ..typing import ArrayLike, Scalar
 from ._args import _constant, _data
 from ._axes import normalize_axis, torch_names
-from .elementwise import exp, log, sub
-from .linalg import matmul
+from .elementwise import clone, exp, log, sub
 from .reduce import mean, sum
 from .shape import concat, getitem, permute, reshape, swapaxes, where
 
@@ -752,7 +751,9 @@ def pad(
     for i in range(len(pad) // 2):
         axis = input.ndim - 1 - i
         x = _pad_axis(x, axis, int(pad[2 * i]), int(pad[2 * i + 1]), 0 if value is None else value)
-    return x
+    # torch's pad always returns a new tensor: with nothing added (pad (0, 0), or a crop), x
+    # is still input or a view of it, and editing the padded batch would edit the source
+    return clone(x) if np.may_share_memory(x.data, input.data) else x
 
 
 def _pad_axis(x, axis, before, after, value):
@@ -773,58 +774,3 @@ def _pad_axis(x, axis, before, after, value):
         parts.append(Tensor._make(np.full(shape, value, dtype=x.dtype)) if size else None)
     pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
     return pieces[0] if len(pieces) == 1 else concat(pieces, axis=axis)
-
-
-def scaled_dot_product_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attn_mask: Tensor | ArrayLike | None = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> Tensor:
-    """softmax(query·keyᵀ·scale + mask) · value, torch's function (output only, no weights).
-
-    query (…, L, E), key (…, S, E), value (…, S, Ev) → (…, L, Ev). scale defaults to 1/√E.
-    attn_mask, broadcastable to (…, L, S): **bool True = may attend** (torch's meaning here,
-    the opposite of nn.MultiheadAttention's), or a float mask added to the scores.
-    is_causal: query i attends to keys 0..i (top-left aligned, as torch); not with attn_mask.
-    A query row with no key allowed gives zeros (as torch 2.x does here).
-    dropout_p: dropout on the weights, always applied when > 0 (torch has no training flag
-    here: pass dropout_p=0.0 in evaluation).
-    """
-    if enable_gqa:
-        raise op_error(
-            "scaled_dot_product_attention", "enable_gqa is not supported", NotImplementedError
-        )
-    if is_causal and attn_mask is not None:
-        raise op_error(
-            "scaled_dot_product_attention",
-            "give attn_mask or is_causal=True, not both (as torch)",
-            ValueError,
-        )
-    l_q, l_k = query.shape[-2], key.shape[-2]
-    if is_causal:
-        blocked = np.triu(np.ones((l_q, l_k), dtype=bool), k=1)  # j > i is the future
-    elif attn_mask is None:
-        blocked = None
-    else:
-        m = _data(attn_mask)
-        if m.dtype != np.bool_ and m.dtype.kind != "f":  # 0/1 integers are ambiguous
-            raise op_error(
-                "scaled_dot_product_attention",
-                f"attn_mask must be bool (True = may "
-                f"attend, torch's meaning) or floating (added to the scores), got "
-                f"{m.dtype} of shape {m.shape}; convert it with `mask != 0` "
-                f"(1 = may attend)",
-                TypeError,
-            )
-        blocked = ~m if m.dtype == np.bool_ else m.astype(query.dtype)  # ours: True = blocked
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = matmul(query, swapaxes(key, -1, -2))  # (…, L, S)
-    weights = softmax(scores, axis=-1, scale=scale, mask=blocked)
-    if dropout_p > 0.0:
-        weights = dropout(weights, dropout_p, True)
-    return matmul(weights, value)

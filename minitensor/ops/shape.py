@@ -507,20 +507,35 @@ def scatter(
     return Scatter.apply(x, _constant(index), value if src is None else src, dim=dim)
 
 
-# --------------- no Function of their own: compositions of the ops above, or no gradient
+class Repeat(Function):
+    """torch's repeat (numpy's tile): x tiled sizes[i] times along axis i, always a fresh
+    array (a broadcast view would be read-only and would change when x does). Backward sums
+    the gradient of every copy: grad seen as (r0, d0, r1, d1, …), summed over the r axes."""
+
+    @staticmethod
+    def forward(ctx, x, sizes):
+        if len(sizes) < x.ndim:
+            raise op_error(
+                "repeat", f"needs at least {x.ndim} sizes for shape {x.shape}, got {sizes}"
+            )
+        ctx.x_shape, ctx.sizes = x.shape, sizes
+        ctx.in_shape = (1,) * (len(sizes) - x.ndim) + x.shape
+        return np.tile(x.reshape(ctx.in_shape), sizes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        tiled = tuple(v for r, d in zip(ctx.sizes, ctx.in_shape) for v in (r, d))
+        g = grad.reshape(tiled).sum(axis=tuple(range(0, len(tiled), 2)))
+        return g.reshape(ctx.x_shape)
+
+
 def repeat(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     """torch's repeat (numpy's tile): x tiled sizes[i] times along axis i; extra leading sizes
-    add axes. (2, 3).repeat(2, 1, 2) → (2, 2, 6). Differentiable (an expand, then a reshape)."""
-    sizes = shape_arg(sizes)
-    if len(sizes) < x.ndim:
-        raise op_error("repeat", f"needs at least {x.ndim} sizes for shape {x.shape}, got {sizes}")
-    x = reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
-    interleaved = tuple(v for d in x.shape for v in (1, d))  # (1, d0, 1, d1, …)
-    tiled = tuple(v for r, d in zip(sizes, x.shape) for v in (r, d))  # (r0, d0, r1, d1, …)
-    y = expand(reshape(x, interleaved), tiled)
-    return reshape(y, tuple(r * d for r, d in zip(sizes, x.shape)))
+    add axes. (2, 3).repeat(2, 1, 2) → (2, 2, 6). A copy, never a view, as in torch."""
+    return Repeat.apply(x, sizes=tuple(int(n) for n in shape_arg(sizes)))
 
 
+# --------------- no Function of their own: compositions of the ops above, or no gradient
 # sort and topk return (values, indices) as max does: a ValuesIndices (ops/reduce.py)
 @torch_names
 def sort(

@@ -1,0 +1,90 @@
+"""Issue 20's silent differences from torch: each case is one piece of PyTorch code, run with
+`torch` bound to the real torch and to minitensor, and the results compared (values, dtypes,
+gradients). Each case gave other numbers, without any error, before its fix."""
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.functional as mt_F
+
+torch = pytest.importorskip("torch")
+torch_F = torch.nn.functional
+
+pytestmark = pytest.mark.torch
+
+
+def _numpy(x):
+    """A result of either library as numpy (tuples and lists element by element)."""
+    if isinstance(x, (tuple, list)):
+        return [_numpy(v) for v in x]
+    if isinstance(x, torch.Tensor):
+        return x.detach().numpy()
+    if isinstance(x, mt.Tensor):
+        return x.numpy()
+    return np.asarray(x)
+
+
+def _assert_same(got, want):
+    if isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _assert_same(g, w)
+        return
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_array_equal(got, want)
+
+
+def both(case):
+    """Run case(torch, F) and case(minitensor, F) and assert the same results."""
+    want = _numpy(case(torch, torch_F))
+    got = _numpy(case(mt, mt_F))
+    _assert_same(got, want)
+
+
+# ---------------------------------------------------------------- 1. results that alias an input
+def test_repeat_result_is_a_fresh_writable_copy():
+    def case(torch, F):
+        x = torch.tensor([[1.0, 2.0]])
+        y = x.repeat(3, 1)
+        x[0, 0] = 5.0  # must not reach y
+        y[0, 1] = 7.0  # must not raise, nor reach x
+        return x, y
+
+    both(case)
+
+
+def test_repeat_gradient_sums_the_copies():
+    def case(torch, F):
+        x = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64, requires_grad=True)
+        w = torch.arange(24.0, dtype=torch.float64).reshape(2, 2, 6)
+        (x.repeat(2, 2, 2) * w).sum().backward()
+        return x.grad
+
+    both(case)
+
+
+def test_repeat_gradcheck():
+    x = mt.randn(2, 3, dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(lambda a: a.repeat(2, 1, 3), x)
+
+
+@pytest.mark.parametrize("pad", [(0, 0), (0, 0, 0, 0), (-1, 0)])
+def test_pad_that_adds_nothing_returns_a_copy(pad):
+    def case(torch, F):
+        x = torch.arange(6.0).reshape(2, 3)
+        y = F.pad(x, pad)
+        y[0, 0] = 9.0  # editing the padded batch leaves the source alone
+        return x, y
+
+    both(case)
+
+
+def test_einsum_identity_does_not_alias_its_operand():
+    # torch's einsum('ij->ij') happens to return a view; minitensor's einsum is not a view op,
+    # and returns fresh memory: writing to the result leaves the operand alone
+    x = mt.arange(4.0).reshape(2, 2)
+    y = mt.einsum("ij->ij", x)
+    y[0, 0] = 9.0
+    assert x[0, 0].item() == 0.0
