@@ -1,4 +1,5 @@
-"""The core's per-thread state: gradient mode, anomaly mode and the module scope stack.
+"""The core's per-thread state: gradient mode, anomaly mode, the module scope stack and
+the decoders' eval override.
 
 Each thread has its own, as in PyTorch: a `no_grad` block in one thread does not stop another
 thread from recording its graph, and two threads running modules do not mix their scopes. A
@@ -19,6 +20,9 @@ class _ThreadState(threading.local):
         self.scopes = [""]  # the current module scope is scopes[-1]; "" = top level
         self.module_depth = 0  # how many Module calls are active
         self.module_base = [""]  # the scope current when the outermost Module call began
+        # do modules run as in eval mode whatever their flag? (transformer's decoders: they
+        # must not call model.eval() on a model another thread may be training)
+        self.eval_mode = False
 
 
 state = _ThreadState()

@@ -15,14 +15,18 @@ Conventions of every function here:
   cfg.pad_id. The output is as long as the longest row (at most max_len); an empty batch
   (B = 0) gives an empty (0, 0) output.
 - src_padding_mask: (B, L_src) bool, True = <pad>.
-- The model runs in eval mode (no dropout) and without a graph; its mode is restored after.
+- The model runs as in eval mode (no dropout) and without a graph, in the calling thread only:
+  its `training` flag is never changed, so another thread may train or decode it meanwhile.
 - Logits no token can be chosen from (NaN, +inf, or a row that is -inf everywhere) raise
   FloatingPointError naming the function, the step and the rows, never a silent <pad>.
 """
 
+from numbers import Real
+
 import numpy as np
 
 from minitensor import Tensor, from_numpy, no_grad
+from minitensor.state import state
 
 
 # ---------------------------------------------------------------------------- steppers
@@ -110,18 +114,25 @@ class _LMStepper(_Stepper):
 
 
 class _EvalMode:
+    """Run the model as in eval mode (no dropout) and without a graph, in this thread only.
+
+    model.eval() and back would flip a flag every thread shares: a second thread training or
+    decoding the same model meanwhile would run with dropout on (or off) at random, and the
+    model could be left in eval mode. The per-thread override makes every module read
+    `training` as False here while its flag stays as the user set it."""
+
     def __init__(self, model):
         self.model = model
 
     def __enter__(self):
-        self.was_training = self.model.training
-        self.model.eval()
+        self.was_eval = state.eval_mode
+        state.eval_mode = True
         self.grad = no_grad()
         self.grad.__enter__()
 
     def __exit__(self, *exc):
         self.grad.__exit__(*exc)
-        self.model.train(self.was_training)
+        state.eval_mode = self.was_eval
         return False
 
 
@@ -140,6 +151,39 @@ def _check_length(model, needed, what):
     if model.cfg.positional in ("sinusoidal", "learned", "rotary") and needed > max_len:
         raise ValueError(
             f"{what}: decoding needs {needed} positions but the model's max_len is {max_len}"
+        )
+
+
+def _vocab_size(model):
+    """The output vocabulary, from the config (an LM without tgt_vocab_size uses src's); None
+    for a model without one (its logits' width is then checked at the first step)."""
+    cfg = getattr(model, "cfg", None)
+    return (getattr(cfg, "tgt_vocab_size", 0) or getattr(cfg, "src_vocab_size", 0)) or None
+
+
+def _check_count(what, name, value, upper=None, upper_name="the vocabulary size"):
+    """value must be an integer >= 1 (and <= upper when given)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what}: {name} must be an integer >= 1, got {value!r}")
+    if upper is not None and value > upper:
+        raise ValueError(
+            f"{what}: {name}={value} is larger than {upper_name} ({upper}); there are only "
+            f"{upper} tokens to choose from"
+        )
+
+
+def _check_sampling(what, vocab, temperature, top_k, top_p):
+    """Refuse sampling arguments that choose nothing, before any decoding work."""
+    if temperature is not None and not (isinstance(temperature, Real) and temperature > 0):
+        raise ValueError(
+            f"{what}: temperature must be a number > 0 (use greedy decoding for 0), "
+            f"got {temperature!r}"
+        )
+    if top_k is not None:
+        _check_count(what, "top_k", top_k, vocab)
+    if top_p is not None and not (isinstance(top_p, Real) and 0.0 < top_p <= 1.0):
+        raise ValueError(
+            f"{what}: top_p must be in (0, 1] (the share of probability mass kept), got {top_p!r}"
         )
 
 
@@ -178,6 +222,7 @@ def greedy_decode(model, src, max_len, bos_id, eos_id, src_padding_mask=None, us
     over the whole prefix each step (the slow path the KV cache replaces; same tokens).
     """
     src = _src_batch(src, "greedy_decode")
+    _check_count("greedy_decode", "max_len", max_len)
     _check_length(model, max_len, "greedy_decode")
     with _EvalMode(model):
         stepper = _Seq2SeqStepper(model, src, src_padding_mask, use_cache, "greedy_decode")
@@ -252,6 +297,8 @@ def sample(
     each row stops at its own <eos> (kept) and is padded with pad_id after it.
     """
     src = _src_batch(src, "sample")
+    _check_count("sample", "max_len", max_len)
+    _check_sampling("sample", _vocab_size(model), temperature, top_k, top_p)
     _check_length(model, max_len, "sample")
     choose = _sampler(temperature, top_k, top_p, seed)
     with _EvalMode(model):
@@ -364,9 +411,9 @@ def beam_search(
     and is padded with pad_id after it.
     """
     src = _src_batch(src, "beam_search")
+    _check_count("beam_search", "max_len", max_len)
+    _check_count("beam_search", "beam_size", beam_size, _vocab_size(model))
     _check_length(model, max_len, "beam_search")
-    if beam_size < 1:
-        raise ValueError(f"beam_search: beam_size must be >= 1, got {beam_size}")
     beams = _Beams(src.shape[0], beam_size, bos_id, eos_id, _pad_id(model), length_penalty)
     if src.shape[0] == 0:
         return beams.best()
@@ -400,6 +447,8 @@ def generate(
     top_k and top_p are all None, else sampling. Returns only the new tokens (B, ≤
     max_new_tokens); each row stops at its own eos_id (kept), padded with pad_id after it."""
     prompt = _src_batch(prompt, "generate").astype(np.int64)
+    _check_count("generate", "max_new_tokens", max_new_tokens)
+    _check_sampling("generate", _vocab_size(model), temperature, top_k, top_p)
     if prompt.shape[1] == 0:
         raise ValueError(
             f"generate: {type(model).__name__} got a prompt of shape "

@@ -2,15 +2,18 @@
 
     MINITENSOR_BACKEND=numpy python train.py      # environment variable, read at import
     mt.set_backend("numpy")                       # process-wide, from code
-    with mt.kernels.use_backend("numpy"): ...     # for a block, restored afterwards
+    with mt.kernels.use_backend("numpy"): ...     # for a block of this thread, restored after
 
 The default is "numba". Both backends compute the same thing (tests/test_kernels.py checks it),
-so a learner can read the numpy twin and time the numba kernel.
+so a learner can read the numpy twin and time the numba kernel. A `use_backend` block is per
+thread (as torch's `no_grad`): two threads in overlapping blocks each see their own choice, and
+other threads keep the process-wide one.
 """
 
 import contextlib
 import importlib
 import os
+import threading
 
 BACKENDS = ("numba", "numpy")
 ENV_VAR = "MINITENSOR_BACKEND"
@@ -30,25 +33,40 @@ _backend = [
 ]
 
 
+class _Block(threading.local):
+    """The backend of the innermost `use_backend` block of this thread (None outside any)."""
+
+    name = None
+
+
+_block = _Block()
+
+
 def set_backend(name: str) -> None:
-    """Choose the backend for every kernel call in this process: 'numba' or 'numpy'."""
+    """Choose the backend for every kernel call in this process: 'numba' or 'numpy'. Called
+    inside a `use_backend` block, it also changes that block's choice (the caller sees what it
+    set); the block's end still restores the thread's previous choice."""
     _backend[0] = _check(name, "set_backend")
+    if _block.name is not None:
+        _block.name = name
 
 
 def get_backend() -> str:
-    """The backend kernels currently dispatch to: 'numba' or 'numpy'."""
-    return _backend[0]
+    """The backend kernels called from this thread dispatch to: 'numba' or 'numpy'."""
+    name = _block.name
+    return _backend[0] if name is None else name
 
 
 @contextlib.contextmanager
 def use_backend(name):
-    """Run a block with another backend, then restore the previous one (even on error)."""
-    previous = _backend[0]
-    set_backend(name)
+    """Run a block of this thread with another backend, then restore the previous one (even on
+    error). Other threads are not affected."""
+    previous = _block.name
+    _block.name = _check(name, "use_backend")
     try:
         yield name
     finally:
-        _backend[0] = previous
+        _block.name = previous
 
 
 def dispatch(numba_fn, numpy_fn):
@@ -57,7 +75,7 @@ def dispatch(numba_fn, numpy_fn):
     either directly."""
 
     def kernel(*args, **kwargs):
-        if _backend[0] == "numba":
+        if (_block.name or _backend[0]) == "numba":
             return numba_fn(*args, **kwargs)
         return numpy_fn(*args, **kwargs)
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..creation import from_numpy
 from ..scope import module_scope
+from ..state import state
 from ..tensor import Tensor, check_device
 from ..typing import ArrayLike, DType
 
@@ -113,6 +114,17 @@ class Module:
         object.__setattr__(self, "_parent", None)
         object.__setattr__(self, "_local_name", "")
         object.__setattr__(self, "training", True)
+
+    @property
+    def training(self) -> bool:
+        """Training mode (dropout active)? The flag `train()`/`eval()` set, read as False while
+        this thread decodes (transformer.decoding runs the model as in eval mode without
+        changing the flag, which another thread may be training with)."""
+        return self.__dict__["_training"] and not state.eval_mode
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        self.__dict__["_training"] = bool(mode)
 
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
