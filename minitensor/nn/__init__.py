@@ -31,6 +31,7 @@ from .layers import (
 )
 from .loss import CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .transformer import (
     Transformer,
     TransformerDecoder,
@@ -38,7 +39,6 @@ from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
-from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 # One module under two names: `import minitensor.nn.functional` finds it here.
 _sys.modules[__name__ + ".functional"] = functional
