@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from .scope import current_scope
 
-__all__ = ["ShapeError", "named_error", "op_error", "op_in_scope"]
+__all__ = ["AxisError", "ShapeError", "named_error", "op_error", "op_in_scope"]
 
 
-class ShapeError(ValueError):
-    """A ValueError whose message already names the shapes involved."""
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit, with a message that already names them.
+
+    PyTorch raises RuntimeError where shapes do not fit (a matmul's inner sizes, a broadcast,
+    a reshape) and numpy raises ValueError: a ShapeError is both, so code written for either
+    library catches it.
+    """
 
     names_shapes = True
+
+
+class AxisError(ShapeError, IndexError):
+    """An axis (dim) out of range for the tensor's number of axes: PyTorch raises IndexError
+    there ("Dimension out of range"), so this is an IndexError as well as a ShapeError."""
 
 
 def op_error(op: str, message: str, kind: type[Exception] | None = None) -> Exception:

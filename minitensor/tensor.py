@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import autograd
+from .errors import ShapeError
 from .ops._axes import normalize_axis, shape_arg
 from .typing import ArrayLike, DType, Scalar, Shape
 
@@ -347,23 +348,37 @@ class Tensor:
         self.grad = None
 
     # ------------------------------------------------------------------ in-place ops
-    def _check_inplace(self, op):
-        if autograd.is_grad_enabled() and self.requires_grad:
+    def _check_inplace(self, op, *operands):
+        if not autograd.is_grad_enabled():
+            return
+        if self.requires_grad:
             raise RuntimeError(
                 f"{op}: in-place change of a tensor that requires grad (shape {self.shape}); "
                 f"autograd cannot track it. Use the out-of-place op, or wrap the update in "
                 f"mt.no_grad() (as optimizers do)."
             )
+        if any(isinstance(o, Tensor) and o.requires_grad for o in operands):
+            # torch would record the write and send a gradient to the operand; an in-place
+            # op records no graph here, so the operand's gradient would be lost silently
+            raise RuntimeError(
+                f"{op}: an operand requires grad, and an in-place op records no graph here "
+                f"(its gradient would be lost); use the out-of-place op (tensor of shape "
+                f"{self.shape})"
+            )
 
-    def _inplace(self, op: str, compute: Callable[[np.ndarray], ArrayLike]) -> Tensor:
-        """Overwrite self's elements with compute(self.data), checking first, so that a
-        failing call leaves the tensor (and its version) unchanged."""
-        self._check_inplace(op)
+    def _inplace(
+        self, op: str, compute: Callable[[np.ndarray], ArrayLike], *operands: Any
+    ) -> Tensor:
+        """Overwrite self's elements with compute(self's array), checking first (self and the
+        `operands` compute reads), so that a failing call leaves the tensor (and its
+        version) unchanged."""
+        self._check_inplace(op, *operands)
         try:
             vals = compute(self._data)
             np.copyto(self._data, vals, casting="same_kind")
         except (ValueError, TypeError, IndexError) as e:
-            raise type(e)(
+            # numpy's ValueError (shapes) is torch's RuntimeError: ShapeError is both
+            raise (ShapeError if type(e) is ValueError else type(e))(
                 f"{op}: cannot update a tensor of shape {self.shape} and dtype "
                 f"{self.dtype} in place: {e}"
             ) from None
@@ -371,33 +386,40 @@ class Tensor:
 
     def add_(self, other: Tensor | ArrayLike, alpha: Scalar = 1.0) -> Tensor:
         o = _raw(other)
-        return self._inplace("add_", lambda d: d + alpha * o if alpha != 1.0 else d + o)
+        return self._inplace("add_", lambda d: d + alpha * o if alpha != 1.0 else d + o, other)
 
     def sub_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
-        return self._inplace("sub_", lambda d: d - o)
+        return self._inplace("sub_", lambda d: d - o, other)
 
     def mul_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
-        return self._inplace("mul_", lambda d: d * o)
+        return self._inplace("mul_", lambda d: d * o, other)
 
     def div_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
-        return self._inplace("div_", lambda d: d / o)
+        return self._inplace("div_", lambda d: d / o, other)
 
     def copy_(self, other: Tensor | ArrayLike) -> Tensor:
-        return self._inplace("copy_", lambda d: np.asarray(_raw(other)))
+        return self._inplace("copy_", lambda d: np.asarray(_raw(other)), other)
 
     def fill_(self, value: Tensor | ArrayLike) -> Tensor:
-        return self._inplace("fill_", lambda d: value)
+        return self._inplace("fill_", lambda d: _raw(value), value)
 
     def zero_(self) -> Tensor:
         return self._inplace("zero_", lambda d: 0)
 
     def masked_fill_(self, mask: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
         """Set the elements where the bool `mask` (broadcast to self's shape) is True."""
-        m = np.broadcast_to(_raw(mask), self.shape)
-        return self._inplace("masked_fill_", lambda d: np.where(m, _raw(value), d))
+
+        def fill(d):
+            m = _raw(mask)
+            if np.broadcast_shapes(np.shape(m), self.shape) != self.shape:
+                # torch: the output cannot grow in place (out of place, masked_fill broadcasts)
+                raise ValueError(f"mask of shape {np.shape(m)} would grow the tensor")
+            return np.where(m, _raw(value), d)
+
+        return self._inplace("masked_fill_", fill, value)
 
     def index_fill_(self, dim: int, index: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
         """Set every element whose position along `dim` is in the int tensor `index`."""
@@ -409,7 +431,7 @@ class Tensor:
             out[where] = _raw(value)
             return out
 
-        return self._inplace("index_fill_", fill)
+        return self._inplace("index_fill_", fill, value)
 
     def scatter_(
         self,
@@ -431,7 +453,7 @@ class Tensor:
             return self._inplace("scatter_", lambda d: F.scatter(d, dim, index, src).data)
 
     def __setitem__(self, index: Any, value: Tensor | ArrayLike) -> None:
-        self._check_inplace("__setitem__")
+        self._check_inplace("__setitem__", value)
         if isinstance(index, Tensor):
             index = index.data
         elif isinstance(index, tuple):
@@ -439,7 +461,8 @@ class Tensor:
         try:
             self._data[index] = _raw(value)
         except (ValueError, IndexError) as e:
-            raise type(e)(f"__setitem__: tensor of shape {self.shape}: {e}") from None
+            kind = ShapeError if type(e) is ValueError else type(e)
+            raise kind(f"__setitem__: tensor of shape {self.shape}: {e}") from None
         self.bump_version()
 
     # ------------------------------------------------------------------ operators

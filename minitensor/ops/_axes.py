@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from ..errors import op_error
+from ..errors import AxisError, op_error
 
 
 def shape_arg(args):
@@ -25,7 +25,9 @@ def normalize_axis(axis, ndim, op, shape):
         )
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise op_error(
-            op, f"axis {axis} is out of range for a tensor of shape {tuple(shape)} (ndim {ndim})"
+            op,
+            f"axis {axis} is out of range for a tensor of shape {tuple(shape)} (ndim {ndim})",
+            AxisError,
         )
     return int(axis) % max(ndim, 1)
 

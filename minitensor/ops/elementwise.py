@@ -339,42 +339,60 @@ def minimum(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
 
 
 class Clip(Function):
-    """Clamp to [low, high] (either may be None); gradient 1 inside the range (ends included),
-    0 outside it and at a NaN input, as torch."""
+    """Clamp to [low, high] (either may be None, a number or an array broadcasting with x):
+    min(max(x, low), high), as torch.clamp. Gradients as torch's: x gets 1 inside the range
+    (ends included), 0 outside it and at a NaN; a tensor `low` gets the gradient where
+    x < low (when low < high), a tensor `high` where x > high or high < low (where the bounds
+    cross, the result is high)."""
 
     @staticmethod
     def forward(ctx, x, low=None, high=None):
-        ctx.save_for_backward(x)
-        ctx.low, ctx.high = low, high
+        ctx.save_for_backward(x, low, high)
         return np.clip(x, low, high)
 
     @staticmethod
     def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        inside = np.ones(x.shape, dtype=bool)
-        if ctx.low is not None:
-            inside &= x >= ctx.low
-        if ctx.high is not None:
-            inside &= x <= ctx.high
-        return np.where(inside, grad, np.zeros((), grad.dtype))  # selected: NaN·0 is NaN
+        x, low, high = ctx.saved_tensors
+        inside = np.ones(np.shape(grad), dtype=bool)
+        if low is not None:
+            inside &= x >= low
+        if high is not None:
+            inside &= x <= high
+        zero = np.zeros((), grad.dtype)  # np.where selects: a NaN gradient outside stays 0
+        gx = unbroadcast(np.where(inside, grad, zero), x.shape)
+        g_low = g_high = None
+        if ctx.needs_input_grad[1]:
+            takes_low = (x < low) & (low < high) if high is not None else x < low
+            g_low = unbroadcast(np.where(takes_low, grad, zero), np.shape(low))
+        if ctx.needs_input_grad[2]:
+            takes_high = (x > high) | (high < low) if low is not None else x > high
+            g_high = unbroadcast(np.where(takes_high, grad, zero), np.shape(high))
+        return gx, g_low, g_high
 
 
 def clip(
     x: Tensor,
-    low: Scalar | None = None,
-    high: Scalar | None = None,
+    low: Tensor | Scalar | None = None,
+    high: Tensor | Scalar | None = None,
     *,
-    min: Scalar | None = None,
-    max: Scalar | None = None,
+    min: Tensor | Scalar | None = None,
+    max: Tensor | Scalar | None = None,
 ) -> Tensor:
-    """Clamp into [low, high]; either bound may be None. ``min=``/``max=`` are torch.clamp's
+    """Clamp into [low, high]; either bound may be None, a number or a tensor broadcasting
+    with x (tensor bounds receive gradients, as in torch). ``min=``/``max=`` are torch.clamp's
     names for the two bounds. Integers with a float bound are clamped in the default float
     dtype (float32), as torch promotes them."""
     if (min is not None and low is not None) or (max is not None and high is not None):
         raise op_error("clip", "a bound is given twice (by position and as min=/max=)", TypeError)
     low, high = (min if low is None else low), (max if high is None else high)
-    bounds = (_operand(v, x) for v in (low, high) if v is not None)
-    return Clip.apply(_keep_float_dtype(x, *bounds)[0], low=low, high=high)
+    if low is None and high is None:
+        raise op_error("clip", f"at least one of min and max must be given (shape {x.shape})")
+    given = [i for i, v in enumerate((low, high)) if v is not None]
+    operands = _keep_float_dtype(x, *(_operand(v, x) for v in (low, high) if v is not None))
+    bounds = [None, None]
+    for i, v in zip(given, operands[1:]):
+        bounds[i] = v
+    return Clip.apply(operands[0], *bounds)
 
 
 class Tanh(Function):

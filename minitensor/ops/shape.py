@@ -364,36 +364,51 @@ def where(cond: Tensor | ArrayLike, a: Tensor | ArrayLike, b: Tensor | ArrayLike
 
 
 class MaskedFill(Function):
-    """Positions where `mask` is True (bool, broadcastable to x) take `value`."""
+    """Positions where `mask` is True take `value` (a number, or a 0-d tensor that receives
+    the sum of the gradient at those positions, as in torch). x and the bool mask broadcast
+    together, as torch's out-of-place masked_fill: the output has their broadcast shape."""
 
     name = "masked_fill"
 
     @staticmethod
-    def forward(ctx, x, mask, value=0.0):
+    def forward(ctx, x, mask, value):
         if mask.dtype != np.bool_:
             raise TypeError(
                 f"mask must be bool (True = fill), got {mask.dtype} of shape {mask.shape}"
             )
+        if np.ndim(value) != 0:
+            raise ShapeError(
+                f"value must be a number or a 0-d tensor, got shape {np.shape(value)} "
+                f"(x of shape {x.shape})"
+            )
         try:
-            out = np.where(mask, np.asarray(value, dtype=x.dtype), x)
+            out = np.where(mask, np.asarray(value).astype(x.dtype), x)
         except ValueError:
             raise ShapeError(
-                f"mask of shape {mask.shape} does not broadcast to {x.shape}"
+                f"mask of shape {mask.shape} and x of shape {x.shape} do not broadcast"
             ) from None
-        if out.shape != x.shape:
-            raise ShapeError(f"mask of shape {mask.shape} would grow x of shape {x.shape}")
         ctx.save_for_backward(mask)
+        ctx.shapes = (x.shape, np.shape(value), np.asarray(value).dtype)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (mask,) = ctx.saved_tensors
-        return np.where(mask, np.zeros((), grad.dtype), grad), None
+        x_shape, _, value_dtype = ctx.shapes
+        zero = np.zeros((), grad.dtype)
+        gx = unbroadcast(np.where(mask, zero, grad), x_shape)
+        if not ctx.needs_input_grad[2]:
+            return gx, None, None
+        g_value = np.where(mask, grad, zero).sum()
+        return gx, None, np.asarray(g_value, dtype=value_dtype)
 
 
 def masked_fill(x: Tensor, mask: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
-    """x with the positions where mask is True (bool, broadcastable) set to value."""
-    return MaskedFill.apply(x, _constant(mask), value=value)
+    """x with the positions where mask is True (bool, broadcasting with x) set to value (a
+    number, or a 0-d tensor, differentiable as torch's)."""
+    if not isinstance(value, Tensor):
+        value = np.asarray(value)
+    return MaskedFill.apply(x, _constant(mask), value)
 
 
 class _Triangle(Function):

@@ -1,0 +1,201 @@
+"""Gradients to every tensor argument, ties, kept gradients, clipping and errors, as torch.
+
+Each test runs the same PyTorch-style code under torch and under minitensor (the library is
+the argument `lib`) and compares what comes out: values, gradients, or the kind of error (code
+that catches torch's IndexError or RuntimeError must catch ours).
+"""
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+
+def _np(t):
+    return None if t is None else t.detach().numpy()
+
+
+def _both(program):
+    """program(lib) under torch and under minitensor: two lists of arrays (or None)."""
+    return [_np(t) for t in program(torch)], [_np(t) for t in program(mt)]
+
+
+def _same(program, tol=0.0):
+    theirs, ours = _both(program)
+    assert len(theirs) == len(ours)
+    for i, (a, b) in enumerate(zip(theirs, ours)):
+        if a is None or b is None:
+            assert a is None and b is None, f"output {i}: {a} vs {b}"
+            continue
+        assert a.shape == b.shape, f"output {i}: shape {a.shape} vs {b.shape}"
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol, err_msg=f"output {i}")
+
+
+def _raises_as_torch(program):
+    """program(lib) raises under both; ours is an instance of torch's exception type."""
+    with pytest.raises(Exception) as theirs:
+        program(torch)
+    kind = type(theirs.value)
+    with pytest.raises(kind):
+        program(mt)
+
+
+# ---------------------------------------------------------------- 20.6 every tensor argument
+def _clamp_program(lib, lo_shape=(7,), hi_shape=(7,), dtype="float64"):
+    def program():
+        dt = getattr(lib, dtype)
+        x = lib.tensor([-2.0, 0.0, 1.0, 2.0, 3.0, 5.0, 1.5], dtype=dt, requires_grad=True)
+        lo_vals = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 2.0])
+        hi_vals = np.array([3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 1.0])
+        lo = lib.tensor(lo_vals[: int(np.prod(lo_shape))].reshape(lo_shape), dtype=dt)
+        hi = lib.tensor(hi_vals[: int(np.prod(hi_shape))].reshape(hi_shape), dtype=dt)
+        lo.requires_grad_()
+        hi.requires_grad_()
+        y = lib.clamp(x, lo, hi)
+        y.backward(lib.arange(1.0, 1.0 + y.numel(), dtype=dt).reshape(y.shape))
+        return [y, x.grad, lo.grad, hi.grad]
+
+    return program()
+
+
+@pytest.mark.parametrize("lo_shape,hi_shape", [((7,), (7,)), ((1,), (7,)), ((), ())])
+def test_clamp_tensor_bounds_get_gradients(lo_shape, hi_shape):
+    _same(lambda lib: _clamp_program(lib, lo_shape, hi_shape))
+
+
+def test_clamp_one_tensor_bound_and_nan():
+    def program(lib):
+        x = lib.tensor([1.0, 3.0, float("nan"), 2.0], requires_grad=True)
+        lo = lib.tensor([1.5, 1.0, 0.0, float("nan")], requires_grad=True)
+        hi = lib.tensor(2.5, requires_grad=True)
+        a = lib.clamp(x, lo)
+        b = x.clamp(max=hi)
+        (a.sum() + (b * 2).sum()).backward()
+        return [a, b, x.grad, lo.grad, hi.grad]
+
+    _same(program)
+
+
+def test_clamp_gradcheck_tensor_bounds():
+    x = mt.tensor([-2.0, 0.5, 1.0, 2.5, 5.0, 1.5], dtype=mt.float64, requires_grad=True)
+    lo = mt.tensor([0.0, 0.0, 0.2, 0.0, 4.0, 2.2], dtype=mt.float64, requires_grad=True)
+    hi = mt.tensor([3.0, 3.0, 3.0, 2.0, 3.0, 1.0], dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(lambda a, b, c: mt.clamp(a, b, c), x, lo, hi)
+
+
+def test_clamp_float32_with_int_bounds_stays_float32():
+    def program(lib):
+        x = lib.tensor([0.5, 2.5, 9.0])
+        return [lib.clamp(x, lib.tensor([1, 1, 1], dtype=lib.int32), lib.tensor(3))]
+
+    theirs, ours = _both(program)
+    assert ours[0].dtype == theirs[0].dtype
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+def test_clamp_without_bounds_is_refused():
+    _raises_as_torch(lambda lib: lib.clamp(lib.zeros(3)))
+
+
+def test_masked_fill_tensor_value_gets_gradient():
+    def program(lib):
+        x = lib.zeros(3, dtype=lib.float64, requires_grad=True)
+        v = lib.tensor(2.0, dtype=lib.float64, requires_grad=True)
+        mask = lib.tensor([[True, False, True], [False, False, True]])
+        y = x.masked_fill(mask, v)  # the mask broadcasts x larger: (3,) → (2, 3)
+        y.backward(lib.arange(6.0, dtype=lib.float64).reshape(2, 3))
+        return [y, x.grad, v.grad]
+
+    _same(program)
+
+
+def test_masked_fill_gradcheck_value():
+    x = mt.randn(2, 3, dtype=mt.float64, requires_grad=True)
+    v = mt.tensor(0.5, dtype=mt.float64, requires_grad=True)
+    mask = mt.tensor([[True, False, True], [False, False, True]])
+    assert mt.gradcheck(lambda a, b: a.masked_fill(mask, b), x, v)
+
+
+def test_masked_fill_int_tensor_keeps_dtype_and_truncates():
+    _same(lambda lib: [lib.arange(3).masked_fill(lib.tensor([True, False, False]), 2.7)])
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        # in place, the mask may not grow the tensor
+        lambda lib: lib.zeros(3).masked_fill_(lib.tensor([[True], [False]]), 1.0),
+        # the mask must broadcast
+        lambda lib: lib.zeros(3).masked_fill(lib.tensor([True, False]), 1.0),
+        # the value must be 0-d
+        lambda lib: lib.zeros(3).masked_fill(lib.tensor([True, False, True]), lib.tensor([1.0])),
+    ],
+)
+def test_masked_fill_refusals(program):
+    _raises_as_torch(program)
+
+
+def test_where_sends_gradients_to_both_branches():
+    def program(lib):
+        a = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        b = lib.tensor(5.0, dtype=lib.float64, requires_grad=True)
+        y = lib.where(lib.tensor([True, False, False]), a, b)
+        (y * lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)).sum().backward()
+        return [y, a.grad, b.grad]
+
+    _same(program)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x, v: x.__setitem__(0, v),
+        lambda x, v: x.copy_(v.expand(3)),
+        lambda x, v: x.add_(v),
+        lambda x, v: x.masked_fill_(mt.tensor([True, False, True]), v),
+        lambda x, v: x.fill_(v),
+    ],
+)
+def test_in_place_write_of_a_value_requiring_grad_is_refused_not_dropped(write):
+    # torch records such a write and sends a gradient to v; an in-place op here records no
+    # graph, so it must refuse rather than lose v's gradient
+    x = mt.zeros(3)
+    v = mt.tensor(2.0, requires_grad=True)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        write(x, v)
+    assert x.numpy().tolist() == [0.0, 0.0, 0.0]
+    with mt.no_grad():
+        write(x, v)  # outside the graph it is fine, as in torch
+
+
+# ---------------------------------------------------------------- errors as torch's types
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda lib: lib.zeros(2, 3) @ lib.zeros(2, 3),
+        lambda lib: lib.zeros(2, 3) + lib.zeros(2, 4),
+        lambda lib: lib.zeros(2, 3).reshape(4),
+        lambda lib: lib.zeros(2, 3).sum(5),
+        lambda lib: lib.zeros(2, 3).transpose(0, 5),
+        lambda lib: lib.zeros(2, 3).softmax(3),
+        lambda lib: lib.cat([lib.zeros(2, 3), lib.zeros(2, 4)]),
+        lambda lib: lib.stack([lib.zeros(2), lib.zeros(3)]),
+        lambda lib: lib.zeros(2, 3).expand(4, 3),
+        lambda lib: lib.where(lib.tensor([True, False]), lib.zeros(3), 1.0),
+        lambda lib: lib.zeros(3)[5],
+        lambda lib: lib.zeros(3).__setitem__(slice(None), lib.zeros(2)),
+    ],
+)
+def test_errors_are_instances_of_torchs_exception_type(program):
+    _raises_as_torch(program)
+
+
+def test_shape_error_is_also_a_value_error():
+    # numpy-style code catching ValueError keeps working
+    with pytest.raises(ValueError):
+        mt.zeros(2, 3) @ mt.zeros(2, 3)
+    with pytest.raises(ValueError):
+        mt.zeros(2, 3).sum(5)
