@@ -523,14 +523,24 @@ class Tensor:
     def __ne__(self, other: object) -> Tensor:
         return F.ne(self, other)  # type: ignore[override]
 
+    # & | ^ ~ are bitwise, as in torch: on integers they combine bits, on bools they are logical
     def __and__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.logical_and(self, other)
+        return F.bitwise_and(self, other)
+
+    def __rand__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.bitwise_and(other, self)
 
     def __or__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.logical_or(self, other)
+        return F.bitwise_or(self, other)
+
+    def __ror__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.bitwise_or(other, self)
 
     def __xor__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.logical_xor(self, other)
+        return F.bitwise_xor(self, other)
+
+    def __rxor__(self, other: Tensor | ArrayLike) -> Tensor:
+        return F.bitwise_xor(other, self)
 
     def __neg__(self) -> Tensor:
         return F.neg(self)
@@ -539,7 +549,7 @@ class Tensor:
         return F.abs(self)
 
     def __invert__(self) -> Tensor:
-        return F.logical_not(self)
+        return F.bitwise_not(self)
 
     def __getitem__(self, index: Any) -> Tensor:
         return F.getitem(self, index)

@@ -88,3 +88,38 @@ def test_einsum_identity_does_not_alias_its_operand():
     y = mt.einsum("ij->ij", x)
     y[0, 0] = 9.0
     assert x[0, 0].item() == 0.0
+
+
+# ---------------------------------------------------------------- 3. & | ^ ~ are bitwise
+def test_and_of_integer_tensors_combines_bits():
+    both(lambda torch, F: torch.tensor([6, 12, -1]) & torch.tensor([3, 10, 5]))
+
+
+def test_or_and_xor_of_integer_tensors_and_python_ints():
+    both(lambda torch, F: [torch.tensor([6]) | 3, 6 ^ torch.tensor([3]), 5 & torch.tensor([7])])
+
+
+def test_invert_of_integer_tensors_flips_bits():
+    def case(torch, F):
+        return [~torch.tensor([5, 0, -1]), ~torch.tensor([5, 0, 255], dtype=torch.uint8)]
+
+    both(case)
+
+
+def test_bitwise_keeps_an_integer_dtype():
+    both(lambda torch, F: torch.tensor([6], dtype=torch.int32) & 3)
+
+
+def test_bool_tensors_stay_logical():
+    def case(torch, F):
+        a, b = torch.tensor([True, True, False]), torch.tensor([True, False, False])
+        return [a & b, a | b, a ^ b, ~a, a & True]
+
+    both(case)
+
+
+def test_bitwise_of_a_float_tensor_is_refused():
+    with pytest.raises(NotImplementedError):  # torch's "not implemented for 'Float'"
+        torch.tensor([1.0]) & torch.tensor([1.0])
+    with pytest.raises(TypeError, match=r"bitwise_and.*float32 of shape \(1,\)"):
+        mt.tensor([1.0]) & mt.tensor([1.0])

@@ -604,6 +604,41 @@ def logical_not(x: Tensor | ArrayLike) -> Tensor:
     return Tensor._make(np.logical_not(_data(x)))
 
 
+# bitwise ops (the operators & | ^ ~): integer tensors combine their bits, bool tensors are
+# logical, floats are refused (as in torch, where ~tensor([5]) is -6, not False)
+def _bitwise(np_fn, op, *xs):
+    like = next((x for x in xs if isinstance(x, Tensor)), None)
+    arrays = [_data(_operand(x, like)) if like is not None else _data(x) for x in xs]
+    if [a for a in arrays if a.dtype.kind not in "iub"]:  # (any is this module's op)
+        dtypes = ", ".join(f"{a.dtype} of shape {a.shape}" for a in arrays)
+        raise op_error(op, f"is defined on integer and bool tensors only, got {dtypes}", TypeError)
+    try:
+        return Tensor._make(np.asarray(np_fn(*arrays)))
+    except ValueError:
+        shapes = " and ".join(str(a.shape) for a in arrays)
+        raise op_error(op, f"shapes {shapes} do not broadcast") from None
+
+
+def bitwise_and(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a & b: the bits set in both (integers); logical and (bools)."""
+    return _bitwise(np.bitwise_and, "bitwise_and", a, b)
+
+
+def bitwise_or(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a | b: the bits set in either (integers); logical or (bools)."""
+    return _bitwise(np.bitwise_or, "bitwise_or", a, b)
+
+
+def bitwise_xor(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a ^ b: the bits set in exactly one (integers); logical xor (bools)."""
+    return _bitwise(np.bitwise_xor, "bitwise_xor", a, b)
+
+
+def bitwise_not(x: Tensor | ArrayLike) -> Tensor:
+    """~x: every bit flipped (integers: ~5 is -6, as two's complement); logical not (bools)."""
+    return _bitwise(np.invert, "bitwise_not", x)
+
+
 def isnan(x: Tensor | ArrayLike) -> Tensor:
     return Tensor._make(np.isnan(_data(x)))
 
