@@ -8,14 +8,11 @@ loss = F.relu(x @ mt.randn(4, 2)).sum()
 loss.backward()          # x.grad now holds d loss / d x
 """
 
-# Process-wide settings (OpenBLAS on one thread, malloc keeping freed memory, OpenMP's spin
-# count): each documented and switchable in config.py. Several only work before numpy or numba
-# load, hence here, first.
-from . import config  # noqa: E402
-
-config.apply()
-
+# Importing changes nothing in the process: the tuning (OpenMP's spin count, BLAS threads,
+# malloc) is applied where it is needed, each switch declared once in config.py.
 import numpy as np  # noqa: E402
+
+from . import config  # noqa: E402
 
 from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
@@ -42,7 +39,7 @@ from .creation import (
 )
 from .function import Context, Function, ShapeError, unbroadcast
 from .gradcheck import GradcheckError, gradcheck
-from .random import get_rng_state, manual_seed, set_rng_state
+from .random import Generator, get_rng_state, manual_seed, set_rng_state
 from .scope import current_scope, scope
 from .tensor import Device as device
 from .tensor import Tensor, bool_, float32, float64, int32, int64
@@ -123,22 +120,7 @@ class _NoSuchDtype:
 
 bfloat16 = _NoSuchDtype("bfloat16")
 
-from . import amp, backends  # noqa: E402
-
-
-class cuda:
-    """torch.cuda stand-in: minitensor runs on the CPU, so no GPU is ever available."""
-
-    amp = amp  # torch.cuda.amp.GradScaler: the older spelling of amp's
-
-    @staticmethod
-    def is_available():
-        return False
-
-    @staticmethod
-    def device_count():
-        return 0
-
+from . import amp, backends, cuda  # noqa: E402
 
 from .kernels import get_backend, set_backend  # noqa: E402
 from . import nn  # noqa: E402
@@ -255,6 +237,7 @@ __all__ = [
     "current_scope",
     "get_rng_state",
     "set_rng_state",
+    "Generator",
     "is_grad_enabled",
     "amp",
     "backends",

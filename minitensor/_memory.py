@@ -9,13 +9,13 @@ this reason; for numpy arrays two malloc settings do the same: blocks under 32 M
 the heap (not from mmap), and the heap is never trimmed. The process keeps its peak memory
 until it exits, as a caching allocator does.
 
-Applied once, at `import minitensor`, on Linux with glibc. MINITENSOR_KEEP_FREED_MEMORY=0 leaves
-malloc alone; so does any MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ you set yourself.
+Applied once, when the first optimizer is created (config.keep_freed_memory), on Linux with
+glibc. MINITENSOR_KEEP_FREED_MEMORY=0 leaves malloc alone; so does any MALLOC_MMAP_THRESHOLD_ /
+MALLOC_TRIM_THRESHOLD_ you set yourself (config.py decides; this module only sets).
 """
 
 import ctypes
 import ctypes.util
-import os
 import sys
 
 # mallopt's parameter numbers (glibc's malloc.h)
@@ -26,12 +26,7 @@ TRIM_THRESHOLD = 2**31 - 1  # mallopt takes a C int: 2 GiB, never reached in pra
 
 def keep_freed_memory():
     """Set the two malloc parameters above; True if they were set."""
-    if (
-        os.environ.get("MINITENSOR_KEEP_FREED_MEMORY", "1") == "0"
-        or not sys.platform.startswith("linux")
-        or "MALLOC_MMAP_THRESHOLD_" in os.environ
-        or "MALLOC_TRIM_THRESHOLD_" in os.environ
-    ):
+    if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

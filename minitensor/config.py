@@ -1,74 +1,135 @@
-"""Everything `import minitensor` changes in the process, in one place.
+"""Every switch minitensor reads, declared once in one table, and the process-wide tuning they
+control — none of which happens at `import minitensor`.
 
-minitensor is a library: a user's own numpy code runs in the same process, so each process-wide
-setting below is listed with its reason and a switch. Each is applied once, at the top of
-`import minitensor`, before numpy or numba load (several only work then). A setting you made
-yourself always wins: minitensor never overwrites an `OMP_*`, `GOMP_*`, `NUMBA_*`,
-`OPENBLAS_*` or `MALLOC_*` variable you set.
+minitensor is a library: a user's own numpy code and the programs they start run beside it, so
+importing it changes nothing in the process — no environment variable, no thread count of
+numpy's BLAS, no malloc setting (tests/test_config.py checks this in a child process). The
+tuning that makes training fast is applied where it is needed, and only there:
 
-    setting                 switch (environment)                 default
-    single-threaded BLAS    MINITENSOR_SINGLE_THREADED_BLAS=0   OPENBLAS_NUM_THREADS=1
-    keep freed memory       MINITENSOR_KEEP_FREED_MEMORY=0      glibc mallopt (see _memory.py)
-    serial after fork       MINITENSOR_SERIAL_AFTER_FORK=0      forked children run serially
-    polite threads          MINITENSOR_POLITE_THREADS=0         GOMP_SPINCOUNT=10000, and
-                                                                one thread while the CPUs are
-                                                                busy with other work
-    all of the above        MINITENSOR_TUNING=0                 (nothing is changed)
+* **numba's OpenMP pool** (polite threads). Between two parallel regions, GNU OpenMP's idle
+  workers spin (by default ~300,000 iterations) before they sleep: beside other work they steal
+  the cores that work needs. GOMP_SPINCOUNT=10000 keeps a spin short enough to give the cores
+  back and long enough to bridge the gap between two kernels of one step. GNU OpenMP reads it
+  once, when its library loads — when numba's pool starts, at the first parallel kernel — so
+  minitensor sets it for that moment only (`openmp_environment`) and then puts `os.environ`
+  back: the processes you start inherit your environment, not ours. And while other processes
+  keep the CPUs busy, kernels run on one thread (kernels/jit.py, `cpus_busy`): a parallel
+  region can only finish when all of its threads get a core.
+* **BLAS inside our own threads.** The "gemm" route of kernels/fast_matmul has numba's threads
+  each call numpy's BLAS on a block of the product. While they do, BLAS's own thread count is
+  held at one (kernels/fast_matmul/blas.py, `one_blas_thread`) and set back right after, so two
+  thread pools never share the cores; everywhere else numpy's BLAS keeps the threads it has.
+* **malloc** (keep freed memory, `_memory.py`): a training step frees and allocates the same
+  arrays every step, and glibc by default hands large freed blocks back to the kernel and
+  faults them in again. Set when the first optimizer is created (a training process), not at
+  import.
+* **serial after fork.** GNU OpenMP's pool does not survive fork(): a child forked after
+  minitensor's threads started runs every kernel serially (kernels/jit.py).
 
-`mt.config.report()` prints what was applied in this process and why.
-
-Why each one:
-
-* **single-threaded BLAS.** minitensor runs its parallel work on one thread pool, numba's: the
-  kernels' prange loops, and the large matrix products, which numba threads hand to BLAS one
-  block each (kernels/fast_matmul). A second pool, OpenBLAS's own threads, would compete with
-  numba's for the same cores, and each pool's idle workers spin and steal the core the other
-  wants. OPENBLAS_NUM_THREADS is read when numpy loads; if numpy is already loaded, threadpoolctl
-  limits it instead (when installed).
-* **keep freed memory.** A training step frees and allocates the same arrays every step; by
-  default glibc hands large freed blocks back to the kernel and faults them in again next step.
-  See `_memory.py`.
-* **serial after fork.** GNU OpenMP's thread pool does not survive fork(): numba aborts a
-  forked child that starts a parallel region (a `multiprocessing.Pool` would hang). A child
-  forked after minitensor's threads started runs every kernel serially (kernels/jit.py).
-* **polite threads.** Between two parallel regions, GNU OpenMP's idle workers spin (by default
-  for ~300,000 iterations) before they sleep. Alone on a machine that saves a wake-up per region;
-  beside other work it steals the cores that work needs, and a region then waits for a worker
-  the scheduler has put aside, so two runs at once slow each other down many times over.
-  GOMP_SPINCOUNT=10000 keeps a short spin, long enough to bridge the gap between two kernels of
-  one step and short enough to give the cores back. And while other processes keep the CPUs
-  busy (the kernel's CPU pressure, /proc/pressure/cpu, or the run queue in /proc/loadavg,
-  sampled twice a second), minitensor runs on one thread: a parallel region can only finish
-  when all of its threads get a core. Numbers: benchmarks/README.md, "Threads on a shared
-  machine"; the reasoning: docs/kernels.md.
+A variable you set yourself always wins: minitensor never overrides an `OMP_*`, `GOMP_*`,
+`NUMBA_*` or `MALLOC_*` variable you set. `mt.config.report()` prints every switch, its value
+and what was done in this process.
 """
 
+import contextlib
 import os
 import sys
+from typing import NamedTuple
 
-TUNING = "MINITENSOR_TUNING"
 SPIN_COUNT = "10000"
 
-# switch variable → (what it does, the variables a user may have set that make it stand aside)
-SETTINGS = {
-    "MINITENSOR_SINGLE_THREADED_BLAS": ("OPENBLAS_NUM_THREADS=1", ("OPENBLAS_NUM_THREADS",)),
-    "MINITENSOR_KEEP_FREED_MEMORY": (
-        "glibc keeps freed memory for reuse (mallopt)",
-        ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"),
-    ),
-    "MINITENSOR_SERIAL_AFTER_FORK": ("kernels run serially in a forked child", ()),
-    "MINITENSOR_POLITE_THREADS": (
-        f"GOMP_SPINCOUNT={SPIN_COUNT}; one thread while the CPUs are busy",
-        ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"),
-    ),
+
+class Switch(NamedTuple):
+    """One environment variable minitensor reads: its default, what it does and why."""
+
+    name: str
+    default: str
+    effect: str
+    why: str
+    user_vars: tuple = ()  # your own variables that make this tuning stand aside
+
+
+SWITCHES = {
+    switch.name: switch
+    for switch in (
+        Switch(
+            "MINITENSOR_BACKEND",
+            "numba",
+            "who runs the hot loops: numba kernels, or 'numpy', their plain twins",
+            "read the twin, time the kernel (kernels/backend.py); read when kernels load",
+        ),
+        Switch(
+            "MINITENSOR_TUNING",
+            "1",
+            "0 turns off every tuning below at once",
+            "to see the process exactly as numpy and numba leave it",
+        ),
+        Switch(
+            "MINITENSOR_POLITE_THREADS",
+            "1",
+            f"GOMP_SPINCOUNT={SPIN_COUNT} while numba's pool starts; one thread while the CPUs "
+            "are busy",
+            "idle OpenMP workers spin and steal the cores other work needs",
+            ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"),
+        ),
+        Switch(
+            "MINITENSOR_KEEP_FREED_MEMORY",
+            "1",
+            "glibc keeps freed memory for reuse (mallopt), from the first optimizer on",
+            "a step frees and re-allocates the same arrays; faulting them in again is slow",
+            ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"),
+        ),
+        Switch(
+            "MINITENSOR_SERIAL_AFTER_FORK",
+            "1",
+            "a process forked after our threads started runs every kernel serially",
+            "GNU OpenMP's pool does not survive fork(); numba aborts a child that uses it",
+        ),
+        Switch(
+            "MINITENSOR_NO_BLAS_KERNELS",
+            "0",
+            "1: numba's threads never call BLAS themselves; every product is np.matmul's",
+            "an escape hatch should a numpy build ship a BLAS that kernels/fast_matmul misreads",
+        ),
+        Switch(
+            "MINITENSOR_FUZZ",
+            "ci",
+            "tests only: the fuzzer's hypothesis profile, 'ci' (a small sample) or 'thorough'",
+            "CI runs a few seconds of it; a developer runs thousands of programs",
+        ),
+        Switch(
+            "MINITENSOR_FUZZ_LOG",
+            "",
+            "tests only: a file the fuzzer appends one line per program to",
+            "to count what a fuzz run drew",
+        ),
+    )
 }
 
-applied = {}  # switch → what was done in this process (or why not)
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+applied = {}  # switch → what was done in this process (or why not), filled as it happens
 
 
-def enabled(switch):
-    """True unless the user turned this setting (or all of them, MINITENSOR_TUNING=0) off."""
-    return os.environ.get(TUNING, "1") != "0" and os.environ.get(switch, "1") != "0"
+def value(name: str) -> str:
+    """The switch's value in this process: the environment's, or its default."""
+    return os.environ.get(name, SWITCHES[name].default).strip()
+
+
+def flag(name: str) -> bool:
+    """A yes/no switch read as one: 1/true/yes/on or 0/false/no/off (any case); anything else
+    is refused, so that a typo never silently means 'on'."""
+    text = value(name).lower()
+    if text in TRUE or text in FALSE:
+        return text in TRUE
+    raise ValueError(
+        f"{name}={os.environ[name]!r}: expected 1 or 0 (or true/false, yes/no, on/off)"
+    )
+
+
+def enabled(name: str) -> bool:
+    """True unless the user turned this tuning (or all of them, MINITENSOR_TUNING=0) off."""
+    return flag("MINITENSOR_TUNING") and flag(name)
 
 
 def _user_set(names):
@@ -76,65 +137,58 @@ def _user_set(names):
     return next((name for name in names if name in os.environ), None)
 
 
-def _single_threaded_blas():
-    if "numpy" in sys.modules:  # BLAS already loaded: limit it at run time, if we can
-        try:
-            import threadpoolctl
-
-            threadpoolctl.threadpool_limits(1, user_api="blas")
-        except ImportError:
-            pass
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    return "OPENBLAS_NUM_THREADS=1"
-
-
-def _keep_freed_memory():
-    from ._memory import keep_freed_memory
-
-    return "mallopt set" if keep_freed_memory() else "not available here (not glibc)"
+def _decide(name):
+    """Whether tuning `name` applies; records why not in `applied`."""
+    user = _user_set(SWITCHES[name].user_vars)
+    if not enabled(name):
+        applied[name] = "off"
+    elif user is not None:
+        applied[name] = f"left alone: you set {user}={os.environ[user]}"
+    else:
+        return True
+    return False
 
 
-def _polite_threads():
-    # GNU OpenMP reads its variables once, when numba's OpenMP layer loads (first parallel
-    # kernel): setting them now is in time. The one-thread-while-busy rule is kernels/jit.py's.
+@contextlib.contextmanager
+def openmp_environment():
+    """GOMP_SPINCOUNT for the moment numba's OpenMP library loads (kernels/jit.py starts the
+    pool inside this block), then `os.environ` as it was: the library has read it by then."""
+    if not _decide("MINITENSOR_POLITE_THREADS"):
+        yield
+        return
     os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
-    return f"GOMP_SPINCOUNT={SPIN_COUNT}; one thread while the CPUs are busy"
+    try:
+        yield
+    finally:
+        del os.environ["GOMP_SPINCOUNT"]
+    applied["MINITENSOR_POLITE_THREADS"] = f"GOMP_SPINCOUNT={SPIN_COUNT} read by numba's pool"
 
 
-_APPLY = {
-    "MINITENSOR_SINGLE_THREADED_BLAS": _single_threaded_blas,
-    "MINITENSOR_KEEP_FREED_MEMORY": _keep_freed_memory,
-    "MINITENSOR_SERIAL_AFTER_FORK": lambda: "on (applied when the threads start)",
-    "MINITENSOR_POLITE_THREADS": _polite_threads,
-}
+def keep_freed_memory() -> None:
+    """Keep freed memory for reuse (_memory.py), once per process; called when the first
+    optimizer is created."""
+    if "MINITENSOR_KEEP_FREED_MEMORY" in applied or not _decide("MINITENSOR_KEEP_FREED_MEMORY"):
+        return
+    from ._memory import keep_freed_memory as set_malloc
+
+    done = set_malloc()
+    applied["MINITENSOR_KEEP_FREED_MEMORY"] = "mallopt set" if done else "not glibc: nothing set"
 
 
-def apply():
-    """Apply every setting that is switched on and not overridden by the user's own variables;
-    record what happened in `applied`. Called once by `import minitensor`."""
-    for switch, (_, user_vars) in SETTINGS.items():
-        user = _user_set(user_vars)
-        if not enabled(switch):
-            applied[switch] = "off"
-        elif user is not None:
-            applied[switch] = f"left alone: you set {user}={os.environ[user]}"
-        else:
-            applied[switch] = _APPLY[switch]()
+def polite_threads() -> bool:
+    """True when the polite-threads rule is on: switched on, and the user has not fixed
+    numba's thread count or OpenMP's wait policy or spin count themselves."""
+    user = _user_set(SWITCHES["MINITENSOR_POLITE_THREADS"].user_vars + ("NUMBA_NUM_THREADS",))
+    return enabled("MINITENSOR_POLITE_THREADS") and user is None
 
 
-def polite_threads():
-    """True when the one-thread-while-busy rule is on: switched on, and the user has not
-    fixed numba's thread count or OpenMP's wait policy themselves."""
-    return (
-        applied.get("MINITENSOR_POLITE_THREADS", "").startswith("GOMP_SPINCOUNT")
-        and "NUMBA_NUM_THREADS" not in os.environ
-    )
-
-
-def report(file=None):
-    """Print each process-wide setting, its switch and what was done in this process."""
-    for switch, (what, _) in SETTINGS.items():
-        print(
-            f"{switch:34s} {what}\n{'':34s} → {applied.get(switch, 'not applied')}",
-            file=file or sys.stdout,
-        )
+def report(file=None) -> None:
+    """Print every switch: its value here (or default), what it does, why, and what was done
+    in this process so far."""
+    out = file or sys.stdout
+    for switch in SWITCHES.values():
+        set_here = "" if switch.name in os.environ else " (default)"
+        print(f"{switch.name}={value(switch.name)}{set_here}", file=out)
+        print(f"    {switch.effect}\n    why: {switch.why}", file=out)
+        if switch.name in applied:
+            print(f"    in this process: {applied[switch.name]}", file=out)

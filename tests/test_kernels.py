@@ -292,7 +292,7 @@ def two_threads(monkeypatch):
 
     monkeypatch.setattr(jit, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
-    monkeypatch.setattr(matmul_module, "tiles_win", lambda a, b: True)  # as where they win
+    monkeypatch.setattr(matmul_module, "fastest", lambda a, b, candidate: candidate)  # as if it won
 
 
 GEMM_CASES = [  # (a, b) builders: every layout the BLAS-calling kernels read in place or copy
@@ -888,30 +888,31 @@ def test_lazy_kernels_build_on_first_call(tmp_path, monkeypatch):
     assert lazy_family.prange is not jit.prange  # numba.prange now, in that module
 
 
-def test_tiles_only_where_they_beat_numpy_on_this_machine(monkeypatch):
-    """route times the tile kernel against np.matmul the first time a layout would go to the
-    tiles, keeps the answer, and sends the layout to np.matmul where the tiles lose."""
+def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
+    """route times a candidate (the tiles, the BLAS-calling gemm) against np.matmul the first
+    time a layout would go to it, keeps the answer, and sends the layout to np.matmul where the
+    candidate loses."""
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
-    monkeypatch.setattr(matmul_module, "_TILES_WIN", {})
+    monkeypatch.setattr(matmul_module, "_FASTEST", {})
     calls = []
     monkeypatch.setattr(
         matmul_module,
         "_best_time",
-        lambda product, a, b: (
-            calls.append(product) or (2.0 if product is matmul_module.tiled_matmul else 1.0)
-        ),
+        lambda product, a, b: calls.append(product) or (1.0 if product is np.matmul else 2.0),
     )
     q = np.zeros((256, 16, 16), np.float32)
     k_t = np.swapaxes(q, -1, -2)
     assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2
     assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2  # remembered
+    x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
+    if np.dtype(np.float32) in matmul_module.GEMM:
+        assert K.matmul_route(x, w) == "numpy" and len(calls) == 4  # gemm lost too
     monkeypatch.setattr(
-        matmul_module,
-        "_best_time",
-        lambda product, a, b: 1.0 if product is matmul_module.tiled_matmul else 2.0,
+        matmul_module, "_best_time", lambda product, a, b: 2.0 if product is np.matmul else 1.0
     )
     assert K.matmul_route(q, q) == "tiles"  # another layout: measured again
-    assert len(matmul_module._TILES_WIN) == 2
+    if np.dtype(np.float32) in matmul_module.GEMM:
+        assert K.matmul_route(x, w.T.copy().T) == "gemm"  # wᵀ stored transposed: another layout
 
 
 def test_dropout_keep_draws_the_twins_mask():
@@ -929,4 +930,4 @@ def test_dropout_keep_draws_the_twins_mask():
 def test_fused_attention_is_a_public_kernel():
     assert K.fused_attention_forward in K.KERNELS and K.fused_attention_backward in K.KERNELS
     assert {"fused_attention_forward", "fused_attention_backward"} <= set(K.__all__)
-    assert K.fused_attention_forward.numpy is K.attention.fused_attention_forward_numpy
+    assert K.fused_attention_forward.numpy is K.flash_attention.fused_attention_forward_numpy

@@ -75,7 +75,9 @@ def _start_pool():
     global _read_num_threads
     from .. import config
 
-    _numba()
+    numba = _numba()
+    with config.openmp_environment():  # OpenMP reads its variables as its library loads
+        numba.get_num_threads()  # loads numba's threading layer and starts its pool
     try:
         from numba.np.ufunc.parallel import _get_num_threads as _read_num_threads
     except ImportError:  # numba 0.68 has no lock-free getter

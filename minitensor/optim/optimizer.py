@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
 from ..autograd import enable_grad, no_grad
 from ..tensor import Tensor
 
@@ -29,6 +30,7 @@ class Optimizer:
     """
 
     def __init__(self, params: Params, defaults: dict[str, Any]) -> None:
+        config.keep_freed_memory()  # a training process from now on: see config.py
         self.defaults = dict(defaults)
         self.state = {}  # Parameter → dict of this parameter's state
         self.param_groups = []

@@ -12,13 +12,18 @@ thread its own matrices of a stack, or its own block of rows of a large product.
         (integers: numpy's array.ctypes.data plus an offset in bytes); op(X) is X or Xᵀ.
 
 MINITENSOR_NO_BLAS_KERNELS=1 (read at import) leaves GEMM empty: every product then goes to
-np.matmul, on one thread — an escape hatch should a numpy build ship an OpenBLAS we misread.
+np.matmul — an escape hatch should a numpy build ship an OpenBLAS we misread.
+
+While numba's threads call gemm, OpenBLAS's own threads must stay out of the way (two pools
+on the same cores), so the caller holds BLAS at one thread for the call (`one_blas_thread`)
+and gives it back its count afterwards: numpy's BLAS elsewhere keeps the threads it has.
 
 The call goes through a small @intrinsic that turns the integer address into a function
 pointer: numba's own ctypes support would bake the address into the compiled code, which then
 could not be cached on disk (the library loads at another address in the next process).
 """
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -27,6 +32,8 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
+
+from ... import config
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # the CBLAS enum values
 
@@ -61,7 +68,41 @@ def _find_gemms():
     return found
 
 
-GEMM = {} if os.environ.get("MINITENSOR_NO_BLAS_KERNELS") else _find_gemms()
+GEMM = {} if config.flag("MINITENSOR_NO_BLAS_KERNELS") else _find_gemms()
+
+
+def _thread_count_functions():
+    """OpenBLAS's (get, set) of its thread count, as ctypes functions, or (None, None)."""
+    lib = _find_openblas()
+    get = getattr(lib, "scipy_openblas_get_num_threads64_", None)
+    set_ = getattr(lib, "scipy_openblas_set_num_threads64_", None)
+    if get is None or set_ is None:
+        return None, None
+    get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
+    return get, set_
+
+
+_get_threads, _set_threads = _thread_count_functions() if GEMM else (None, None)
+
+
+def blas_threads() -> int:
+    """OpenBLAS's thread count now (1 where it cannot be read)."""
+    return _get_threads() if _get_threads is not None else 1
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """OpenBLAS on one thread for the block, then its thread count as it was (two ctypes
+    calls, well under a microsecond each)."""
+    before = blas_threads()
+    if before == 1:
+        yield
+        return
+    _set_threads(1)
+    try:
+        yield
+    finally:
+        _set_threads(before)
 
 
 @intrinsic

@@ -1,39 +1,32 @@
 """The fast matrix products of the numba backend: a tile kernel for stacks of small matrices
 (attention), BLAS's gemm called from numba threads for large products (Linear layers),
-np.matmul for small ones.
+np.matmul for the rest.
 
 Every matmul of the framework comes here three times per step — the forward product and the
 two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routine, `_product`, and
-`route` decides who computes it. The rules were measured with benchmarks/kernels.py on the
-2-core machine this project runs on (tables in benchmarks/README.md):
+`route` decides who computes it:
 
 * **"tiles": the tile kernel** (`tiled_matmul`) for stacks — (B·h, L, d) @ (B·h, d, L) and
-  the like — of matrices up to 256³ multiply-adds, from 2¹⁸ in the whole stack. Each thread
-  takes its own run of matrices; each matrix is cut into tiles of 8 rows × one SIMD vector of
-  columns, computed by the register-tile microkernel of microkernel.py (read that file: it is
-  how every BLAS computes). kᵀ arrives as a transposed view; it is packed into rows, 8 × 8
-  blocks at a time transposed in registers, one matrix at a time into a small per-thread
-  panel. Against torch.bmm (MKL) this runs every attention shape of the benchmark level or
-  faster (1.02–1.69×, medians of four runs), and against BLAS's gemm called per matrix
-  (below) it is faster up to 256³ too.
-  Where it runs slower than np.matmul depends on the machine, so `route` times both the first
-  time a layout would go to the tiles and keeps the answer (`tiles_win`). On one thread it
-  goes nowhere: serial tiles lost to np.matmul even on a transposed B on an
-  AVX2 machine (benchmarks/README.md, "Routes on an AVX2 machine"), and a route must never be
-  slower than np.matmul on the machine it runs on.
-* **"gemm": numba's threads, each calling BLAS.** numpy's OpenBLAS runs large products at
-  close to the machine's peak on one core, but np.matmul uses one thread (OpenBLAS's own
-  threads stall on a shared machine, see minitensor/__init__.py). So the kernels below call
-  OpenBLAS's gemm themselves (blas.py) from a prange: one product — a Linear layer,
-  (B, L, d) @ (d, e) folded into (B·L, d) @ (d, e) — by blocks of rows, a stack of matrices
-  larger than the tiles take by matrix. Transposed views (Wᵀ, Xᵀ) are read in place: BLAS is
-  told the operand is transposed. On 2 cores the Linear shapes and 512³ run ~1.9× faster
-  than np.matmul.
-* **"numpy": np.matmul on one thread** for what is too small to share (under 2¹⁸
-  multiply-adds in a stack, under 2²⁰ in a single product: starting the threads costs more),
-  integer or mixed dtypes, and every single product when numpy has no OpenBLAS we can call.
+  the like — of matrices up to 256³ multiply-adds. Each thread takes its own run of
+  matrices; each matrix is cut into tiles of 8 rows × one SIMD vector of columns, computed by
+  the register-tile microkernel of microkernel.py (read that file: it is how every BLAS
+  computes). kᵀ arrives as a transposed view; it is packed into rows, 8 × 8 blocks at a time
+  transposed in registers, one matrix at a time into a small per-thread panel.
+* **"gemm": numba's threads, each calling BLAS** (blas.py) from a prange: one product — a
+  Linear layer, (B, L, d) @ (d, e) folded into (B·L, d) @ (d, e) — by blocks of rows, a stack
+  of matrices larger than the tiles take by matrix. Transposed views (Wᵀ, Xᵀ) are read in
+  place: BLAS is told the operand is transposed. While numba's threads call it, BLAS's own
+  threads are held at one (two thread pools on the same cores fight).
+* **"numpy": np.matmul**, with numpy's BLAS at its own thread count: integer or mixed dtypes,
+  products too small to share (under 2¹⁸ multiply-adds in a stack, under 2²⁰ in a single
+  product, where starting threads costs more than it saves), and every product on one thread.
 
-The numpy twins are np.matmul itself (kernels/matmul.py).
+Which of a candidate and np.matmul is faster depends on the machine (its vector width, its
+BLAS, BLAS's thread count): on one machine the tiles beat np.matmul on every attention shape,
+on another they lost on most. So neither wins by a rule: the first time a layout would go to
+a candidate, both are timed on it and the faster is kept for the process (`fastest`);
+benchmarks/kernels.py prints the comparison on your machine. The numpy twins are np.matmul
+itself (kernels/matmul.py).
 """
 
 import functools
@@ -44,7 +37,7 @@ import numpy as np
 from numba import prange
 
 from ..jit import kernel, threads
-from .blas import GEMM, NO_TRANS, TRANS, gemm
+from .blas import GEMM, NO_TRANS, TRANS, blas_threads, gemm, one_blas_thread
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
 
 # A stack goes to the tile kernel when each matrix is at most this many multiply-adds (beyond,
@@ -383,10 +376,11 @@ def tiled_matmul(a, b):
 
 
 def route(a, b):
-    """Who computes a @ b on the numba backend (measured rules, see the module docstring):
-    "tiles" (the tile kernel: stacks of matrices up to 256³ multiply-adds each), "gemm" (the
-    BLAS-calling kernels: larger products, spread over the threads) or "numpy" (np.matmul on
-    one thread: products too small to share, integer dtypes, empty products, no OpenBLAS)."""
+    """Who computes a @ b on the numba backend: "tiles" (the tile kernel: stacks of matrices
+    up to 256³ multiply-adds each), "gemm" (the BLAS-calling kernels: larger products, spread
+    over numba's threads) or "numpy" (np.matmul, with BLAS's own threads: products too small
+    to share, integer dtypes, empty products, no OpenBLAS). Between a candidate and np.matmul
+    the running machine decides: both are timed the first time a layout is seen (`fastest`)."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
     if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES or 0 in a.shape or 0 in b.shape:
@@ -395,36 +389,42 @@ def route(a, b):
         work = a.size * m  # multiply-adds: (a's rows) · m · k
     else:
         work = math.prod(_batch_shape(a, b)) * n * m * k
-    stack = b.ndim > 2
-    # the tiles win by sharing a stack among threads; serially np.matmul is never slower
-    if stack and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK and threads() > 1:
-        return "tiles" if tiles_win(a, b) else "numpy"
-    if a.dtype not in GEMM or threads() == 1 or work < _GEMM_MIN_WORK:
+    if threads() == 1:  # every candidate shares the work among numba's threads
         return "numpy"
-    return "gemm"
+    if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
+        return fastest(a, b, "tiles")
+    if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
+        return fastest(a, b, "gemm")
+    return "numpy"
 
 
-# Whether the tile kernel beats np.matmul depends on the machine (its vector width, its BLAS):
-# on an AVX2 Zen 3 it lost on most attention shapes, where it won on the machines it was first
-# measured on. So the first time a layout would go to the tiles, both are timed on it (best of
-# three, after one untimed call each) and the answer is kept for the process.
-_TILES_WIN = {}
+# Whether a candidate beats np.matmul depends on the machine — its vector width, its BLAS and
+# how many threads BLAS runs — so the first time a layout would go to a candidate, both are
+# timed on it (best of three, after one untimed call each) and the answer is kept for the
+# process. np.matmul runs as numpy is set up (BLAS at its own thread count): a route must beat
+# the best np.matmul the machine has, not a handicapped one.
+_FASTEST = {}
 
 
-def tiles_win(a, b):
-    """True if the tile kernel computed a @ b faster than np.matmul when this layout (shapes,
-    dtype, kᵀ or not, thread count) was first seen in this process."""
+def fastest(a, b, candidate):
+    """`candidate` ("tiles" or "gemm") if it computed a @ b faster than np.matmul when this
+    layout (shapes, dtype, transposed or not, thread counts) was first seen, else "numpy"."""
     key = (
+        candidate,
         a.shape,
         b.shape,
         a.dtype.str,
         a.strides[-1] == a.itemsize,
         b.strides[-1] == b.itemsize,
         threads(),
+        blas_threads(),
     )
-    if key not in _TILES_WIN:
-        _TILES_WIN[key] = _best_time(tiled_matmul, a, b) < _best_time(np.matmul, a, b)
-    return _TILES_WIN[key]
+    if key not in _FASTEST:
+        ours = _PRODUCTS[candidate]
+        _FASTEST[key] = (
+            candidate if _best_time(ours, a, b) < _best_time(np.matmul, a, b) else "numpy"
+        )
+    return _FASTEST[key]
 
 
 def _best_time(product, a, b, repeats=3):
@@ -438,14 +438,18 @@ def _best_time(product, a, b, repeats=3):
     return best
 
 
+def _gemm_one_blas_thread(a, b):
+    """gemm_product with BLAS's own threads held at one while numba's threads call it."""
+    with one_blas_thread():
+        return gemm_product(a, b)
+
+
+_PRODUCTS = {"tiles": tiled_matmul, "gemm": _gemm_one_blas_thread, "numpy": np.matmul}
+
+
 def _product(a, b):
     """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks."""
-    path = route(a, b)
-    if path == "tiles":
-        return tiled_matmul(a, b)
-    if path == "gemm":
-        return gemm_product(a, b)
-    return np.matmul(a, b)
+    return _PRODUCTS[route(a, b)](a, b)
 
 
 def matmul(a, b):
