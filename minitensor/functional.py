@@ -12,24 +12,25 @@ family:
 - `ops/shape.py`: reshape and views, concat/stack/split, indexing, where, masked_fill,
   triangles, scatter, sorting;
 - `ops/linalg.py`: matmul, bmm, linear;
-- `ops/nn.py`: softmax, layer_norm, dropout, embedding, the losses, one_hot, pad and
-  scaled_dot_product_attention.
+- `ops/nn.py`: softmax, layer_norm, dropout, embedding, the losses, one_hot, pad;
+- `ops/attention.py`: attention and its masks, scaled_dot_product_attention.
 
 The argument helpers they share (numbers lifted to operands, torch's dtype promotion) are
 in `ops/_args.py`.
 """
 
+from .ops.attention import scaled_dot_product_attention
 from .ops.elementwise import (
     abs,
     add,
     all,
     allclose,
     any,
-    cast,
     bitwise_and,
     bitwise_not,
     bitwise_or,
     bitwise_xor,
+    cast,
     clip,
     clone,
     cos,
@@ -76,7 +77,6 @@ from .ops.nn import (
     nll_loss,
     one_hot,
     pad,
-    scaled_dot_product_attention,
     softmax,
 )
 from .ops.reduce import (

@@ -28,6 +28,11 @@ class _Handle:
             _forward_hooks.remove(self.hook)
 
 
+def registered():
+    """Is a forward hook registered (`viz.trace` is one)? Attention then records its steps."""
+    return bool(_forward_hooks)
+
+
 def active():
     """Is there anything to run after a forward (a hook, or anomaly mode in this thread)?"""
     return bool(_forward_hooks) or state.anomaly

@@ -8,8 +8,14 @@ import pytest
 
 import minitensor as mt
 from transformer import masks as M
-from transformer.attention import AttentionCache, MultiHeadAttention, scaled_dot_product_attention
+from minitensor.ops.attention import attention
+from transformer.attention import AttentionCache, MultiHeadAttention
 from transformer.embeddings import RotaryEmbedding
+
+
+def _attention(q, k, v, mask=None):
+    """The core with its weights: (output, weights)."""
+    return attention(q, k, v, mask, need_weights=True)
 
 
 def _softmax(z):
@@ -24,7 +30,7 @@ def test_sdpa_matches_the_formula(rng):
     v = rng.standard_normal((2, 3, 6, 5))
     mask = rng.random((2, 1, 4, 6)) < 0.3
     mask[..., 0] = False
-    out, w = scaled_dot_product_attention(
+    out, w = _attention(
         mt.tensor(q, dtype=mt.float64),
         mt.tensor(k, dtype=mt.float64),
         mt.tensor(v, dtype=mt.float64),
@@ -41,7 +47,7 @@ def test_sdpa_matches_the_formula(rng):
 def test_sdpa_shape_errors_name_the_shapes():
     q, k = mt.randn(2, 4, 8), mt.randn(2, 6, 7)
     with pytest.raises(ValueError, match=r"\(2, 6, 7\)"):
-        scaled_dot_product_attention(q, k, k)
+        _attention(q, k, k)
 
 
 def test_sdpa_gradcheck_with_mask(leaf):
@@ -50,7 +56,7 @@ def test_sdpa_gradcheck_with_mask(leaf):
     mask[0, :, 3:] = True
     mask[1, 2] = True  # one fully masked row too
     assert mt.gradcheck(
-        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask)[0], q, k, v
+        lambda q, k, v: _attention(q, k, v, mask=mask)[0], q, k, v
     )
 
 

@@ -1,4 +1,4 @@
-"""Fused attention (minitensor/kernels/attention.py, ops/attention.py): the numba kernel against
+"""Fused attention (minitensor/kernels/flash_attention.py, ops/attention.py): the numba kernel against
 its numpy twin, the twin against the three-step formula, gradcheck in float64, masks (padding,
 causal, is_causal, additive, fully masked rows, inf/NaN under a blocked score), dropout that
 drops the entries F.dropout drops, and parity with torch (skipped without torch)."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor.kernels import attention as KA
+from minitensor.kernels import flash_attention as KA
 from minitensor.kernels.dropout import dropout_numpy
-from minitensor.ops.attention import ScaledDotProductAttention, scaled_dot_product_attention
+from minitensor.ops.attention import FUSED_MIN_KEYS, FusedAttention, attention
 
 BACKENDS = ("numba", "numpy")
 
@@ -47,12 +47,13 @@ def _masks(rng, B, Lq, Lk):
         rng.random((1, 1, Lq, Lk)) < 0.2, -np.inf, rng.standard_normal((1, 1, Lq, Lk))
     )
     return {
-        "none": (None, False),
-        "padding": (padding, False),
-        "causal bool": (causal, False),
-        "is_causal": (None, True),
-        "padding + is_causal": (padding, True),
-        "additive": (additive, False),
+        "none": (None, None),
+        "padding": (padding, None),
+        "causal bool": (causal, None),
+        "is_causal": (None, Lk - Lq),  # the causal offset: the queries are the last Lq keys
+        "padding + is_causal": (padding, Lk - Lq),
+        "top-left causal": (padding, 0),
+        "additive": (additive, None),
     }
 
 
@@ -100,8 +101,16 @@ def test_dropout_drops_the_entries_dropout_of_the_weights_drops(rng, backend):
     _, w = _three_steps(q, k, v)
     expected = dropout_numpy(w, 1234, 0.4) @ v
     with mt.kernels.use_backend(backend):
-        out = ScaledDotProductAttention.forward(_Ctx(), q, k, v, seed=1234, p=0.4)
+        out = FusedAttention.forward(_Ctx(), q, k, v, seed=1234, p=0.4)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
+
+
+def _fused_op(q, k, v, mask=None, is_causal=False, dropout=0.0):
+    """The fused node as the core calls it (a bottom-right causal offset, Lk − Lq, as these
+    tests' references; a dropout seed drawn from minitensor's generator)."""
+    causal = k.shape[-2] - q.shape[-2] if is_causal else None
+    seed = mt.random.generator().integers(0, 2**64, dtype=np.uint64) if dropout else 0
+    return FusedAttention.apply(q, k, v, mask=mask, causal=causal, seed=seed, p=dropout)
 
 
 class _Ctx:
@@ -119,7 +128,7 @@ def test_fully_masked_rows_give_zero_output_and_zero_gradient(rng, backend):
     mask[0, :, 1] = True  # row 1 of batch 0: every key blocked
     mask[1] = True  # every row of batch 1
     with mt.kernels.use_backend(backend):
-        out = scaled_dot_product_attention(q, k, v, mask=mask)
+        out = _fused_op(q, k, v, mask=mask)
         (out * out).sum().backward()
     assert np.all(np.isfinite(out.data)) and np.all(out.data[0, :, 1] == 0)
     assert np.all(out.data[1] == 0) and np.any(out.data[0, :, 0] != 0)
@@ -148,7 +157,7 @@ def test_a_blocked_score_is_never_read(rng, backend):
 def _forward(q, k, v, mask=None, **kw):
     from minitensor.ops.attention import fused_attention_forward
 
-    return fused_attention_forward(q, k, v, mask, kw.get("scale"), kw.get("is_causal", False))
+    return fused_attention_forward(q, k, v, mask, kw.get("scale"), kw.get("causal"))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -170,8 +179,8 @@ def test_bad_inputs_get_clear_errors(rng):
         _forward(q, k, v, np.zeros((2, 1, 1, 7), dtype=np.int64))
     with pytest.raises(ValueError, match=r"mask of shape \(3, 1, 1, 7\)"):
         _forward(q, k, v, np.zeros((3, 1, 1, 7), dtype=bool))
-    with pytest.raises(ValueError, match="B, h, L, d"):
-        ScaledDotProductAttention.apply(mt.tensor(q[0, 0]), mt.tensor(k[0, 0]), mt.tensor(v[0, 0]))
+    with pytest.raises(ValueError, match="B, h, Lq, d"):
+        FusedAttention.apply(mt.tensor(q[0, 0]), mt.tensor(k[0, 0]), mt.tensor(v[0, 0]))
 
 
 # ---- gradients -----------------------------------------------------------------------------------
@@ -185,17 +194,17 @@ def test_gradcheck_float64(leaf, rng, backend, case):
     padding[1, ..., 3:] = True
     kw = {
         "padding": dict(mask=padding),
-        "is_causal": dict(is_causal=True, mask=padding),
+        "is_causal": dict(causal=2, mask=padding),
         "additive": dict(mask=rng.standard_normal((1, 1, 3, 5))),
         "dropout": dict(mask=padding, seed=99, p=0.3),
     }[case]
     with mt.kernels.use_backend(backend):
-        assert mt.gradcheck(lambda q, k, v: ScaledDotProductAttention.apply(q, k, v, **kw), q, k, v)
+        assert mt.gradcheck(lambda q, k, v: FusedAttention.apply(q, k, v, **kw), q, k, v)
 
 
 def test_three_dimensional_inputs_are_one_head_each(rng):
     q, k, v = (mt.tensor(x[:, 0], dtype=mt.float64) for x in _qkv(rng, dtype=np.float64))
-    out = scaled_dot_product_attention(q, k, v)
+    out, _ = attention(q, k, v)
     ref, _ = _three_steps(q.data, k.data, v.data)
     assert out.shape == (2, 5, 6)
     np.testing.assert_allclose(out.data, ref, rtol=1e-12)
@@ -225,7 +234,7 @@ def test_matches_torch_scaled_dot_product_attention(rng, backend):
         t_out.backward(torch.tensor(dout))
         ours = [mt.tensor(x, dtype=mt.float64, requires_grad=True) for x in (q, k, v)]
         with mt.kernels.use_backend(backend):
-            out = scaled_dot_product_attention(*ours, mask=mask, is_causal=causal)
+            out = _fused_op(*ours, mask=mask, is_causal=causal)
             out.backward(mt.tensor(dout, dtype=mt.float64))
         np.testing.assert_allclose(out.data, t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
         for a, t in zip(ours, (tq, tk, tv)):
@@ -245,8 +254,6 @@ def _mha_pair(rng, **kw):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
     from transformer import masks as M
-    from transformer.attention import FUSED_MIN_KEYS
-
     mha = _mha_pair(rng)
     L = FUSED_MIN_KEYS + 3
     x = rng.standard_normal((2, L, 12))
@@ -308,7 +315,7 @@ def test_mha_two_dimensional_input_names_module_and_shapes(rng):
 
 @pytest.mark.parametrize("need", [True, False])
 def test_mha_empty_batch(need):
-    from transformer.attention import FUSED_MIN_KEYS, MultiHeadAttention
+    from transformer.attention import MultiHeadAttention
 
     mha = MultiHeadAttention(8, 2)
     x = mt.randn(0, FUSED_MIN_KEYS, 8, requires_grad=True)
@@ -319,12 +326,12 @@ def test_mha_empty_batch(need):
 
 
 def test_short_sequences_keep_the_explicit_path_but_return_no_weights(rng):
-    from transformer.attention import FUSED_MIN_KEYS, MultiHeadAttention
+    from transformer.attention import MultiHeadAttention
 
     mha = MultiHeadAttention(8, 2)
     x = mt.tensor(rng.standard_normal((2, FUSED_MIN_KEYS - 1, 8)))
     out, w = mha(x, need_weights=False)
-    assert w is None and mha._record[0] is not None
+    assert w is None and mha.last_weights is not None
     np.testing.assert_allclose(out.data, mha(x)[0].data, rtol=1e-6)
 
 
@@ -344,14 +351,12 @@ def test_a_mask_that_blocks_the_future_lets_the_kernel_skip_tiles(rng):
 def test_same_seed_same_dropout_as_the_explicit_path(rng, backend):
     """With one manual_seed, the fused op and matmul → softmax → F.dropout → matmul drop the
     same weights: both draw one seed from minitensor's generator and hash the same positions."""
-    from transformer.attention import _attend
-
     q, k, v = (mt.tensor(x, dtype=mt.float64) for x in _qkv(rng, 2, 2, 6, 9, 4, 4, np.float64))
     with mt.kernels.use_backend(backend):
         mt.manual_seed(3)
-        explicit, _, _ = _attend(q, k, v, dropout=0.3)
+        explicit, _ = attention(q, k, v, dropout=0.3, need_weights=True)  # the five steps
         mt.manual_seed(3)
-        fused = scaled_dot_product_attention(q, k, v, dropout=0.3)
+        fused = _fused_op(q, k, v, dropout=0.3)
     np.testing.assert_allclose(fused.data, explicit.data, rtol=1e-12, atol=1e-14)
 
 
@@ -359,7 +364,7 @@ def test_integer_masks_are_refused_by_the_core_rule(rng):
     from transformer.attention import MultiHeadAttention
 
     q, k, v = (mt.tensor(x) for x in _qkv(rng))
-    with pytest.raises(TypeError, match="scaled_dot_product_attention: a mask must be bool"):
-        scaled_dot_product_attention(q, k, v, mask=np.zeros((2, 1, 1, 7), dtype=np.int64))
+    with pytest.raises(TypeError, match="attention: a mask must be bool"):
+        attention(q, k, v, mask=np.zeros((2, 1, 1, 7), dtype=np.int64))
     with pytest.raises(TypeError, match="MultiHeadAttention.*a mask must be bool"):
         MultiHeadAttention(8, 2)(mt.randn(1, 3, 8), mask=np.zeros((1, 1, 3, 3), dtype=np.int64))

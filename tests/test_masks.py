@@ -8,7 +8,8 @@ import minitensor as mt
 import minitensor.functional as F
 from transformer import DecoderOnlyLM, EncoderOnly, Transformer, TransformerConfig
 from transformer import masks as M
-from transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+from minitensor.ops.attention import attention
+from transformer.attention import MultiHeadAttention
 
 PAD = 0
 
@@ -22,6 +23,11 @@ def test_padding_mask_marks_pad_ids_as_blocked():
     np.testing.assert_array_equal(M.padding_mask(mt.tensor(ids), pad_id=7), ids == 7)
     with pytest.raises(ValueError, match="batch, length"):
         M.padding_mask(np.array([1, 2, 0]))
+
+
+def _attention(q, k, v, mask=None):
+    """The core with its weights: (output, weights)."""
+    return attention(q, k, v, mask, need_weights=True)
 
 
 def test_causal_mask_blocks_strictly_above_the_diagonal():
@@ -54,8 +60,8 @@ def test_to_additive_and_float_masks_give_the_same_attention(rng):
     add = M.to_additive(blocked)
     assert add.dtype == np.float32 and np.isneginf(add[0, 1]) and add[1, 0] == 0
     q, k, v = (mt.tensor(rng.standard_normal((2, 4, 3))) for _ in range(3))
-    out_b, w_b = scaled_dot_product_attention(q, k, v, mask=blocked)
-    out_f, w_f = scaled_dot_product_attention(q, k, v, mask=add)
+    out_b, w_b = _attention(q, k, v, mask=blocked)
+    out_f, w_f = _attention(q, k, v, mask=add)
     np.testing.assert_allclose(out_b.data, out_f.data, rtol=1e-6)
     np.testing.assert_allclose(w_b.data, w_f.data, rtol=1e-6)
     assert np.all(w_b.data[:, 0, 1:] == 0)
@@ -171,7 +177,7 @@ def test_fully_masked_row_gives_zeros_not_nan_forward_and_backward(rng):
     mask[0, 1] = True  # query 1 of batch 0 may see nothing
     with mt.detect_anomaly():  # no NaN anywhere: no FloatingPointError,
         with pytest.warns(mt.autograd.AnomalyWarning, match="1 of 6 rows"):  # but a report
-            out, w = scaled_dot_product_attention(q, k, v, mask=mask)
+            out, w = _attention(q, k, v, mask=mask)
         (out * out).sum().backward()
     assert np.all(np.isfinite(out.data)) and np.all(out.data[0, 1] == 0)
     assert np.all(w.data[0, 1] == 0)

@@ -11,7 +11,7 @@ Masks everywhere: bool True = blocked.
 """
 
 from . import masks
-from .attention import AttentionCache, MultiHeadAttention, scaled_dot_product_attention
+from .attention import AttentionCache, MultiHeadAttention
 from .config import TransformerConfig
 from .decoding import beam_search, generate, greedy_decode, sample
 from .embeddings import (
@@ -45,7 +45,6 @@ __all__ = [
     "DecoderLayer",
     "FeedForward",
     "MultiHeadAttention",
-    "scaled_dot_product_attention",
     "Embeddings",
     "TokenEmbedding",
     "SinusoidalPositionalEncoding",

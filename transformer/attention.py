@@ -1,25 +1,18 @@
-"""Scaled dot-product attention and multi-head attention ("Attention Is All You Need",
-Vaswani et al. 2017, §3.2).
+"""Multi-head attention ("Attention Is All You Need", Vaswani et al. 2017, §3.2.2) and its
+KV cache.
 
-    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V                      (§3.2.1)
     MultiHead(Q, K, V) = Concat(head_1, …, head_h) W_O,
         head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)                      (§3.2.2)
 
 Q, K, V all come from one sequence in self-attention; in cross-attention Q comes from the
-decoder and K, V from the encoder's memory (§3.2.3), so L_q and L_k may differ.
+decoder and K, V from the encoder's memory (§3.2.3), so L_q and L_k may differ. Each head's
+Attention is `minitensor.ops.attention.attention`, the one core every attention in the project
+calls: its five steps (QKᵀ, ×1/√d_k, + mask, softmax, ·V) are the graph's nodes when you trace,
+step through or ask for the weights, and one fused node when nothing looks (that module's
+docstring gives the rule).
 
 Masks follow the project's convention, **bool True = blocked** (or additive float); see
-`transformer.masks`. Two ways to compute the same attention:
-
-* **explicit** (`_attend`): the three steps as the paper writes them — the scores Q Kᵀ, minitensor's
-  fused op `F.softmax(scores, scale, mask)` (scaling, masking and normalising in one node; a fully
-  masked row gives zero weights and zero gradient where a hand-written softmax gives NaN,
-  exp(−∞ − (−∞))), then the weights times V. It materialises the (L_q, L_k) weights of every
-  head, so it is the path for looking at them: attention maps, `score_stats`, the step-through.
-* **fused** (`minitensor.ops.attention`): one op whose kernel walks over tiles of keys with an
-  online softmax and never holds the (L_q, L_k) matrix (FlashAttention's algorithm; see
-  docs/kernels.md, "Fused attention"). Same result within float32 rounding, less memory, faster
-  on long sequences. Used whenever the weights are not asked for.
+`transformer.masks`.
 """
 
 import math
@@ -29,60 +22,9 @@ import numpy as np
 import minitensor.functional as F
 from minitensor import from_numpy, kernels, nn
 from minitensor.nn import init
-from minitensor.ops import attention as fused
+from minitensor.ops import attention as A
 
 from . import masks as M
-
-# Below this many keys the explicit path is the faster one (the fused kernel's per-tile BLAS calls
-# cost more than they save on matrices this small, measured on the addition model's L = 5–7), and
-# its (L_q, L_k) weights are small: the fused op runs from this length on.
-FUSED_MIN_KEYS = 32
-
-
-def _fused(need_weights, key_length):
-    """Whether attention runs as the fused op: when the weights are not needed and the
-    sequence is long enough for the fused kernel to win (FUSED_MIN_KEYS)."""
-    return not need_weights and key_length >= FUSED_MIN_KEYS
-
-
-def _attend(query, key, value, mask=None, scale=None, dropout=0.0, training=True):
-    """The core of attention; returns (output, weights, raw scores Q Kᵀ before scaling)."""
-    d_k = query.shape[-1]
-    if key.shape[-1] != d_k or key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"attention: query {query.shape}, key {key.shape} and value "
-            f"{value.shape} do not fit: need query (..., L_q, d_k), key "
-            f"(..., L_k, d_k), value (..., L_k, d_v)"
-        )
-    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    scores = query @ key.swapaxes(-1, -2)  # (…, L_q, L_k): every q · every k
-    # the mask is applied before the softmax (§3.2.3: −∞ where blocked); one fused op scales,
-    # masks and normalises
-    weights = F.softmax(scores, scale=scale, mask=mask)
-    if dropout and training:
-        weights = F.dropout(weights, dropout, training)
-    return weights @ value, weights, scores  # (…, L_q, d_v)
-
-
-def scaled_dot_product_attention(
-    query, key, value, mask=None, dropout=0.0, scale=None, training=True, need_weights=True
-):
-    """softmax(query keyᵀ · scale + mask) value, the attention of §3.2.1.
-
-    query (…, L_q, d_k), key (…, L_k, d_k), value (…, L_k, d_v) — any leading axes, usually
-    (B, h). mask: broadcastable to (…, L_q, L_k); bool **True = blocked**, or additive float.
-    scale: default 1/√d_k. dropout: applied to the weights when training.
-    Returns (output (…, L_q, d_v), weights (…, L_q, L_k)); each weights row sums to 1, or is
-    all zero when every key of that row is blocked (never NaN). need_weights=False returns
-    (output, None), computed for inputs of shape (B, h, L, d) with at least FUSED_MIN_KEYS keys
-    by the fused op (no (L_q, L_k) matrix).
-    """
-    mask = F.as_attention_mask(mask, "scaled_dot_product_attention")
-    if _fused(need_weights, key.shape[-2]) and query.ndim == 4:
-        p = dropout if training else 0.0
-        return fused.scaled_dot_product_attention(query, key, value, mask, p, scale), None
-    out, weights, _ = _attend(query, key, value, mask, scale, dropout, training)
-    return out, (weights if need_weights else None)
 
 
 class AttentionCache:
@@ -116,16 +58,17 @@ class MultiHeadAttention(nn.Module):
     subspace, the heads are concatenated and mixed by W_o.
 
     forward(query (B, L_q, d), key (B, L_k, d) = query, value = key, mask=None,
-            key_padding_mask=None, attn_mask=None, cache=None, need_weights=None)
+            key_padding_mask=None, attn_mask=None, cache=None, need_weights=None, is_causal=False)
             → (output (B, L_q, d), weights (B, h, L_q, L_k) per head, or None).
-    need_weights (None: the module's `need_weights` attribute, True unless set): True runs the
-    explicit three steps and returns the weights (a Tensor in the graph); False returns None in
-    their place and, from FUSED_MIN_KEYS keys on, runs the fused op, which never builds the
-    (L_q, L_k) weights (shorter sequences keep the explicit path: faster there). Layers that
-    use only the output should pass False (as torch.nn.TransformerEncoderLayer does).
+    need_weights (None: the module's `need_weights` attribute, True unless set): True returns
+    the weights (a Tensor in the graph, from the core's five steps); False returns None in
+    their place and lets the core fuse when nothing reads the graph. Layers that use only the
+    output should pass False (as torch.nn.TransformerEncoderLayer does).
     Masks, all **True = blocked**: `mask` is any mask broadcastable to (B, h, L_q, L_k) (what
     the models pass, built once per forward); key_padding_mask (B, L_k) and attn_mask (L_q, L_k)
-    are torch-style conveniences, combined with `masks.combine_masks`.
+    are torch-style conveniences, combined with `masks.combine_masks`. is_causal blocks the
+    future without a mask array; with a KV cache the new queries follow the cached positions
+    (the core's causal offset = len(cache)).
 
     Children: w_q, w_k, w_v, w_o (Linear d → d), dropout (on the weights), and rotary when
     positions are rotary (then it is self-attention, and q, k are rotated before the scores).
@@ -197,19 +140,22 @@ class MultiHeadAttention(nn.Module):
                 f"(batch, length), and the batch of query {query.shape}"
             )
 
-    def _attention(self, q, k, v, mask, need_weights):
-        """(output (B, h, L_q, d_k), weights or None) by the explicit or the fused path; keeps
-        what last_weights and score_stats need."""
-        if not _fused(need_weights, k.shape[2]):
-            # explicit: scores, softmax, weights·V — the weights are kept, returned and plotted
-            out, weights, scores = _attend(q, k, v, mask, self.scale, self.dropout_p, self.training)
-            self._record = (weights.data, scores.data, self.scale, mask)
-            return out, (weights if need_weights else None)
-        # fused: the same attention without the (L_q, L_k) matrix (docs/kernels.md)
+    def _attention(self, q, k, v, mask, need_weights, causal_offset):
+        """(output (B, h, L_q, d_k), weights or None) from the core; keeps what last_weights and
+        score_stats need (the weights if formed, else Q and K to form them when asked)."""
         p = self.dropout_p if self.training else 0.0
-        out = fused.scaled_dot_product_attention(q, k, v, mask, p, self.scale)
-        self._record = (None, (q.data, k.data), self.scale, mask)
-        return out, None
+        is_causal = causal_offset is not None
+        out, weights = A.attention(
+            q, k, v, mask, self.scale, p, is_causal, causal_offset or 0, need_weights, self._where()
+        )
+        if is_causal:  # the same blocked set, as an array, for the diagnostics
+            mask = A.combine(mask, A.causal_mask(q.shape[2], k.shape[2], causal_offset))
+        kept = None if weights is None else weights.data
+        self._record = (kept, (q.data, k.data), self.scale, mask)
+        return out, weights
+
+    def _where(self):
+        return f"MultiHeadAttention in {self.path or 'model'}"
 
     # ------------------------------------------------------------------ forward
     def forward(
@@ -222,15 +168,15 @@ class MultiHeadAttention(nn.Module):
         attn_mask=None,
         cache=None,
         need_weights=None,
+        is_causal=False,
     ):
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
         batch, l_q, d = query.shape
-        mask = F.as_attention_mask(mask, f"MultiHeadAttention in {self.path or 'model'}")
+        mask = A.normalize_mask(mask, self._where())
         if key_padding_mask is not None or attn_mask is not None:
-            extra = M.combine_masks(key_padding_mask, attn_mask, self.n_heads)
-            mask = extra if mask is None else _merge(mask, extra)
+            mask = A.combine(mask, M.combine_masks(key_padding_mask, attn_mask, self.n_heads))
 
         offset = len(cache) if cache is not None and not cache.static else 0
         reuse = cache is not None and cache.static and cache.k is not None
@@ -260,7 +206,8 @@ class MultiHeadAttention(nn.Module):
                 cache.k, cache.v = k, v
 
         need_weights = self.need_weights if need_weights is None else need_weights
-        out, weights = self._attention(q, k, v, mask, need_weights)
+        # is_causal: the new queries sit after the `offset` cached positions (0 without a cache)
+        out, weights = self._attention(q, k, v, mask, need_weights, offset if is_causal else None)
         # concat the heads: (B, h, L_q, d_k) → (B, L_q, h, d_k) → (B·L_q, d), then W_o (a view
         # when the fused op laid its output out heads-last)
         out = out.swapaxes(1, 2).reshape(batch * l_q, d)
@@ -326,11 +273,3 @@ class MultiHeadAttention(nn.Module):
             f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, "
             f"scale={self.scale:.4g}, dropout={self.dropout_p}"
         )
-
-
-def _merge(a, b):
-    """Combine two masks already shaped for the scores (bool OR, or sum of additive)."""
-    if a.dtype == np.bool_ and b.dtype == np.bool_:
-        return a | b
-    dtype = a.dtype if a.dtype.kind == "f" else b.dtype
-    return M.to_additive(a, dtype) + M.to_additive(b, dtype)

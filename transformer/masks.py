@@ -18,15 +18,17 @@ Float masks are additive: 0 where allowed, −∞ (or a large negative number) w
 are accepted wherever a bool mask is, and `to_additive` converts a bool mask to one.
 
 Masks are plain numpy arrays: they carry no gradient, and a model builds each one once per
-forward (not with many small graph ops) and passes it to the fused softmax as a constant.
+forward (not with many small graph ops) and passes it to attention as a constant. The rules
+themselves (one normaliser, one causal alignment with an explicit offset, one way to combine)
+live beside the attention core, in `minitensor.ops.attention`; this module gives them the
+names and shapes the Transformer's code uses.
 """
-
-import functools
 
 import numpy as np
 
 import minitensor.functional as F
 from minitensor import Tensor
+from minitensor.ops import attention as A
 
 
 def _array(mask, name):
@@ -45,16 +47,6 @@ def padding_mask(ids, pad_id=0):
     return ids == pad_id
 
 
-@functools.lru_cache(maxsize=64)
-def _causal(l_q, l_k):
-    # query i sits at absolute position i + (l_k − l_q) (the queries are the last l_q of the
-    # l_k positions, as when decoding with a KV cache); it may see key j only when j ≤ that.
-    offset = l_k - l_q
-    m = np.arange(l_k)[None, :] > (np.arange(l_q)[:, None] + offset)
-    m.setflags(write=False)  # shared between calls: nobody may change it
-    return m
-
-
 def causal_mask(length, key_length=None):
     """(L, L) bool, **True above the diagonal = blocked**: position i may attend to j ≤ i only.
 
@@ -70,7 +62,7 @@ def causal_mask(length, key_length=None):
     key_length = length if key_length is None else key_length
     if length <= 0 or key_length < length:
         raise ValueError(f"causal_mask: need 0 < length <= key_length, got {length}, {key_length}")
-    return _causal(int(length), int(key_length))
+    return A.causal_mask(length, key_length, offset=key_length - length)
 
 
 def from_allowed_mask(allowed):
@@ -92,10 +84,7 @@ def from_allowed_mask(allowed):
 
 def to_additive(mask, dtype=np.float32):
     """A bool mask (True = blocked) as an additive float mask: 0 allowed, −inf blocked."""
-    mask = _array(mask, "to_additive")
-    if mask.dtype != np.bool_:
-        return mask.astype(dtype, copy=False)
-    return np.where(mask, -np.inf, 0.0).astype(dtype)
+    return A.to_additive(_array(mask, "to_additive"), dtype)
 
 
 def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
@@ -148,10 +137,7 @@ def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
             f"{np.shape(attn_mask)} do not fit together (their key lengths or "
             f"batch sizes differ)"
         ) from None
-    if a.dtype == np.bool_ and b.dtype == np.bool_:
-        return a | b
-    dtype = a.dtype if a.dtype.kind == "f" else b.dtype
-    return to_additive(a, dtype) + to_additive(b, dtype)
+    return A.combine(a, b, "combine_masks")
 
 
 def broadcast_mask(mask, batch, n_heads, l_q, l_k):

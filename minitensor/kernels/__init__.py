@@ -21,7 +21,7 @@ One module per family, kernel and twin side by side — read the twin first:
     bias_activation.py  bias_activation_forward/backward (a Linear's bias + ReLU or GELU)
     dropout.py        dropout (a counter-based random mask: forward and backward recompute it)
     adam.py           adam_update (Adam's step for one parameter, in place, in one pass)
-    attention.py      fused_attention_forward/backward (softmax(Q·Kᵀ·scale + mask)·V by tiles,
+    flash_attention.py  fused_attention_forward/backward (softmax(Q·Kᵀ·scale + mask)·V by tiles,
                       without the L×L matrix; its tile products call BLAS from fast_matmul/)
     jit.py            the @kernel decorator (kernels built on first call), the thread count
     numba_helpers.py  what kernels share, loaded with numba: the vectorisable float32 exp,
@@ -37,7 +37,7 @@ Inputs may be float32 or float64 and non-contiguous views; outputs keep the inpu
 """
 
 from . import adam as _adam
-from . import attention as _attn
+from . import flash_attention as _attn
 from . import bias_activation as _ba
 from . import cross_entropy as _ce
 from . import dropout as _do

@@ -1,4 +1,4 @@
-"""Fused attention: softmax(Q·Kᵀ·scale + mask)·V without the L×L matrix (FlashAttention's
+"""FlashAttention: softmax(Q·Kᵀ·scale + mask)·V without the L×L matrix (FlashAttention's
 algorithm, Dao et al. 2022), a numba kernel and its plain numpy twin.
 
 The twin is attention as every text writes it, in three steps: the scores S = Q·Kᵀ·scale + mask
@@ -11,15 +11,16 @@ tile of scores exists at a time; what it keeps for backward is O and one number 
 the log-sum-exp lse = m + log ℓ. Backward recomputes each tile of P = exp(S − lse) from Q, K and
 lse instead of reading a stored P. docs/kernels.md ("Fused attention") explains the algorithm.
 
-    fused_attention_forward(q, k, v, mask, scale, is_causal, seed, p) → (out, lse)
-    fused_attention_backward(q, k, v, out, lse, dout, mask, scale, is_causal, seed, p)
+    fused_attention_forward(q, k, v, mask, scale, causal, seed, p) → (out, lse)
+    fused_attention_backward(q, k, v, out, lse, dout, mask, scale, causal, seed, p)
         → (dq, dk, dv)
 
 q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) → out (B, h, Lq, dv), lse (B, h, Lq).
 mask: None, bool (True = blocked) or additive float (−inf = blocked), broadcastable to
 (B, h, Lq, Lk) — a (B, 1, 1, Lk) padding mask or a (1, 1, Lq, Lk) causal mask is read in place.
-is_causal: block key j for query i when j > i + (Lk − Lq) (the queries are the last Lq of the Lk
-positions, as masks.causal_mask) without any mask array. A blocked position's score is never
+causal: None, or the causal offset: block key j for query i when j > i + causal, without any
+mask array (0 is torch's top-left alignment; Lk − Lq puts the queries at the last Lq of the Lk
+positions, as a KV-cache step does). A blocked position's score is never
 read (an inf or NaN there does not reach the row); a row with no allowed key gives output 0,
 lse −inf and zero gradient. Dropout (probability p, from `seed`) drops entry (b, h, i, j) of the
 weights exactly when dropout(weights, seed, p) of kernels/dropout.py would, in both backends.
@@ -111,14 +112,14 @@ def additive_mask(mask, q, k):
     return np.ascontiguousarray(mask)
 
 
-def _blocked_and_bias(mask, is_causal, q, k):
+def _blocked_and_bias(mask, causal, q, k):
     """The twin's view of the mask: (blocked bool, bias float), both broadcastable to the
     scores. A float mask's −inf entries are blocked, its other entries are added."""
     add = additive_mask(mask, q, k)
     blocked = np.isneginf(add)
-    if is_causal:
+    if causal is not None:
         Lq, Lk = q.shape[2], k.shape[2]
-        above = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)
+        above = np.arange(Lk)[None, :] > np.arange(Lq)[:, None] + causal
         blocked = blocked | above
     return blocked, np.where(np.isneginf(add), 0, add).astype(q.dtype)
 
@@ -126,12 +127,31 @@ def _blocked_and_bias(mask, is_causal, q, k):
 def _implies_causal(additive, q, k):
     """True when the mask blocks every key after the causal diagonal (j > i + Lk − Lq) — as a
     decoder's causal-and-padding mask does. The kernels then also skip those key tiles whole
-    (is_causal), which changes no result. (The numba side's: a loop that stops at the first
+    (causal = Lk − Lq), which changes no result. (The numba side's: a loop that stops at the first
     allowed key above the diagonal, instead of gathering all of them.)"""
     Lq, Lk = q.shape[2], k.shape[2]
     if Lq < 2 or additive.shape[2] != Lq:  # one query row, or one mask row shared by all
         return False
     return bool(_blocks_the_future(additive, Lk - Lq))
+
+
+def _causal_plan(causal, additive, q, k):
+    """(causal?, offset) for the numba kernels: the given offset, or Lk − Lq when the mask
+    itself blocks the future (_implies_causal), or no causal skipping at all."""
+    if causal is not None:
+        return True, int(causal)
+    if _implies_causal(additive, q, k):
+        return True, k.shape[2] - q.shape[2]
+    return False, 0
+
+
+def _check_causal(causal):
+    """Refuse a bool: causal is an offset (0 = torch's top-left), and True would read as 1."""
+    if isinstance(causal, (bool, np.bool_)) or not (causal is None or float(causal).is_integer()):
+        raise TypeError(
+            f"fused attention: causal must be None or an integer offset (key j blocked for "
+            f"query i when j > i + causal; 0 = torch's top-left alignment), got {causal!r}"
+        )
 
 
 def _scale(scale, q):
@@ -141,25 +161,26 @@ def _scale(scale, q):
 # ---- numpy twins (the three steps, with the L×L matrix) ---------------------------------------
 
 
-def _weights_numpy(q, k, mask, scale, is_causal):
+def _weights_numpy(q, k, mask, scale, causal):
     """(blocked, scores S = Q·Kᵀ·scale + bias with −inf where blocked): (B, h, Lq, Lk).
     np.where picks −inf without reading a blocked score, so an inf or NaN there stays out."""
-    blocked, bias = _blocked_and_bias(mask, is_causal, q, k)
+    blocked, bias = _blocked_and_bias(mask, causal, q, k)
     s = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(scale) + bias
     return blocked, np.where(blocked, q.dtype.type(-np.inf), s)
 
 
-def fused_attention_forward_numpy(q, k, v, mask=None, scale=None, is_causal=False, seed=0, p=0.0):
+def fused_attention_forward_numpy(q, k, v, mask=None, scale=None, causal=None, seed=0, p=0.0):
     """out = dropout(softmax(Q·Kᵀ·scale + mask))·V and lse = log Σⱼ exp(Sᵢⱼ) per query row.
     q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) → out (B, h, Lq, dv), lse (B, h, Lq)."""
     _check(q, k, v)
+    _check_causal(causal)
     if k.shape[2] == 0:  # no keys at all
         return (
             np.zeros(q.shape[:3] + v.shape[3:], q.dtype),
             np.full(q.shape[:3], -np.inf, q.dtype),
         )
     scale = _scale(scale, q)
-    _, s = _weights_numpy(q, k, mask, scale, is_causal)  # step 1: scores
+    _, s = _weights_numpy(q, k, mask, scale, causal)  # step 1: scores
     m = s.max(axis=-1, keepdims=True)
     m = np.where(np.isneginf(m), 0, m)  # a row with no key
     e = np.exp(s - m)  # step 2: softmax
@@ -173,13 +194,13 @@ def fused_attention_forward_numpy(q, k, v, mask=None, scale=None, is_causal=Fals
 
 
 def fused_attention_backward_numpy(
-    q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False, seed=0, p=0.0
+    q, k, v, out, lse, dout, mask=None, scale=None, causal=None, seed=0, p=0.0
 ):
     """Gradients of out with respect to q, k, v, given dout = dLoss/dout (B, h, Lq, dv).
     P = exp(S − lse) is recomputed; dP = dout·Vᵀ; dS = P ⊙ (dP − rowsum(dout ⊙ out)), zero
     where P is (a blocked position); dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dout."""
     scale = _scale(scale, q)
-    _, s = _weights_numpy(q, k, mask, scale, is_causal)
+    _, s = _weights_numpy(q, k, mask, scale, causal)
     finite = np.isfinite(lse)[..., None]
     weights = np.where(finite, np.exp(s - np.where(finite, lse[..., None], 0)), 0)
     dweights = dout @ np.swapaxes(v, -1, -2)
@@ -276,11 +297,11 @@ def _drop_row(row, cols, seed, start, threshold, keep_scale):
 # (the BLAS calls below keep one line per operand pair, aligned with their comments;
 # the formatter would give each of their 13 arguments a line of its own)
 @kernel(parallel=True)
-def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, threshold, keep_scale,
-                   out, lse):
+def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, offset, drop, seed, threshold,
+                   keep_scale, out, lse):
     """out[b, h, i] and lse[b, h, i] for every query; one parallel task per (b, h, block of
     BLOCK_Q queries). Shapes as fused_attention_forward; lds = the row strides of q, k, v, out
-    in entries; mask additive (MB, MH, MQ, Lk)."""
+    in entries; mask additive (MB, MH, MQ, Lk); causal: block j > i + offset."""
     B, H, Lq, d = q.shape
     Lk, dv = k.shape[2], v.shape[3]
     MB, MH, MQ, _ = mask.shape
@@ -293,7 +314,7 @@ def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, thres
         s, acc = np.empty((BLOCK_Q, BLOCK_K), q.dtype), np.zeros((BLOCK_Q, dv), q.dtype)
         m, ell = np.full(BLOCK_Q, -np.inf, q.dtype), np.zeros(BLOCK_Q, q.dtype)
         for j0 in range(0, Lk, BLOCK_K):
-            if causal and j0 > i0 + rows - 1 + Lk - Lq:
+            if causal and j0 > i0 + rows - 1 + offset:
                 break                                    # every later key is in the future
             cols = min(BLOCK_K, Lk - j0)
             # S = scale · Q_block · K_tileᵀ   (rows × cols)
@@ -303,7 +324,7 @@ def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, drop, seed, thres
             for ii in range(rows):
                 i = i0 + ii
                 mask_row = mask[b if MB > 1 else 0, h if MH > 1 else 0, i if MQ > 1 else 0]
-                limit = i + Lk - Lq - j0 if causal else cols
+                limit = i + offset - j0 if causal else cols
                 _online_softmax_row(s[ii], mask_row[j0:j0 + cols], cols, limit, m, ell, ii,
                                     acc[ii])
                 if drop:
@@ -366,8 +387,8 @@ def _weight_gradients(
 # fmt: off
 # (aligned BLAS calls, as in _forward_tasks)
 @kernel(parallel=True)
-def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal, drop, seed,
-                    threshold, keep_scale, dq, dk, dv):
+def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal, offset, drop,
+                    seed, threshold, keep_scale, dq, dk, dv):
     """Adds into dq, dk, dv (zeros on entry) for every (b, h); one parallel task per (b, h):
     it owns its slices of the three gradients, so no two threads add into one. For each tile of
     keys it walks over the blocks of queries that can see it, recomputing the tile's P."""
@@ -381,7 +402,7 @@ def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal
         s, dp = np.empty((BLOCK_Q, BLOCK_K), q.dtype), np.empty((BLOCK_Q, BLOCK_K), q.dtype)
         for j0 in range(0, Lk, BLOCK_K):
             cols = min(BLOCK_K, Lk - j0)
-            first = max(0, j0 - (Lk - Lq)) if causal else 0   # earlier queries see none of it
+            first = max(0, j0 - offset) if causal else 0   # earlier queries see none of it
             k_at, v_at = _row_address(k, b, h, j0), _row_address(v, b, h, j0)
             dk_at, dv_at = _row_address(dk, b, h, j0), _row_address(dv, b, h, j0)
             for i0 in range(first, Lq, BLOCK_Q):
@@ -391,7 +412,7 @@ def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal
                           k_at, lds[1], f(0), s.ctypes.data, BLOCK_K)             # S·scale
                 blas.gemm(gemm_at, blas.NO_TRANS, blas.TRANS, rows, cols, dvn, f(1), do_at,
                           lds[3], v_at, lds[2], f(0), dp.ctypes.data, BLOCK_K)    # dP̃ = dO · Vᵀ
-                limit0 = i0 + Lk - Lq - j0 if causal else cols
+                limit0 = i0 + offset - j0 if causal else cols
                 _weight_gradients(s, dp, rows, cols, lse[b, h], delta[b, h], i0,
                                   mask_rows[:, j0:j0 + cols], limit0,
                                   scale, drop, seed, ((b * H + h) * Lq + i0) * Lk + j0, Lk,
@@ -440,13 +461,14 @@ def _dropout_args(seed, p, dtype):
     return True, np.uint64(seed), keep_threshold(p), dtype.type(1.0 / (1.0 - p))
 
 
-def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=False, seed=0, p=0.0):
+def fused_attention_forward_numba(q, k, v, mask=None, scale=None, causal=None, seed=0, p=0.0):
     """Numba twin of fused_attention_forward_numpy (same arguments, same result). The output
     is (B, h, Lq, dv) laid out as (B, Lq, h, dv) in memory (see _heads_last_zeros). Without
     an OpenBLAS gemm to call (fast_matmul/blas.py), the numpy twin runs instead."""
     _check(q, k, v)
+    _check_causal(causal)
     if q.dtype not in _blas().GEMM:
-        return fused_attention_forward_numpy(q, k, v, mask, scale, is_causal, seed, p)
+        return fused_attention_forward_numpy(q, k, v, mask, scale, causal, seed, p)
     add = additive_mask(mask, q, k)
     (B, H, Lq, _), Lk, dv = q.shape, k.shape[2], v.shape[3]
     out = _heads_last_zeros(B, H, Lq, dv, q.dtype)
@@ -455,7 +477,7 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=Fals
         return out, lse
     (q, ldq), (k, ldk), (v, ldv) = _gemm_readable(q), _gemm_readable(k), _gemm_readable(v)
     lds = np.array([ldq, ldk, ldv], dtype=np.int64)
-    causal = bool(is_causal) or _implies_causal(add, q, k)
+    causal, offset = _causal_plan(causal, add, q, k)
     _forward_tasks(
         blas.GEMM[q.dtype],
         q,
@@ -465,6 +487,7 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=Fals
         add,
         q.dtype.type(_scale(scale, q)),
         causal,
+        offset,
         *_dropout_args(seed, p, q.dtype),
         out,
         lse,
@@ -474,13 +497,13 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, is_causal=Fals
 
 
 def fused_attention_backward_numba(
-    q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False, seed=0, p=0.0
+    q, k, v, out, lse, dout, mask=None, scale=None, causal=None, seed=0, p=0.0
 ):
     """Numba twin of fused_attention_backward_numpy. dq, dk, dv are laid out heads-last in
     memory like the forward's output."""
     if q.dtype not in _blas().GEMM:
         return fused_attention_backward_numpy(
-            q, k, v, out, lse, dout, mask, scale, is_causal, seed, p
+            q, k, v, out, lse, dout, mask, scale, causal, seed, p
         )
     add = additive_mask(mask, q, k)
     (B, H, Lq, d), Lk, dvn = q.shape, k.shape[2], v.shape[3]
@@ -491,7 +514,7 @@ def fused_attention_backward_numba(
     delta = np.einsum("bhid,bhid->bhi", dout, out)  # δᵢ = dOᵢ · Oᵢ
     readable = [_gemm_readable(x) for x in (q, k, v, dout, dq, dk, dv)]
     (q, k, v, dout), lds = [x for x, _ in readable[:4]], np.array([ld for _, ld in readable])
-    causal = bool(is_causal) or _implies_causal(add, q, k)
+    causal, offset = _causal_plan(causal, add, q, k)
     _backward_tasks(
         blas.GEMM[q.dtype],
         q,
@@ -504,6 +527,7 @@ def fused_attention_backward_numba(
         add,
         q.dtype.type(_scale(scale, q)),
         causal,
+        offset,
         *_dropout_args(seed, p, q.dtype),
         dq,
         dk,

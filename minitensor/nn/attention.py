@@ -15,12 +15,12 @@ opposite of `F.scaled_dot_product_attention`, where True = may attend (docs/pyto
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from .. import functional as F
+from ..ops import attention as A
 from ..tensor import Tensor
 from ..typing import ArrayLike, DType
 from . import init
@@ -120,6 +120,7 @@ class MultiheadAttention(Module):
                 "pass the causal mask itself, e.g. "
                 "nn.Transformer.generate_square_subsequent_mask(L)"
             )
+        self._check_ranks(query, key, value)
         unbatched = query.ndim == 2
         q, k, v = (self._batch_major(t, unbatched) for t in (query, key, value))
         if key_padding_mask is not None and unbatched:
@@ -127,24 +128,39 @@ class MultiheadAttention(Module):
         n, l_q, e = q.shape
         if e != self.embed_dim or k.shape[-1] != e or v.shape[-1] != e or k.shape != v.shape:
             raise ValueError(
-                f"MultiheadAttention in {self.path or 'the model'}: query "
+                f"{self._where()}: query "
                 f"{tuple(query.shape)}, key {tuple(key.shape)} and value "
                 f"{tuple(value.shape)} must end in embed_dim={self.embed_dim}, "
                 f"key and value alike (batch_first={self.batch_first})"
             )
-        mask = self._scores_mask(key_padding_mask, attn_mask, n, l_q, k.shape[1], q.dtype)
+        mask = self._scores_mask(key_padding_mask, attn_mask, n, l_q, k.shape[1])
         heads = [self._project(t, i) for i, t in enumerate((q, k, v))]  # (N, h, L|S, d)
-        scores = F.matmul(heads[0], F.swapaxes(heads[1], -1, -2))  # (N, h, L, S)
-        weights = F.softmax(scores, axis=-1, scale=1.0 / math.sqrt(self.head_dim), mask=mask)
-        if self.dropout > 0.0 and self.training:
-            weights = F.dropout(weights, self.dropout, True)
-        out = F.reshape(F.swapaxes(F.matmul(weights, heads[2]), 1, 2), (n, l_q, e))
+        p = self.dropout if self.training else 0.0
+        out, weights = A.attention(
+            *heads, mask, None, p, need_weights=need_weights, op=self._where()
+        )
+        out = F.reshape(F.swapaxes(out, 1, 2), (n, l_q, e))  # the heads side by side
         out = self._caller_layout(self.out_proj(out), unbatched)
         if not need_weights:
             return out, None
         if average_attn_weights:
             weights = F.mean(weights, axis=1)
         return out, (weights[0] if unbatched else weights)
+
+    def _where(self):
+        return f"MultiheadAttention in {self.path or 'the model'}"
+
+    def _check_ranks(self, query, key, value):
+        """torch's shapes only: batched (3-D) or unbatched (2-D) query, key and value alike."""
+        ranks = (query.ndim, key.ndim, value.ndim)
+        if ranks not in ((2, 2, 2), (3, 3, 3)):
+            layout = "(N, L, E)" if self.batch_first else "(L, N, E)"
+            raise ValueError(
+                f"{self._where()}: query {tuple(query.shape)}, key {tuple(key.shape)} and value "
+                f"{tuple(value.shape)} must all be batched {layout} (batch_first="
+                f"{self.batch_first}) or all unbatched (L, E), with E = embed_dim = "
+                f"{self.embed_dim}"
+            )
 
     def _batch_major(self, x, unbatched):
         """The caller's layout → (N, L, E)."""
@@ -158,38 +174,21 @@ class MultiheadAttention(Module):
             return x[0]
         return x if self.batch_first else F.swapaxes(x, 0, 1)
 
-    def _scores_mask(self, key_padding_mask, attn_mask, n, l_q, l_k, dtype):
-        """One mask for the scores (N, h, L, S) in minitensor's softmax convention (bool True =
-        blocked, or additive float), from torch's key_padding_mask and attn_mask."""
-        masks = []
-        if key_padding_mask is not None:
-            kpm = _array(key_padding_mask)
-            if kpm.shape != (n, l_k):
+    def _scores_mask(self, key_padding_mask, attn_mask, n, l_q, l_k):
+        """One mask for the scores (N, h, L, S) from torch's key_padding_mask (N, S) and
+        attn_mask (L, S) or (N·h, L, S), both True = not allowed (or additive float)."""
+        where = self._where()
+        mask = A.key_padding_mask(key_padding_mask, n, l_k, where)
+        am = A.normalize_mask(attn_mask, where)
+        if am is not None:
+            if tuple(am.shape) == (n * self.num_heads, l_q, l_k):
+                am = am.reshape(n, self.num_heads, l_q, l_k)
+            elif tuple(am.shape) != (l_q, l_k):
                 raise ValueError(
-                    f"MultiheadAttention: key_padding_mask of shape {kpm.shape}, "
-                    f"expected (batch, source length) = {(n, l_k)}"
-                )
-            masks.append(kpm[:, None, None, :])
-        if attn_mask is not None:
-            am = _array(attn_mask)
-            if am.shape == (l_q, l_k):
-                masks.append(am)
-            elif am.shape == (n * self.num_heads, l_q, l_k):
-                masks.append(am.reshape(n, self.num_heads, l_q, l_k))
-            else:
-                raise ValueError(
-                    f"MultiheadAttention: attn_mask of shape {am.shape}, expected "
+                    f"{where}: attn_mask of shape {tuple(am.shape)}, expected "
                     f"{(l_q, l_k)} or {(n * self.num_heads, l_q, l_k)}"
                 )
-        if not masks:
-            return None
-        if all(m.dtype == np.bool_ for m in masks):
-            return masks[0] if len(masks) == 1 else masks[0] | masks[1]
-        additive = [np.where(m, -np.inf, 0.0) if m.dtype == np.bool_ else m for m in masks]
-        total = additive[0].astype(dtype)
-        for a in additive[1:]:
-            total = total + a.astype(dtype)
-        return total
+        return A.combine(mask, am, where)
 
     def extra_repr(self) -> str:
         return ""

@@ -1,46 +1,181 @@
-"""Fused scaled dot-product attention: one op (one node in the graph) for
-softmax(Q·Kᵀ·scale + mask)·V, whose kernel never holds the Lq × Lk weights (FlashAttention's
-algorithm; minitensor/kernels/attention.py, docs/kernels.md "Fused attention").
+"""Attention, in one place: the masks, the core `attention`, and torch's
+`F.scaled_dot_product_attention` on top of it ("Attention Is All You Need", §3.2.1).
 
-The explicit version — a matmul, the fused softmax, dropout, a matmul — is four nodes and keeps
-the weights for backward; use it when you want to look at the weights (transformer/attention.py
-does, for attention maps and the step-through).
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V
+
+`attention` is the one function every caller goes through (`F.scaled_dot_product_attention`,
+`nn.MultiheadAttention`, `transformer.MultiHeadAttention` and its KV-cache step). It has two
+ways to compute the same numbers, chosen by one rule (`records_graph`):
+
+* **the five steps** (`_five_steps`), as the paper writes them, one graph node each:
+  QKᵀ, ×1/√d_k, + mask, softmax, ·V. Taken whenever something will read the graph: inside
+  `mt.viz.trace` (a forward hook is registered), under
+  `mt.autograd.keep_intermediates()` (the step-through and `draw_graph(show_values=True)` keep
+  every node's value), when the weights are asked for, and when a float mask requires grad (its
+  gradient is the gradient of the scores, which only this path forms). Not in anomaly mode,
+  which raises on any ±inf: the mask step's −inf is there by design.
+* **fused**, when nothing reads the graph: one node `fused_attention` whose kernel never holds
+  the L_q × L_k weights (FlashAttention, Dao et al. 2022: minitensor/kernels/flash_attention.py),
+  from FUSED_MIN_KEYS keys on; below that, QKᵀ and ·V around one softmax node that scales and
+  masks as it normalises (on a few keys the tiled kernel's per-tile calls cost more than they
+  save). The result is the same within float32 rounding.
+
+**Masks.** Inside this module a bool mask means **True = blocked** — the meaning of
+`nn.MultiheadAttention`'s and `nn.Transformer`'s masks and of the `transformer` package. Torch's
+`F.scaled_dot_product_attention` reads a bool mask the other way, True = *may attend*;
+`normalize_mask(..., true_means="allowed")` converts it at that edge, and nowhere else. A float
+mask is added to the scores (0 allowed, −inf blocked); integer masks are refused (0/1 is
+ambiguous). The causal mask has one alignment, with an explicit offset: query i may see key j
+when j ≤ i + offset — 0 is torch's top-left alignment; a KV-cache step whose L_q new queries
+follow `offset` cached positions passes that offset. A query row with no allowed key gives
+zero weights and a zero output (never NaN).
 """
 
+from __future__ import annotations
+
+import functools
 import math
 
 import numpy as np
 
+from .. import hooks
 from .. import random as _random
-from ..function import Function, ShapeError
-from ..kernels.attention import fused_attention_backward, fused_attention_forward
-from .nn import as_attention_mask
+from ..function import Function, ShapeError, op_error
+from ..kernels.flash_attention import fused_attention_backward, fused_attention_forward
+from ..state import state
+from ..tensor import Tensor
+from ..typing import ArrayLike
+from .linalg import matmul
+from .nn import as_attention_mask, dropout, softmax
+from .shape import expand, masked_fill, reshape, swapaxes, unsqueeze
+
+# Below this many keys the fused path stays with the softmax node (see the module docstring):
+# the tiled kernel's per-tile BLAS calls cost more than they save on the addition model's 5–7
+# keys; benchmarks/README.md has the measurements.
+FUSED_MIN_KEYS = 32
 
 
-class ScaledDotProductAttention(Function):
-    """out = dropout(softmax(q·kᵀ·scale + mask))·v over the last two axes.
+# ---- masks -----------------------------------------------------------------------------------
 
-    q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) → out (B, h, Lq, dv). mask (optional,
-    broadcastable to (B, h, Lq, Lk)): bool True = blocked, or additive float (−inf = blocked).
-    is_causal blocks key j for query i when j > i + Lk − Lq, without a mask array. A query row
-    with no allowed key gives 0 and zero gradient. Saved for backward: q, k, v, out and one
-    log-sum-exp per query row — not the weights."""
 
-    name = "scaled_dot_product_attention"
+def normalize_mask(
+    mask: Tensor | ArrayLike | None, op: str, true_means: str = "blocked"
+) -> np.ndarray | Tensor | None:
+    """The one mask rule: None stays None; bool becomes **True = blocked** (inverted when the
+    caller's convention is true_means="allowed", torch's SDPA); float stays an additive mask
+    — a Tensor that requires grad is kept as a Tensor, so that its gradient flows; anything else
+    is refused with an error naming `op`."""
+    if isinstance(mask, Tensor) and mask.requires_grad and mask.dtype.kind == "f":
+        return mask
+    if true_means == "allowed" and mask is not None:
+        arr = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+        if arr.dtype != np.bool_ and arr.dtype.kind != "f":  # 0/1 integers are ambiguous
+            raise TypeError(
+                f"{op}: attn_mask must be bool (True = may attend, torch's meaning) or floating "
+                f"(added to the scores), got {arr.dtype} of shape {arr.shape}; convert it with "
+                f"`mask != 0` (1 = may attend)"
+            )
+    arr = as_attention_mask(mask, op)
+    if arr is not None and arr.dtype == np.bool_ and true_means == "allowed":
+        return ~arr
+    return arr
+
+
+@functools.lru_cache(maxsize=64)
+def _causal(l_q, l_k, offset):
+    m = np.arange(l_k)[None, :] > np.arange(l_q)[:, None] + offset
+    m.setflags(write=False)  # shared between calls: nobody may change it
+    return m
+
+
+def causal_mask(l_q: int, l_k: int | None = None, offset: int = 0) -> np.ndarray:
+    """(L_q, L_k) bool, **True = blocked**: query i may attend to key j only when j ≤ i + offset.
+    offset 0 is torch's top-left alignment; a KV-cache step passes the number of cached positions
+    (its queries are the last L_q of the L_k). Cached and read-only."""
+    l_k = l_q if l_k is None else l_k
+    if l_q < 0 or l_k < 0:
+        raise ValueError(f"causal_mask: lengths must be >= 0, got L_q={l_q}, L_k={l_k}")
+    return _causal(int(l_q), int(l_k), int(offset))
+
+
+def key_padding_mask(mask: Tensor | ArrayLike | None, batch: int, l_k: int, op: str):
+    """A (B, L_k) key padding mask (True = blocked: a <pad> key, or additive float) shaped for
+    the scores, (B, 1, 1, L_k); None stays None."""
+    kpm = normalize_mask(mask, op)
+    if kpm is None:
+        return None
+    if tuple(kpm.shape) != (batch, l_k):
+        raise ShapeError(
+            f"{op}: key_padding_mask of shape {tuple(kpm.shape)}, expected (batch, key length) "
+            f"= {(batch, l_k)}"
+        )
+    return kpm[:, None, None, :]
+
+
+def to_additive(mask: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """A bool mask (True = blocked) as an additive float mask: 0 allowed, −inf blocked."""
+    if mask.dtype != np.bool_:
+        return mask.astype(dtype, copy=False)
+    return np.where(mask, -np.inf, 0.0).astype(dtype)
+
+
+def combine(a, b, op: str = "attention"):
+    """One mask from two (either may be None): two bool masks OR (blocked if either blocks);
+    otherwise both become additive and are summed (a Tensor that requires grad stays in the
+    graph). Their shapes must broadcast together."""
+    if a is None or b is None:
+        return a if b is None else b
+    try:
+        np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        raise ShapeError(
+            f"{op}: masks of shapes {tuple(a.shape)} and {tuple(b.shape)} do not fit together "
+            f"(their lengths or batch sizes differ)"
+        ) from None
+    if a.dtype == np.bool_ and b.dtype == np.bool_:
+        return a | b
+    dtype = a.dtype if a.dtype.kind == "f" else b.dtype
+    parts = [x if isinstance(x, Tensor) else to_additive(x, dtype) for x in (a, b)]
+    if isinstance(parts[0], Tensor) or isinstance(parts[1], Tensor):
+        first, second = (parts[0], parts[1]) if isinstance(parts[0], Tensor) else parts[::-1]
+        return first + second
+    return parts[0] + parts[1]
+
+
+def _fit_mask(mask, scores_shape, op):
+    """A clear error unless the mask broadcasts to the scores (…, L_q, L_k) without growing them."""
+    if mask is None:
+        return
+    try:
+        fits = np.broadcast_shapes(tuple(mask.shape), scores_shape) == scores_shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(
+            f"{op}: mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"{scores_shape} (…, L_q, L_k)"
+        )
+
+
+# ---- the fused op ----------------------------------------------------------------------------
+
+
+class FusedAttention(Function):
+    """out = dropout(softmax(q·kᵀ·scale + mask))·v in one node, by the FlashAttention kernel.
+
+    q (B, h, Lq, d), k (B, h, Lk, d), v (B, h, Lk, dv) → out (B, h, Lq, dv). mask: a numpy
+    array broadcastable to (B, h, Lq, Lk), bool True = blocked or additive float (no gradient).
+    causal: None or the offset (key j blocked for query i when j > i + causal). Saved for
+    backward: q, k, v, out and one log-sum-exp per query row — not the weights."""
+
+    name = "fused_attention"
     float_inputs = (0, 1, 2)
 
     @staticmethod
-    def forward(ctx, q, k, v, mask=None, scale=None, is_causal=False, seed=0, p=0.0):
-        mask = as_attention_mask(mask, "scaled_dot_product_attention")
-        for label, x in (("query", q), ("key", k), ("value", v)):
-            if x.ndim != 4:
-                raise ShapeError(
-                    f"{label} must be (B, h, L, d), got shape {x.shape} (query "
-                    f"{q.shape}, key {k.shape}, value {v.shape})"
-                )
-        out, lse = fused_attention_forward(q, k, v, mask, scale, is_causal, seed, p)
+    def forward(ctx, q, k, v, mask=None, scale=None, causal=None, seed=0, p=0.0):
+        out, lse = fused_attention_forward(q, k, v, mask, scale, causal, seed, p)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.params = (mask, scale, is_causal, seed, p)
+        ctx.params = (mask, scale, causal, seed, p)
         return out
 
     @staticmethod
@@ -49,27 +184,157 @@ class ScaledDotProductAttention(Function):
         return fused_attention_backward(q, k, v, out, lse, grad, *ctx.params)
 
 
-def scaled_dot_product_attention(
-    query, key, value, mask=None, dropout=0.0, scale=None, is_causal=False, training=True
-):
-    """The fused attention op on Tensors: query (B, h, Lq, d), key (B, h, Lk, d), value
-    (B, h, Lk, dv) → (B, h, Lq, dv); (N, L, d) inputs are taken as one head each. mask: bool
-    True = blocked, or additive float; scale: default 1/√d; dropout on the weights when
-    training (its seed drawn from minitensor's generator, as F.dropout's)."""
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(
-            f"scaled_dot_product_attention: dropout must be in [0, 1), got "
-            f"{dropout} (query shape {query.shape})"
-        )
-    three = query.ndim == 3
-    if three:
-        query, key, value = (x.unsqueeze(1) for x in (query, key, value))
-        if mask is not None and np.ndim(mask) == 3:
-            mask = np.expand_dims(mask, 1)
-    p = float(dropout) if training else 0.0
-    seed = _random.generator().integers(0, 2**64, dtype=np.uint64) if p else 0
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    out = ScaledDotProductAttention.apply(
-        query, key, value, mask=mask, scale=scale, is_causal=is_causal, seed=seed, p=p
+# ---- the core ------------------------------------------------------------------------------
+
+
+def records_graph() -> bool:
+    """Does anything read this forward's graph node by node? True inside `mt.viz.trace` (a
+    forward hook runs after every op) and under `mt.autograd.keep_intermediates()` (the
+    step-through and draw_graph(show_values=True) keep each node's value)."""
+    return hooks.registered() or state.keep_intermediates
+
+
+def _readable(need_weights, mask):
+    """The rule between the two paths (see the module docstring)."""
+    if isinstance(mask, Tensor):  # a float mask that requires grad: only the steps form dS
+        return True
+    if state.anomaly:  # anomaly mode raises on any ±inf, and the mask step writes −inf by design
+        return False
+    return need_weights or records_graph()
+
+
+def _five_steps(q, k, v, mask, scale, p):
+    """The paper's attention, one node per step; returns (output, the weights that multiply V)."""
+    scores = matmul(q, swapaxes(k, -1, -2))  # 1. Q Kᵀ: every query · every key (…, L_q, L_k)
+    scaled = scores * scale  # 2. × 1/√d_k, so that the softmax does not saturate (§3.2.1)
+    if mask is None:  # 3. + mask: −∞ where blocked (§3.2.3)
+        masked = scaled
+    elif mask.dtype == np.bool_:
+        masked = masked_fill(scaled, mask, -np.inf)  # selected, so an inf score there is unread
+    else:
+        masked = scaled + mask
+    weights = softmax(masked, axis=-1)  # 4. softmax: each row sums to 1 (or is 0: no key)
+    if p:
+        weights = dropout(weights, p, True)
+    return matmul(weights, v), weights  # 5. · V: the weighted average of the values
+
+
+def _fused(q, k, v, mask, scale, causal, p, need_weights):
+    """The same attention when nothing reads the graph: the FlashAttention node, or — on a few
+    keys, or when the weights are wanted under anomaly mode — QKᵀ and ·V around one softmax node
+    that scales and masks as it normalises (see the module docstring). (output, weights or None)"""
+    l_q, l_k = q.shape[-2], k.shape[-2]
+    if l_k >= FUSED_MIN_KEYS and q.ndim == 4 and not need_weights:
+        seed = _random.generator().integers(0, 2**64, dtype=np.uint64) if p else 0
+        out = FusedAttention.apply(q, k, v, mask=mask, scale=scale, causal=causal, seed=seed, p=p)
+        return out, None
+    if causal is not None:
+        mask = combine(mask, causal_mask(l_q, l_k, causal))
+    weights = softmax(matmul(q, swapaxes(k, -1, -2)), axis=-1, scale=scale, mask=mask)
+    if p:
+        weights = dropout(weights, p, True)
+    return matmul(weights, v), (weights if need_weights else None)
+
+
+def _check_qkv(q, k, v, op):
+    d = q.shape[-1] if q.ndim else None
+    fits = (
+        q.ndim >= 2
+        and q.ndim == k.ndim == v.ndim
+        and k.shape[-1] == d
+        and k.shape[-2] == v.shape[-2]
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
     )
-    return out.squeeze(1) if three else out
+    if not fits:
+        raise ShapeError(
+            f"{op}: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} do "
+            f"not fit: need query (…, L_q, d_k), key (…, L_k, d_k), value (…, L_k, d_v) with "
+            f"the same leading axes"
+        )
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: np.ndarray | Tensor | None = None,
+    scale: float | None = None,
+    dropout: float = 0.0,
+    is_causal: bool = False,
+    causal_offset: int = 0,
+    need_weights: bool = False,
+    op: str = "attention",
+) -> tuple[Tensor, Tensor | None]:
+    """softmax(q·kᵀ·scale + mask)·v, the attention of §3.2.1; returns (output, weights or None).
+
+    q (…, L_q, d_k), k (…, L_k, d_k), v (…, L_k, d_v) → output (…, L_q, d_v); weights
+    (…, L_q, L_k), the ones that multiply V (after dropout), when need_weights. mask: bool
+    **True = blocked** or additive float (`normalize_mask`'s rule), broadcastable to the
+    scores. scale: default 1/√d_k. dropout: the probability on the weights (pass 0.0 in eval).
+    is_causal blocks key j for query i when j > i + causal_offset (0: torch's top-left). The
+    path is chosen by `records_graph` (see the module docstring); `op` names the caller in errors.
+    """
+    _check_qkv(q, k, v, op)
+    if not 0.0 <= dropout < 1.0:
+        raise op_error(op, f"dropout must be in [0, 1), got {dropout} (query {q.shape})")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    causal = int(causal_offset) if is_causal else None
+    mask = normalize_mask(mask, op)
+    _fit_mask(mask, tuple(q.shape[:-1]) + (k.shape[-2],), op)
+    if _readable(need_weights, mask):
+        if causal is not None:
+            mask = combine(mask, causal_mask(q.shape[-2], k.shape[-2], causal), op)
+        out, weights = _five_steps(q, k, v, mask, scale, dropout)
+        return out, (weights if need_weights else None)
+    return _fused(q, k, v, mask, scale, causal, dropout, need_weights)
+
+
+# ---- torch's function ------------------------------------------------------------------------
+
+
+def _repeat_heads(x, groups):
+    """(…, H, S, E) → (…, H·groups, S, E), each head repeated `groups` times in a row (torch's
+    repeat_interleave on the head axis, as enable_gqa does)."""
+    if groups == 1:
+        return x
+    *lead, h, s, e = x.shape
+    grown = expand(unsqueeze(x, -3), *lead, h, groups, s, e)
+    return reshape(grown, (*lead, h * groups, s, e))
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | ArrayLike | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
+    """torch.nn.functional.scaled_dot_product_attention: softmax(query·keyᵀ·scale + mask)·value.
+
+    query (…, L, E), key (…, S, E), value (…, S, Ev) → (…, L, Ev); scale defaults to 1/√E.
+    attn_mask, broadcastable to (…, L, S): **bool True = may attend** (torch's meaning here, the
+    opposite of nn.MultiheadAttention's), or a float mask added to the scores — differentiated
+    when it requires grad (a learned attention bias). is_causal: query i attends to keys 0..i
+    (top-left aligned, as torch), not together with attn_mask. dropout_p is applied whenever it
+    is > 0 (torch has no training flag here). enable_gqa: key and value may have fewer heads
+    (axis −3) than query, a divisor of them; each is shared by a group of query heads.
+    A query row with no key allowed gives zeros (as torch 2.x does here).
+    """
+    op = "scaled_dot_product_attention"
+    if is_causal and attn_mask is not None:
+        raise op_error(op, "give attn_mask or is_causal=True, not both (as torch)", ValueError)
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        groups, rest = divmod(query.shape[-3], key.shape[-3])
+        if rest or not groups:
+            raise op_error(
+                op,
+                f"enable_gqa: query's {query.shape[-3]} heads are not a multiple of key's "
+                f"{key.shape[-3]} (query {query.shape}, key {key.shape})",
+            )
+        key, value = _repeat_heads(key, groups), _repeat_heads(value, groups)
+    mask = normalize_mask(attn_mask, op, true_means="allowed")
+    out, _ = attention(query, key, value, mask, scale, dropout_p, is_causal, 0, False, op)
+    return out
