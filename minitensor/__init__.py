@@ -120,7 +120,7 @@ class _NoSuchDtype:
 
 bfloat16 = _NoSuchDtype("bfloat16")
 
-from . import amp, backends, cuda  # noqa: E402
+from . import amp, backends, cuda, utils  # noqa: E402
 
 from .kernels import get_backend, set_backend  # noqa: E402
 from . import nn  # noqa: E402

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins  # Tensor has methods named bool and float: its annotations say builtins.bool
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -285,6 +285,14 @@ class Tensor:
         check_device(device, "to")
         out = self if dtype is None else self.astype(dtype)
         return out.clone() if copy and out is self else out
+
+    def cuda(self, device: Any = None, non_blocking: builtins.bool = False) -> NoReturn:
+        """torch's move to a GPU: always an error here, since minitensor runs on the CPU only
+        (write `x.to(device)` with `device = 'cuda' if mt.cuda.is_available() else 'cpu'`)."""
+        raise RuntimeError(
+            "cuda: CUDA is not available; minitensor runs on the CPU only (use 'cpu', or "
+            "x.to(device) with device = 'cuda' if mt.cuda.is_available() else 'cpu')"
+        )
 
     def type(self, dtype: DType | None = None) -> str | Tensor:
         """type() → the dtype's name; type(dtype) → this tensor converted, as astype."""

@@ -10,7 +10,7 @@ first.
 import sys as _sys
 
 from .. import functional
-from . import functional_torch, init, utils
+from . import functional_torch, init, rnn_utils, utils
 from .attention import MultiheadAttention
 from .layers import (
     GELU,
@@ -42,6 +42,9 @@ from .transformer import (
 
 # One module under two names: `import minitensor.nn.functional` finds it here.
 _sys.modules[__name__ + ".functional"] = functional
+# torch.nn.utils.rnn: `from minitensor.nn.utils.rnn import pad_sequence` finds rnn_utils here.
+utils.rnn = rnn_utils
+_sys.modules[__name__ + ".utils.rnn"] = rnn_utils
 
 __all__ = [
     "Module",
