@@ -91,16 +91,26 @@ class BackwardStep:
         saved: tuple[Any, ...],
         run: list[int],
         n_run: int,
+        grads: dict[int, tuple[int, np.ndarray]] | None = None,
     ) -> None:
         self.index, self.total, self.node = index, total, node
         self.grad_output, self.grad_inputs, self.saved = grad_output, grad_inputs, saved
         self._run, self._n_run = run, n_run  # the walk's shared run list, and its length now
+        self._grads = grads if grads is not None else {}  # {id(node): (position in run, grad)}
 
     @property
     def done(self) -> frozenset[int]:
         """Ids of the nodes whose backward had run when this step was taken (this one
         included). A snapshot: it does not grow as the walk goes on."""
         return frozenset(self._run[: self._n_run])
+
+    def grad_of(self, node: Context) -> np.ndarray | None:
+        """The gradient that reached `node`'s output in this walk, if its backward had run by
+        this step (this step's node included), else None. A walk from `backward_steps` keeps
+        every node's (so that a picture of an earlier step can show them); `backward()` keeps
+        none."""
+        position, g = self._grads.get(id(node), (self._n_run, None))
+        return g if position < self._n_run else None
 
     @property
     def op(self) -> str:
@@ -194,6 +204,11 @@ def backward_steps(
     Bad calls (no graph, a non-scalar output without `grad`, a freed graph, a saved tensor
     modified in place) raise here, before any step runs and before any ``.grad`` changes.
     """
+    return _start(tensor, grad, retain_graph, {})
+
+
+def _start(tensor, grad, retain_graph, record):
+    """Check the call, then return the walk (a generator); see `backward_steps`."""
     if not tensor.requires_grad:
         raise RuntimeError(
             f"backward: this tensor (shape {tensor.shape}) does not require grad and has no "
@@ -207,19 +222,22 @@ def backward_steps(
     for node in order:
         node.check_not_released()
         _check_versions(node)
-    return _walk(order, g0, retain_graph)
+    return _walk(order, g0, retain_graph, record)
 
 
-def _walk(order, g0, retain_graph):
+def _walk(order, g0, retain_graph, record=None):
     """The engine proper: visit the nodes in topological order, sending each node's output
-    gradient through its backward to its inputs."""
+    gradient through its backward to its inputs. `record` (a dict, for a step-through) keeps
+    every node's output gradient for the steps' `grad_of`; `backward()` passes None."""
     grads = {id(order[0]): g0}  # gradients that reached each node's output, so far
     run = []  # ids of the nodes whose backward has run, in order
     grads_before = {}  # .grad of every tensor this pass touched, to undo a failure
     anomaly = state.anomaly
 
     def give(t, g):  # accumulate into a leaf's (or retained tensor's) .grad
-        grads_before.setdefault(id(t), (t, t.grad))
+        if id(t) not in grads_before:  # .grad accumulates in place: keep its values to undo
+            kept = None if t.grad is None else (t.grad, t.grad.numpy().copy())
+            grads_before[id(t)] = (t, kept)
         t._accumulate_grad(g)
 
     try:
@@ -248,7 +266,9 @@ def _walk(order, g0, retain_graph):
                     prev = grads.get(key)
                     grads[key] = g if prev is None else prev + g
             run.append(id(node))
-            step = BackwardStep(index, len(order), node, g_out, g_in, saved, run, len(run))
+            if record is not None:
+                record[id(node)] = (len(run) - 1, g_out)
+            step = BackwardStep(index, len(order), node, g_out, g_in, saved, run, len(run), record)
             step.root = order[0]
             yield step
             if not retain_graph:
@@ -260,8 +280,10 @@ def _walk(order, g0, retain_graph):
         # generator raises GeneratorExit at its `yield`) — unless no gradient is left to send.
         finished = isinstance(exc, GeneratorExit) and not grads
         if not finished:
-            for t, before in grads_before.values():
-                t.grad = before
+            for t, kept in grads_before.values():
+                t.grad = None if kept is None else kept[0]
+                if kept is not None:
+                    np.copyto(kept[0].numpy(), kept[1])
         raise
 
 
@@ -269,5 +291,5 @@ def backward(
     tensor: Tensor, grad: Tensor | ArrayLike | None = None, retain_graph: bool = False
 ) -> None:
     """Compute the gradient of `tensor` with respect to every leaf that requires grad."""
-    for _ in backward_steps(tensor, grad, retain_graph):
+    for _ in _start(tensor, grad, retain_graph, None):  # no record: gradients die as they go
         pass

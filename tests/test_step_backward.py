@@ -173,6 +173,11 @@ def test_demo_all_writes_an_svg_frame_per_step(tmp_path):
     # frame k marks step k: its title names it, and one node is orange
     third = (tmp_path / frames[3]).read_text()
     assert f"backward step 3/{n}" in third and 'fill="orange"' in third
+    # every box a frame colours 'gradient known' (green) or current (orange) shows a gradient
+    for f in frames[1:]:
+        boxes = re.split(r'<g id="node\d+" class="node">', (tmp_path / f).read_text())[1:]
+        coloured = [b for b in boxes if re.search(r'fill="(palegreen|orange)"', b)]
+        assert coloured and all("‖g‖" in b and "none yet" not in b for b in coloured), f
     out = r.stdout
     assert len(re.findall(r"^── step \d+/\d+: `\w+`", out, flags=re.M)) == n
     assert "created at step_backward.py:" in out and "softmax" in out

@@ -288,7 +288,7 @@ def test_node_budget_collapses_and_says_so():
     g = draw_graph(loss, fold=False, max_nodes=20)
     assert count_boxes(g) <= 20 < full
     m = re.search(
-        r"collapsed automatically to depth=(\d+): all ops would draw (\d+) boxes, "
+        r"collapsed automatically to depth=(\d+): all ops would draw (\d+) boxes,\s+"
         r"over max_nodes=20",
         g.source,
     )
@@ -402,6 +402,57 @@ def test_highlight_of_an_earlier_step_after_the_walk():
     assert green == {"mean", "pow", "head.bias"}  # the head's add is current
     (current,) = [n for n, f in _fills(early).items() if f == "orange"]
     assert nodes(early)[current]["label"].startswith(steps[2].node.name)
+
+
+def _grad_lines(g):
+    """{first label line: its grad line} of every box whose fill says its gradient is known."""
+    out = {}
+    for nid, fill in _fills(g).items():
+        if fill in ("palegreen", "orange"):
+            lines = nodes(g)[nid]["label"].split("\n")
+            out[lines[0]] = next((x for x in lines if x.startswith("grad")), None)
+    return out
+
+
+def test_a_plain_walks_pictures_show_every_gradient_they_call_known():
+    """Green means 'gradient known': the label shows it, on a walk that keeps no node's .grad,
+    and it is the gradient a retained walk of the same graph (which does keep .grad) shows."""
+    _, _, plain = make(n=1)
+    _, _, retained = make(n=1)
+    walks = zip(plain.backward_steps(), retained.backward_steps(retain_graph=True))
+    for a, b in walks:
+        ga = draw_graph(plain, highlight=a, show_grad=True, max_nodes=None, fold=False)
+        gb = draw_graph(retained, highlight=b, show_grad=True, max_nodes=None, fold=False)
+        shown = _grad_lines(ga)
+        assert shown and all(line and "none yet" not in line for line in shown.values()), shown
+        assert shown == _grad_lines(gb)
+        assert a.grad_of(a.node) is a.grad_output
+    assert a.grad_of(plain.grad_fn) is not None  # an earlier node's, kept by the walk
+
+
+def test_step_grad_of_is_a_snapshot_and_backward_keeps_nothing():
+    _, _, loss = make(n=1)
+    steps = list(loss.backward_steps())
+    last = steps[-1].node
+    assert steps[0].grad_of(last) is None  # not run yet at step 1
+    assert steps[-1].grad_of(last) is steps[-1].grad_output
+    _, _, loss = make(n=1)
+    loss.backward()
+    assert loss.grad_fn.grad is None  # the engine kept no node's gradient
+
+
+def test_after_a_plain_backward_a_transposed_weight_shows_the_weights_gradient():
+    model, x, loss = make(n=1)
+    loss.backward()
+    g = draw_graph(loss, show_grad=True, max_nodes=None, fold=False, model=model)
+    (box,) = find(g, "head.weightᵀ")
+    label = nodes(g)[box]["label"]
+    w = model.head.weight
+    norm = float(np.linalg.norm(w.grad.data.astype(np.float64)))
+    assert f"grad ({w.shape[1]}, {w.shape[0]}) ‖g‖ {norm:.3g}" in label
+    # an op's own gradient is not kept by a plain backward, and the label says so
+    (mean,) = find(g, "mean\n")
+    assert "grad: not kept (retain_graph=False)" in nodes(g)[mean]["label"]
 
 
 def test_highlight_in_collapsed_view_counts_known_ops():
@@ -573,28 +624,44 @@ def test_paper_size_transformer_fits_the_default_budget(tmp_path):
     n_nodes = len(mt.autograd.topological_order(loss.grad_fn))
     g = draw_graph(loss)  # default settings
     assert count_boxes(g) <= 60 < n_nodes
-    assert "collapsed automatically to depth=2" in g.source
-    assert find(g, "EncoderLayer × 5\nencoder.layers.1–5")  # layers.0 in detail, the rest folded
-    assert find(g, "DecoderLayer × 5\ndecoder.layers.1–5")
+    assert "collapsed automatically to depth=1" in g.source  # depth 2 is too tall
+    assert find(g, "EncoderLayer × 6\nencoder.layers.0–5")  # the layers folded whole
+    assert find(g, "DecoderLayer × 6\ndecoder.layers.0–5")
+    g2 = draw_graph(loss, depth=2)  # an explicit depth keeps only the box budget
+    assert find(g2, "EncoderLayer × 5\nencoder.layers.1–5")  # layers.0 in detail, the rest folded
     if shutil.which("dot"):
         svg = g.pipe(format="svg").decode()
         assert svg.count('class="node"') == count_boxes(g)
 
 
+def _svg_size_px(svg):
+    """The (width, height) a browser gives the SVG, in px (Graphviz writes pt; 1 pt = 4/3 px)."""
+    m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    return float(m.group(1)) * 4 / 3, float(m.group(2)) * 4 / 3
+
+
 @pytest.mark.parametrize("with_model", [True, False])
-def test_small_transformer_default_fits_a_screen(with_model):
-    """The README's 2 + 2-layer model: the default picks the deepest depth within 60 boxes."""
+def test_small_transformer_default_fits_a_notebook_cell(with_model):
+    """The README's 2 + 2-layer model: the default picks the deepest depth within 60 boxes and
+    16 boxes in a chain, and carries Graphviz's size= (at most 1000 x 2000 px)."""
     from transformer.config import TransformerConfig
 
     model, loss = transformer_loss(TransformerConfig.small(14, 14), batch=2, length=5)
     g = draw_graph(loss, model=model if with_model else None)
-    assert mt.viz.DEFAULT_MAX_NODES == 60
-    assert 30 < count_boxes(g) <= 60
-    assert "collapsed automatically to depth=2" in g.source
-    assert count_boxes(draw_graph(loss, depth=3, max_nodes=None)) > 60  # depth 3 does not fit
-    # the explicit overrides still win
+    assert mt.viz.DEFAULT_MAX_NODES == 60 and mt.viz.graph.DEFAULT_MAX_RANKS == 16
+    assert 10 < count_boxes(g) <= 60
+    assert "collapsed automatically to depth=1" in g.source
+    assert "mt.viz.explore" in g.source  # where the detail is
+    assert re.search(r'\bsize="10.4,20.8"', g.source)
+    # the explicit overrides still win, without size=
     assert count_boxes(draw_graph(loss, depth=3, max_nodes=200)) > 60
     assert count_boxes(draw_graph(loss, max_nodes=None)) > 150
+    assert not re.search(r"\bsize=", draw_graph(loss, depth=2).source)
+    if shutil.which("dot"):
+        width, height = _svg_size_px(g.pipe(format="svg").decode())
+        assert width <= 1000 and height <= 2000
+        unscaled = draw_graph(loss, depth=2, model=model).pipe(format="svg").decode()
+        assert _svg_size_px(unscaled)[1] > 2000  # why depth 2 is not the default
 
 
 def test_parameter_views_share_the_parameter_box():

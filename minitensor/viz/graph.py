@@ -21,6 +21,7 @@ and edges; `_Layout` decides which box each item lands in for a given depth; `_d
 DOT. Items are never copied or changed: the viewer only reads the graph.
 """
 
+import math
 import re
 from collections import defaultdict
 
@@ -37,6 +38,13 @@ from ._labels import TRANSPOSE, describe_node, node_label
 # layers' sub-layers as boxes, identical layers folded) is under 50 boxes whatever its size;
 # depth 3 (every op inside attention) is over 120, taller than any screen.
 DEFAULT_MAX_NODES = 60
+
+# The other half of the budget: boxes along the longest chain. A box is about 95 pt tall with its
+# gap, so 16 of them make about two screens; a graph within the budget is also drawn at most
+# 1000 px wide and 2000 px tall (Graphviz's size attribute, in inches of 72 pt; a browser shows
+# 1 pt as 4/3 px), the width of a notebook cell. Deeper detail is what `explore` is for.
+DEFAULT_MAX_RANKS = 16
+FIT_SIZE = "10.4,20.8"
 
 INSTALL_HINT = (
     "Graphviz's `dot` program is needed to render the graph but was not found on PATH. "
@@ -125,11 +133,24 @@ class _Item:
         """The gradient that reached this item in the last backward (numpy array) or None.
 
         A parameter's view (Wᵀ) shows the gradient of the view itself, which has the shape the
-        box shows; its norm is the parameter's gradient's norm."""
-        if self.node is not None:
+        box shows; its norm is the parameter's gradient's norm. A node keeps its own gradient
+        only for a retained graph, so after a plain ``backward()`` the view's gradient is the
+        parameter's ``.grad`` seen the same way (transposed, reshaped or cast)."""
+        if self.node is not None and (self.node.grad is not None or self.param is None):
             return self.node.grad
         g = (self.param if self.param is not None else self.tensor).grad
-        return g.data if g is not None else None
+        return None if g is None else self.view_of_param_grad(g.data)
+
+    def view_of_param_grad(self, g):
+        """A parameter's gradient `g` in the layout of this box (Wᵀ: gᵀ); an expanded view
+        has no such layout, so the parameter's own gradient is shown."""
+        if self.param is None or g.shape == self.shape:
+            return g
+        if self.node.name == "permute":
+            return np.transpose(g, getattr(self.node, "axes", None))
+        if self.node.name in ("reshape", "cast") and g.size == int(np.prod(self.shape)):
+            return g.reshape(self.shape)
+        return g
 
     def value(self):
         t = self.param if self.param is not None else self.tensor
@@ -339,6 +360,20 @@ class _Layout:
     def count(self):
         return len(self.boxes)
 
+    def ranks(self):
+        """How many boxes the longest chain of the picture passes through (its height)."""
+        rank = {}
+        for s, d in self.edges:  # items are in forward order, so each source is ranked first
+            bs, bd = self.box_of[s], self.box_of[d]
+            r = rank.get(s, 0) + (bs != bd)
+            rank[d] = max(rank.get(d, 0), r)
+        return max(rank.values(), default=0) + 1
+
+    def fits(self, max_nodes):
+        return max_nodes is None or (
+            self.count() <= max_nodes and self.ranks() <= DEFAULT_MAX_RANKS
+        )
+
 
 # ============================================================================ drawing
 
@@ -372,9 +407,10 @@ def _stats_text(a):
     return f"min {_fmt(finite.min())} max {_fmt(finite.max())} mean {_fmt(finite.mean())}"
 
 
-def _grad_text(g):
+def _grad_text(g, freed=False):
+    """freed: the node's backward ran without retain_graph, which keeps no node's gradient."""
     if g is None:
-        return "grad: none yet"
+        return "grad: not kept (retain_graph=False)" if freed else "grad: none yet"
     norm = float(np.sqrt(np.sum(np.square(g, dtype=np.float64))))
     return f"grad {_shape_text(g.shape)} ‖g‖ {_fmt(norm)}"
 
@@ -400,6 +436,18 @@ class _Highlight:
             return False
         users = consumers.get(it.key, ())
         return bool(users) and all(u in self.done for u in users)
+
+    def grad(self, it, consumers):
+        """The gradient this picture may show for `it`: the walk's own record for a node whose
+        backward has run (kept by every walk from ``backward_steps``, retained graph or not),
+        a leaf's ``.grad`` once all its users ran, else None (``.grad`` may still hold an
+        earlier backward's)."""
+        if not self.known(it, consumers):
+            return None
+        if it.node is not None:
+            g = self.step.grad_of(it.node)
+            return g if g is not None else it.node.grad
+        return it.grad()
 
 
 def draw_graph(
@@ -447,15 +495,26 @@ def draw_graph(
     items, edges, types, output_keys = _collect(outputs, model)
     layout, note = _choose_layout(items, edges, types, depth, fold, max_nodes)
     hl = _Highlight(highlight) if highlight is not None else None
-    return _draw(layout, output_keys, hl, show_grad, show_values, note, title)
+    g = _draw(layout, output_keys, hl, show_grad, show_values, note, title)
+    if depth is None and max_nodes is not None:  # the default: fit a notebook cell
+        g.attr(size=FIT_SIZE)
+    return g
 
 
 def _choose_layout(items, edges, types, depth, fold, max_nodes):
-    """The requested layout, or the deepest smaller depth within the budget (with a note)."""
+    """The requested layout, or the deepest smaller depth within the budget (with a note).
+
+    The budget is max_nodes boxes; without an explicit depth, also DEFAULT_MAX_RANKS boxes along
+    the longest chain, so that the default picture is about two screens tall."""
+    ranked = depth is None and max_nodes is not None
+
+    def fits(layout):
+        return layout.fits(max_nodes) if ranked else layout.count() <= (max_nodes or math.inf)
+
     layout = _Layout(items, edges, types, depth, fold)
-    if max_nodes is None or layout.count() <= max_nodes:
+    if fits(layout):
         return layout, ""
-    full = layout.count()
+    full, tall = layout.count(), layout.ranks()
     deepest = max((len(it.units) for it in items.values()), default=0)
     start = deepest - 1 if depth is None else min(depth, deepest) - 1
     if start < 0:
@@ -465,14 +524,17 @@ def _choose_layout(items, edges, types, depth, fold, max_nodes):
         )
     for d in range(start, -1, -1):
         layout = _Layout(items, edges, types, d, fold)
-        if layout.count() <= max_nodes:
+        if fits(layout):
             break
     asked = "all ops" if depth is None else f"depth={depth}"
+    over = f"over max_nodes={max_nodes}"
+    if ranked and full <= max_nodes:
+        over = f"{tall} in a chain, over {DEFAULT_MAX_RANKS} (two screens)"
     note = (
-        f"collapsed automatically to depth={layout.depth}: {asked} would draw {full} boxes, "
-        f"over max_nodes={max_nodes} (pass depth= or a larger max_nodes= to see more)"
+        f"collapsed automatically to depth={layout.depth}: {asked} would draw {full} boxes,\n"
+        f"{over} (pass depth= or max_nodes= to see more;\nmt.viz.explore(loss) opens any module)"
     )
-    if layout.count() > max_nodes:
+    if not fits(layout):
         note += f"; still {layout.count()} boxes at depth 0"
     return layout, note
 
@@ -598,16 +660,16 @@ def _emit_clusters(g, clusters, ids, attrs_for, types):
 
 def _item_attrs(it, hl, consumers, show_grad, show_values):
     lines = [it.title + it.suffix, _shape_text(it.shape, it.dtype)]
-    value, grad = it.value(), it.grad()
+    value = it.value()
+    grad = it.grad() if hl is None else hl.grad(it, consumers)
     if show_values and _stats_text(value):
         lines.append(_stats_text(value))
     elif show_values and value is None and it.kind == "op":
         lines.append("(value freed)")
-    if hl is not None and not hl.known(it, consumers) and it.key != hl.current:
-        grad = None  # .grad may still hold the last full backward's: not known yet here
     wants_grad = it.kind == "op" or (it.param if it.param is not None else it.tensor).requires_grad
     if show_grad and wants_grad:
-        lines.append(_grad_text(grad))
+        freed = hl is None and it.node is not None and it.node._released
+        lines.append(_grad_text(grad, freed))
     bad = _nonfinite(value) or (_nonfinite(grad) and f"{_nonfinite(grad)} in grad")
     if bad:
         lines.append(f"⚠ {bad}")
