@@ -301,14 +301,14 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, Mapping):
         return _same_type(elem, {key: default_collate([d[key] for d in batch]) for key in elem})
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # a namedtuple
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, Sequence):
         if len({len(sample) for sample in batch}) > 1:
             raise RuntimeError(
                 f"default_collate: each element in list of batch should be of equal size; "
                 f"got sizes {[len(sample) for sample in batch]}"
             )
-        columns = [default_collate(list(s)) for s in zip(*batch)]
+        columns = [default_collate(s) for s in zip(*batch)]
         return columns if isinstance(elem, tuple) else _same_type(elem, columns)
     raise TypeError(
         f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or "
@@ -326,15 +326,18 @@ def _same_type(elem, collated):
 
 def default_convert(data: Any) -> Any:
     """What the DataLoader applies without batching (batch_size=None): numpy arrays become
-    tensors, inside tuples, lists and dicts too; everything else is left as it is."""
+    tensors, inside tuples (which become lists, as torch), lists and dicts too; everything
+    else is left as it is."""
     if isinstance(data, np.ndarray) and data.dtype.kind not in "OSUV":
         return from_numpy(data)
     if isinstance(data, Mapping):
         return _same_type(data, {k: default_convert(v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(default_convert(d) for d in data)
+    if isinstance(data, tuple):  # a list, as torch's (its "backwards compatibility")
+        return [default_convert(d) for d in data]
+    if isinstance(data, list):
+        return _same_type(data, [default_convert(d) for d in data])
     return data
 
 
