@@ -12,6 +12,7 @@ family:
 - `ops/shape.py`: reshape and views, concat/stack/split, indexing, where, masked_fill,
   triangles, scatter, sorting;
 - `ops/linalg.py`: matmul, bmm, linear;
+- `ops/conv.py`: conv1d/conv2d, max and average pooling (im2col), batch_norm;
 - `ops/nn.py`: softmax, layer_norm, dropout, embedding, the losses, one_hot, pad;
 - `ops/attention.py`: attention and its masks, scaled_dot_product_attention.
 
@@ -20,6 +21,15 @@ in `ops/_args.py`.
 """
 
 from .ops.attention import scaled_dot_product_attention
+from .ops.conv import (
+    avg_pool1d,
+    avg_pool2d,
+    batch_norm,
+    conv1d,
+    conv2d,
+    max_pool1d,
+    max_pool2d,
+)
 from .ops.elementwise import (
     abs,
     add,
@@ -230,4 +240,12 @@ __all__ = [
     "pad",
     "scaled_dot_product_attention",
     "as_attention_mask",
+    # ops/conv.py
+    "conv1d",
+    "conv2d",
+    "max_pool1d",
+    "max_pool2d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "batch_norm",
 ]

@@ -11,7 +11,20 @@ import sys as _sys
 
 from .. import functional
 from . import functional_torch, init, rnn_utils, utils
+from .activation import ELU, Hardtanh, LeakyReLU, ReLU6, Softplus
 from .attention import MultiheadAttention
+from .conv import (
+    AvgPool1d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    Flatten,
+    MaxPool1d,
+    MaxPool2d,
+    Unflatten,
+)
 from .layers import (
     GELU,
     Dropout,
@@ -78,6 +91,21 @@ __all__ = [
     "RNNCell",
     "LSTMCell",
     "GRUCell",
+    "Conv1d",
+    "Conv2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Flatten",
+    "Unflatten",
+    "LeakyReLU",
+    "ELU",
+    "Softplus",
+    "Hardtanh",
+    "ReLU6",
     "CrossEntropyLoss",
     "NLLLoss",
     "MSELoss",

@@ -1,4 +1,5 @@
-"""Convolution and pooling over images (N, C, H, W) and sequences (N, C, L), by im2col.
+"""The ops of a convolutional network: convolution and pooling over images (N, C, H, W) and
+sequences (N, C, L), by im2col, and batch normalisation.
 
 A convolution is a matrix product in disguise. `im2col` lays every kh × kw window of the
 (padded) input out as a column, so that the convolution is one product of the weight, one
@@ -12,7 +13,7 @@ adds each column back onto the window it came from (windows overlap when the str
 smaller than the kernel, so their gradients add). Groups split the channels into independent
 convolutions: one product per group. Pooling uses the same windows: max or mean over each
 column, and the same col2im in backward. The 1-D ops are the 2-D ones on an image one row
-tall.
+tall. Batch norm, a composition of mean, subtraction and division, closes the file.
 
 After each class comes the public function that checks its arguments and applies it
 (`minitensor.functional` re-exports them).
@@ -28,8 +29,11 @@ from numpy.lib.stride_tricks import as_strided
 from .. import kernels as K
 from ..errors import op_error
 from ..function import Function
+from ..grad_mode import no_grad
 from ..tensor import Tensor
-from .shape import squeeze, unsqueeze
+from .elementwise import sqrt
+from .reduce import mean
+from .shape import reshape, squeeze, unsqueeze
 
 IntPair = int | Sequence[int]
 
@@ -493,3 +497,68 @@ def avg_pool1d(
 ) -> Tensor:
     """torch.nn.functional.avg_pool1d: input (N, C, L) or (C, L) → (N, C, Lo)."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
+
+
+# --------------- no Function of its own: a composition of the ops above
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """torch.nn.functional.batch_norm: each channel normalised over the batch (and every
+    position), γ ⊙ (x − μ)/√(σ² + eps) + β (Ioffe & Szegedy 2015). input (N, C, …) → same.
+
+    training=True: μ and σ² (biased) are this batch's, and the running statistics, when given,
+    move towards them in place: running ← (1 − momentum)·running + momentum·stat, with the
+    unbiased σ² (as torch). training=False: the running statistics normalise.
+    """
+    if input.ndim < 2:
+        raise op_error("batch_norm", f"input of shape {input.shape}; expected (N, C, …)")
+    c = input.shape[1]
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if t is not None and t.shape != (c,):
+            raise op_error(
+                "batch_norm",
+                f"{name} of shape {t.shape}; expected ({c},) for input of shape {input.shape}",
+            )
+    axes = (0, *range(2, input.ndim))  # every axis but the channels'
+    channel = (1, c) + (1,) * (input.ndim - 2)  # (C,) statistics broadcast as (1, C, 1, …)
+    if training:
+        count = input.numel() // c if c else 0
+        if count <= 1:
+            raise op_error(
+                "batch_norm",
+                f"expected more than 1 value per channel when "
+                f"training, got input of shape {input.shape}",
+            )
+        mu = mean(input, axis=axes, keepdims=True)
+        var = mean((input - mu) * (input - mu), axis=axes, keepdims=True)
+        _update_running(running_mean, running_var, mu, var, count, momentum)
+    elif running_mean is None or running_var is None:
+        raise op_error("batch_norm", "running_mean and running_var are needed when not training")
+    else:
+        mu, var = reshape(running_mean, channel), reshape(running_var, channel)
+    out = (input - mu) / sqrt(var + eps)
+    if weight is not None:
+        out = out * reshape(weight, channel)
+    return out if bias is None else out + reshape(bias, channel)
+
+
+def _update_running(running_mean, running_var, mu, var, count, momentum):
+    """running ← (1 − momentum)·running + momentum·batch statistic, in place, off the graph."""
+    with no_grad():
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(momentum * mu.detach().reshape(-1))
+        if running_var is not None:
+            unbiased = var.detach().reshape(-1) * (count / (count - 1))
+            running_var.mul_(1 - momentum).add_(momentum * unbiased)
