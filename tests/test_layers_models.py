@@ -303,7 +303,7 @@ def test_tiny_full_model_gradcheck(rng, positional):
 def test_layers_ask_for_no_weights_so_long_sequences_run_fused(rng):
     # the layers use only the attention output (need_weights=False, as torch's layers): from
     # FUSED_MIN_KEYS keys on the fused op runs, and the maps are recomputed when asked for
-    from transformer.attention import FUSED_MIN_KEYS
+    from minitensor.ops.attention import FUSED_MIN_KEYS
 
     cfg = TransformerConfig.tiny(7, 9, num_encoder_layers=1, num_decoder_layers=1, max_len=64)
     model = Transformer(cfg).eval()
