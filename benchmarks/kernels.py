@@ -41,16 +41,15 @@ import subprocess
 import sys
 import time
 
-_ORIGINAL_ENV = dict(os.environ)  # before minitensor adds its thread-pool defaults
+_ORIGINAL_ENV = dict(os.environ)  # the environment as given (for the torch child)
 if "--threads" in sys.argv:  # must reach numba before it loads
     os.environ["NUMBA_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-# minitensor first: it sets the thread-pool defaults (minitensor/__init__.py) before numpy,
-# numba and torch load, so all three libraries run under the same settings
 import numpy as np  # noqa: E402
 
+from benchmarks.machine import describe  # noqa: E402
 from minitensor import kernels as K  # noqa: E402
 
 try:
@@ -498,8 +497,7 @@ def main():
     import numba
 
     print(
-        f"numba threads {numba.get_num_threads()} ({numba.threading_layer()}), BLAS threads "
-        f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}, "
+        f"{describe()} ({numba.threading_layer()}), "
         f"torch {torch.__version__ + ' (2 threads)' if torch else 'not used'}; "
         f"{len(cases)} cases, float32, median µs per call, median of {args.rounds} rounds",
         file=sys.stderr,

@@ -3,10 +3,14 @@
     python benchmarks/scale.py [--cases addition,paper,long] [--steps N] [--rounds 3]
                                [--attention fused|explicit] [--quick]
 
-The cases (forward + cross-entropy + backward + Adam, dropout 0, the same weights in both
-libraries through `transformer.interop.to_torch`):
+The cases (forward + cross-entropy + backward + Adam, dropout 0 unless said, the same weights
+in both libraries through `transformer.interop.to_torch`):
 
+    recipe    the README's addition recipe, what demos/addition_task.py trains: d_model 64,
+              4 heads, 2+2 layers, d_ff 256, batch 128, source 7, target 5, vocab 16
     addition  d_model 128, 4 heads, 2+2 layers, d_ff 512, batch 128, source 7, target 5, vocab 16
+    addition-dropout  the addition model with dropout 0.1 (torch's CPU dropout is slow: a
+              benchmark with dropout flatters us, so it is a row of its own)
     paper     the paper's base model: d_model 512, 8 heads, 6+6 layers, d_ff 2048, batch 16,
               source and target 64, vocab 1000
     long      d_model 128, 4 heads, 2+2 layers, d_ff 512, batch 8, source and target 512,
@@ -39,9 +43,18 @@ import numpy as np
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))  # the repository, for minitensor and benchmarks.*
 
+from benchmarks.machine import describe  # noqa: E402
 from benchmarks.train_step import _ORIGINAL_ENV, PAUSE_S, torch_missing  # noqa: E402
 
 CASES = {
+    "recipe": dict(  # the README's addition recipe: what `demos/addition_task.py` trains
+        model=dict(d_model=64, n_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=256),
+        vocab=16,
+        batch=128,
+        src=7,
+        tgt=5,
+        steps=20,
+    ),
     "addition": dict(
         model=dict(d_model=128, n_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=512),
         vocab=16,
@@ -49,6 +62,15 @@ CASES = {
         src=7,
         tgt=5,
         steps=10,
+    ),
+    "addition-dropout": dict(  # the addition model with dropout 0.1 (torch's dropout is slow)
+        model=dict(d_model=128, n_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=512),
+        vocab=16,
+        batch=128,
+        src=7,
+        tgt=5,
+        steps=10,
+        dropout=0.1,
     ),
     "paper": dict(
         model=dict(d_model=512, n_heads=8, num_encoder_layers=6, num_decoder_layers=6, d_ff=2048),
@@ -102,7 +124,7 @@ def build_ours(spec, seed=0):
     cfg = TransformerConfig(
         src_vocab_size=spec["vocab"],
         tgt_vocab_size=spec["vocab"],
-        dropout=0.0,
+        dropout=spec.get("dropout", 0.0),
         pad_id=PAD,
         max_len=max(64, spec["src"], spec["tgt"]),
         **spec["model"],
@@ -257,7 +279,9 @@ def run_case(case, args, with_torch):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--cases", default="addition,paper,long", help=f"comma-separated, from {', '.join(CASES)}"
+        "--cases",
+        default="recipe,addition,addition-dropout,long,paper",
+        help=f"comma-separated, from {', '.join(CASES)}",
     )
     ap.add_argument("--steps", type=int, default=None, help="steps per block (default per case)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating blocks per library")
@@ -285,8 +309,9 @@ def main():
         print("torch is not installed: timing minitensor alone")
         with_torch = False
 
+    print(describe())
     print(
-        f"training step, forward + backward + Adam, dropout 0; minitensor attention: "
+        f"training step, forward + backward + Adam; minitensor attention: "
         f"{args.attention}; torch threads {args.torch_threads}; {args.rounds} rounds"
         + (" (--quick: tiny models)" if args.quick else "")
     )

@@ -4,7 +4,7 @@
 
 Without torch installed it says so and times minitensor alone.
 
-The model: d_model 128, 4 heads, 2 encoder + 2 decoder layers, d_ff 512, dropout 0.1, Post-Norm,
+The model: d_model 128, 4 heads, 2 encoder + 2 decoder layers, d_ff 512, dropout 0, Post-Norm,
 sinusoidal positions; batch 128, source length 7 ("123+456"), target length 5. The torch twin
 is built by `transformer.interop.to_torch`, so both start from the same weights. A step is
 forward, cross-entropy over non-pad targets, backward, Adam. We alternate blocks of steps of
@@ -13,9 +13,10 @@ median ms per step of each and the ratio. --profile adds a cProfile of our steps
 time goes, by function.
 
 Threads: torch runs with torch.set_num_threads(2), minitensor with its defaults (numba's
-threads, one per core; BLAS single-threaded, since minitensor shares the products among
-numba's threads itself: see minitensor/__init__.py). --our-threads N gives numba N threads.
-TRAIN_STEP_DROPOUT=0 removes dropout from both.
+threads, one per core; numpy's BLAS at its own count, held at one while numba's threads call
+it: see minitensor/config.py). --our-threads N gives numba N threads. TRAIN_STEP_DROPOUT=0.1
+adds dropout to both (torch's CPU dropout is slow, so a benchmark with it flatters us: the
+default is the README's recipe, without).
 
 Torch runs in a child process started with this script's environment before minitensor
 touched it, the same model weights rebuilt there from the same seed. Both libraries use an
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import time
 
-_ORIGINAL_ENV = dict(os.environ)  # for the torch child, before minitensor sets defaults
+_ORIGINAL_ENV = dict(os.environ)  # for the torch child (minitensor changes none of it)
 
 import numpy as np  # noqa: E402
 
@@ -43,12 +44,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import minitensor as mt  # noqa: E402
 import minitensor.functional as F  # noqa: E402
+from benchmarks.machine import cpu_model, thread_counts  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.masks import padding_mask  # noqa: E402
 
 VOCAB, PAD, BOS, EOS = 16, 0, 1, 2
 BATCH, SRC_LEN, TGT_LEN = 128, 7, 5
-DROPOUT = float(os.environ.get("TRAIN_STEP_DROPOUT", "0.1"))
+DROPOUT = float(os.environ.get("TRAIN_STEP_DROPOUT", "0"))
 
 
 def make_batch(rng):
@@ -230,10 +232,10 @@ def main():
         f"addition-task training step (batch {BATCH}, src {SRC_LEN}, tgt {TGT_LEN}, "
         f"d_model 128, 4 heads, 2+2 layers, d_ff 512; forward + backward + Adam)"
     )
-    print(f"kernels backend: {mt.get_backend()}")
+    print(f"machine: {cpu_model()}; kernels backend: {mt.get_backend()}")
     print(
         f"threads: torch {args.torch_threads}, minitensor numba {numba.get_num_threads()} "
-        f"(BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}); {len(ours)} steps "
+        f"({thread_counts()}); {len(ours)} steps "
         f"each; wall = elapsed, cpu = process CPU time summed over threads"
     )
     med, cmed = float(np.median(ours)) * 1e3, float(np.median(ours_cpu)) * 1e3

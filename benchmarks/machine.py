@@ -1,0 +1,57 @@
+"""What machine a benchmark ran on, printed above every table: the same code is faster or
+slower than PyTorch depending on the CPU (an AMD Zen 5 and an Intel Xeon differ by 1.5x on
+the same training step), so a number without its CPU says little.
+
+    python benchmarks/machine.py      # prints the line the other benchmarks print
+"""
+
+import os
+import platform
+
+
+def cpu_model():
+    """The CPU's model name, vendor, family and model numbers, and its widest vector unit,
+    from /proc/cpuinfo (Linux) or platform (elsewhere)."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return platform.processor() or platform.machine()
+    flags = set(info.get("flags", "").split())
+    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return (
+        f"{info.get('model name', '?')} ({info.get('vendor_id', '?')}, family "
+        f"{info.get('cpu family', '?')} model {info.get('model', '?')}, {vector})"
+    )
+
+
+def thread_counts():
+    """numba's and numpy's BLAS thread counts in this process, as a phrase."""
+    parts = [f"{os.cpu_count()} CPUs"]
+    try:
+        import numpy  # noqa: F401  (BLAS is loaded with numpy)
+        from threadpoolctl import threadpool_info
+
+        blas = sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+        parts.append(f"BLAS threads {'/'.join(map(str, blas)) or '?'}")
+    except ImportError:
+        pass
+    try:
+        import numba
+
+        parts.append(f"numba threads {numba.get_num_threads()}")
+    except ImportError:
+        pass
+    return ", ".join(parts)
+
+
+def describe():
+    """One line: the CPU and the thread counts."""
+    return f"machine: {cpu_model()}; {thread_counts()}"
+
+
+if __name__ == "__main__":
+    print(describe())

@@ -1,0 +1,116 @@
+"""The engine's cost per op: minitensor against PyTorch eager, side by side.
+
+    python benchmarks/per_op.py [--rounds 5] [--ops 100]
+
+On tensors so small (8 × 8) that the arithmetic costs nothing, a chain of `--ops` ops
+
+    z = x
+    for _ in range(ops // 2):
+        z = z * y + x          # two ops a turn
+    z.sum().backward()
+
+measures what each op costs beyond its arithmetic: making the output tensor, recording the
+graph node (its inputs, module scope, source line, the versions of what it saved) and, in
+backward, walking the graph and accumulating gradients. Three modes: "forward" (grad off),
+"forward, recorded" (inputs require grad, no backward) and "forward + backward". Small-op
+workloads — a learner's own code, a decoder-only model with many small steps — are bound by it.
+
+Each library runs in a child process of its own (their thread pools never meet), the two take
+turns for --rounds rounds, and we print the median µs per op and the ratio.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from benchmarks.machine import cpu_model  # noqa: E402
+
+MODES = ("forward", "forward, recorded", "forward + backward")
+
+
+def child(lib, ops, repeats):
+    """Time each mode `repeats` times in this process; print µs per op as JSON per line read."""
+    if lib == "torch":
+        import torch as T
+
+        T.set_num_threads(2)
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import minitensor as T
+
+    def run(mode):
+        grad = mode != "forward"
+        x = T.randn(8, 8, requires_grad=grad)
+        y = (T.rand(8, 8) * 0.5).requires_grad_(grad)  # |z| stays bounded: no overflow
+        z = x
+        for _ in range(ops // 2):
+            z = z * y + x
+        if mode == "forward + backward":
+            z.sum().backward()
+
+    def per_op(mode):
+        for _ in range(5):
+            run(mode)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run(mode)
+        return (time.perf_counter() - start) / repeats / ops * 1e6
+
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        print(json.dumps({mode: per_op(mode) for mode in MODES}), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ops", type=int, default=100, help="ops per chain (even)")
+    ap.add_argument("--repeats", type=int, default=50, help="chains per timing")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--child", choices=("minitensor", "torch"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child, args.ops, args.repeats)
+    import numpy as np
+
+    libs = ["minitensor"] + ([] if args.no_torch else ["torch"])
+    children = {}
+    for lib in libs:
+        command = [sys.executable, os.path.abspath(__file__), "--child", lib]
+        command += ["--ops", str(args.ops), "--repeats", str(args.repeats)]
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        if process.stdout.readline().strip() != "ready":
+            sys.exit(f"the {lib} child did not start (is {lib} installed?)")
+        children[lib] = process
+    times = {lib: {mode: [] for mode in MODES} for lib in libs}
+    for _ in range(args.rounds):
+        for lib, process in children.items():
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            for mode, value in json.loads(process.stdout.readline()).items():
+                times[lib][mode].append(value)
+    for process in children.values():
+        process.stdin.close()
+        process.wait()
+    print(f"machine: {cpu_model()}")
+    print(f"engine cost per op, 8×8 float32, chains of {args.ops} ops, median of {args.rounds}")
+    print("| mode | minitensor µs/op | PyTorch µs/op | ratio |")
+    print("|---|---|---|---|")
+    for mode in MODES:
+        ours = float(np.median(times["minitensor"][mode]))
+        if "torch" in times:
+            theirs = float(np.median(times["torch"][mode]))
+            print(f"| {mode} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x |")
+        else:
+            print(f"| {mode} | {ours:.2f} | – | – |")
+
+
+if __name__ == "__main__":
+    main()
