@@ -225,6 +225,28 @@ def _start(tensor, grad, retain_graph, record):
     return _walk(order, g0, retain_graph, record)
 
 
+def run_grad_hooks(owner, grad):
+    """grad after the hooks registered on a leaf or a graph node (Tensor.register_hook)."""
+    hooks = getattr(owner, "_grad_hooks", None)
+    if not hooks:
+        return grad
+    from .tensor import Tensor  # tensor.py imports this module
+
+    for hook in list(hooks):
+        replaced = hook(Tensor._make(grad))
+        if replaced is not None:
+            grad = replaced.data if isinstance(replaced, Tensor) else np.asarray(replaced)
+    return grad
+
+
+def _incoming(node, g_out):
+    """The gradient node's backward receives: in float32 where forward computed a float16
+    input in float32, then through the hooks on the node's output (Tensor.register_hook)."""
+    if node._grad_dtype is not None:
+        g_out = g_out.astype(node._grad_dtype)
+    return run_grad_hooks(node, g_out)
+
+
 def _walk(order, g0, retain_graph, record=None):
     """The engine proper: visit the nodes in topological order, sending each node's output
     gradient through its backward to its inputs. `record` (a dict, for a step-through) keeps
@@ -238,7 +260,7 @@ def _walk(order, g0, retain_graph, record=None):
         if id(t) not in grads_before:  # .grad accumulates in place: keep its values to undo
             kept = None if t.grad is None else (t.grad, t.grad.numpy().copy())
             grads_before[id(t)] = (t, kept)
-        t._accumulate_grad(g)
+        t._accumulate_grad(run_grad_hooks(t, g))
 
     try:
         for index, node in enumerate(order):
@@ -246,8 +268,7 @@ def _walk(order, g0, retain_graph, record=None):
             if g_out is None:  # no gradient reached this node (e.g. an unused branch)
                 continue
             saved = node.saved_tensors
-            if node._grad_dtype is not None:  # forward computed in float32 (float16 input)
-                g_out = g_out.astype(node._grad_dtype)
+            g_out = _incoming(node, g_out)
             g_in = _normalise_grads(node, node.fn.backward(node, g_out))
             if anomaly:
                 check_backward(node, g_in)

@@ -316,6 +316,37 @@ class Tensor:
     def long(self) -> Tensor:
         return self.astype(int64)
 
+    def int(self) -> Tensor:
+        return self.astype(int32)
+
+    def half(self) -> Tensor:
+        return self.astype(np.float16)
+
+    def cpu(self, memory_format: Any = None) -> Tensor:
+        """This tensor: minitensor's tensors are always on the CPU (torch's x.cpu())."""
+        return self
+
+    def nelement(self) -> int:
+        """Number of elements (torch's older name for numel)."""
+        return self._data.size
+
+    def where(self, condition: Tensor | ArrayLike, other: Tensor | ArrayLike) -> Tensor:
+        """self where `condition` holds, `other` elsewhere (torch's x.where(cond, y))."""
+        return F.where(condition, self, other)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
+        """Call hook(grad) with this tensor's gradient each time backward computes it; a
+        tensor the hook returns replaces the gradient. Returns a handle with remove()."""
+        if not self.requires_grad:
+            raise RuntimeError(
+                f"register_hook: this tensor (shape {self.shape}) does not require grad, so "
+                "no gradient will ever reach a hook"
+            )
+        owner = self if self._grad_fn is None else self._grad_fn
+        hooks = owner.__dict__.setdefault("_grad_hooks", [])
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
     # ------------------------------------------------------------------ autograd
     def backward(
         self, grad: Tensor | ArrayLike | None = None, retain_graph: builtins.bool = False
@@ -838,3 +869,58 @@ class _FunctionalOnFirstUse:
 
 
 F = _FunctionalOnFirstUse()
+
+
+class _HookHandle:
+    """What register_hook returns: handle.remove() unregisters the hook."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+# Methods that call the op of the same name with the tensor first (x.flip(0) is F.flip(x, 0),
+# x.add(y, alpha=2) is F.add(x, y, alpha=2)); each op's documentation is in functional.
+_OP_METHODS = (
+    "add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "bmm", "masked_select",
+    "norm", "flip", "roll", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+    "atanh", "log2", "log10", "log1p", "expm1", "exp2", "erf", "erfc", "rsqrt", "reciprocal",
+    "deg2rad", "rad2deg", "floor", "ceil", "trunc", "round", "sign", "frac", "nan_to_num",
+    "square", "positive", "atan2", "remainder", "fmod", "floor_divide", "logaddexp", "hypot",
+    "lerp", "addcmul", "addcdiv", "clamp_min", "clamp_max", "isclose", "isinf", "isposinf",
+    "isneginf", "equal", "prod", "cumprod", "amax", "amin", "median", "diagonal", "movedim",
+    "narrow", "repeat_interleave", "tile", "unbind", "mm", "mv", "dot", "vdot", "inner",
+    "outer", "addmm", "addmv", "addr", "baddbmm", "addbmm", "logical_and", "logical_or",
+    "logical_xor", "logical_not", "permute",
+)  # fmt: skip
+
+
+def _op_method(name: str) -> Callable[..., Any]:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return getattr(F, name)(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"minitensor.functional.{name}(self, ...)"
+    return method
+
+
+_OP_METHODS += ("__mod__:remainder", "__floordiv__:floor_divide")
+
+
+def _reflected(name: str) -> Callable[..., Any]:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return getattr(F, name)(other, self)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+Tensor.__rmod__ = _reflected("remainder")
+Tensor.__rfloordiv__ = _reflected("floor_divide")
+for _name in _OP_METHODS:
+    _name, _, _op = _name.partition(":")
+    if _name not in vars(Tensor):  # a method written out above keeps its own definition
+        setattr(Tensor, _name, _op_method(_op or _name))

@@ -52,8 +52,9 @@ def _binary(fn, a, b):
         raise
 
 
-def add(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
-    return _binary(Add, a, b)
+def add(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, alpha: Scalar = 1) -> Tensor:
+    """a + alpha·b, elementwise with broadcasting (alpha is torch.add's scale of b)."""
+    return _binary(Add, a, b if alpha == 1 else mul(b, alpha))
 
 
 class Sub(Function):
@@ -68,8 +69,9 @@ class Sub(Function):
         return unbroadcast(grad, sa), unbroadcast(-grad, sb)
 
 
-def sub(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
-    return _binary(Sub, a, b)
+def sub(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, alpha: Scalar = 1) -> Tensor:
+    """a − alpha·b, elementwise with broadcasting (alpha is torch.sub's scale of b)."""
+    return _binary(Sub, a, b if alpha == 1 else mul(b, alpha))
 
 
 class Mul(Function):
@@ -106,8 +108,14 @@ class Div(Function):
         return ga, gb
 
 
-def div(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
-    """a / b; true division, so integers divide into float32 (not numpy's float64)."""
+def div(
+    a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, rounding_mode: str | None = None
+) -> Tensor:
+    """a / b; true division, so integers divide into float32 (not numpy's float64).
+    rounding_mode="floor" or "trunc" rounds the quotient down or toward 0 (torch's; integers
+    then stay integers, computed exactly, and the gradient is 0)."""
+    if rounding_mode is not None:
+        return _rounded_div(a, b, rounding_mode)
     if _dtype_kind(a) in "iub" and _dtype_kind(b) in "iub":
         a = _data(a).astype(np.float32)
     return _binary(Div, a, b)
@@ -666,3 +674,477 @@ def allclose(
 ) -> bool:
     """True when |a − b| ≤ atol + rtol·|b| everywhere (a Python bool, as torch.allclose)."""
     return bool(np.allclose(_data(a), _data(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+# --------------- unary functions of one real variable: y = f(x), dy/dx from x and y
+class _Unary(Function):
+    """y = f(x) elementwise, for an f defined on the reals: `f(x)` gives y, `df(x, y)` the
+    derivative dy/dx (from whichever of x and y is cheaper). Integers become float32, as in
+    torch. Values outside f's domain give NaN (asin 2) or ±∞ (log2 0), as torch: no error."""
+
+    float_inputs = (0,)
+    f = None
+    df = None
+
+    @classmethod
+    def forward(cls, ctx, x):
+        with np.errstate(all="ignore"):
+            out = np.asarray(cls.f(x)).astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            return (grad * ctx.fn.df(x, out)).astype(grad.dtype, copy=False)
+
+
+def _unary(name, f, df, doc):
+    """A `_Unary` subclass named `name` (its op name in graphs and errors)."""
+    cls = type(name.capitalize(), (_Unary,), {"f": staticmethod(f), "df": staticmethod(df)})
+    cls.name, cls.__doc__ = name, doc
+    return cls
+
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+Tan = _unary("tan", np.tan, lambda x, y: 1 + y * y, "tan x; d/dx = 1 + tan² x.")
+Asin = _unary("asin", np.arcsin, lambda x, y: 1 / np.sqrt(1 - x * x), "asin; 1/√(1 − x²).")
+Acos = _unary("acos", np.arccos, lambda x, y: -1 / np.sqrt(1 - x * x), "acos; −1/√(1 − x²).")
+Atan = _unary("atan", np.arctan, lambda x, y: 1 / (1 + x * x), "atan; 1/(1 + x²).")
+Sinh = _unary("sinh", np.sinh, lambda x, y: np.cosh(x), "sinh; d/dx = cosh.")
+Cosh = _unary("cosh", np.cosh, lambda x, y: np.sinh(x), "cosh; d/dx = sinh.")
+Asinh = _unary("asinh", np.arcsinh, lambda x, y: 1 / np.sqrt(x * x + 1), "asinh; 1/√(x² + 1).")
+Acosh = _unary("acosh", np.arccosh, lambda x, y: 1 / np.sqrt(x * x - 1), "acosh; 1/√(x² − 1).")
+Atanh = _unary("atanh", np.arctanh, lambda x, y: 1 / (1 - x * x), "atanh; 1/(1 − x²).")
+Log2 = _unary("log2", np.log2, lambda x, y: 1 / (x * _LN2), "log₂ x; 1/(x ln 2).")
+Log10 = _unary("log10", np.log10, lambda x, y: 1 / (x * _LN10), "log₁₀ x; 1/(x ln 10).")
+Log1p = _unary("log1p", np.log1p, lambda x, y: 1 / (1 + x), "ln(1 + x), exact near 0; 1/(1 + x).")
+Expm1 = _unary("expm1", np.expm1, lambda x, y: y + 1, "eˣ − 1, exact near 0; d/dx = eˣ.")
+Exp2 = _unary("exp2", np.exp2, lambda x, y: y * _LN2, "2ˣ; d/dx = 2ˣ ln 2.")
+Erf = _unary(
+    "erf", lambda x: K.erf(x), lambda x, y: _TWO_OVER_SQRT_PI * np.exp(-x * x), "erf; 2/√π e^(−x²)."
+)
+Erfc = _unary(
+    "erfc", lambda x: 1 - K.erf(x), lambda x, y: -_TWO_OVER_SQRT_PI * np.exp(-x * x), "1 − erf x."
+)
+Rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda x, y: -0.5 * y * y * y, "1/√x; −y³/2.")
+Reciprocal = _unary("reciprocal", lambda x: 1 / x, lambda x, y: -y * y, "1/x; d/dx = −1/x².")
+Deg2rad = _unary("deg2rad", np.deg2rad, lambda x, y: math.pi / 180, "degrees to radians.")
+Rad2deg = _unary("rad2deg", np.rad2deg, lambda x, y: 180 / math.pi, "radians to degrees.")
+
+
+def tan(x: Tensor) -> Tensor:
+    """tan x, elementwise (any shape)."""
+    return Tan.apply(x)
+
+
+def asin(x: Tensor) -> Tensor:
+    """arcsin x, elementwise; NaN outside [−1, 1]."""
+    return Asin.apply(x)
+
+
+def acos(x: Tensor) -> Tensor:
+    """arccos x, elementwise; NaN outside [−1, 1]."""
+    return Acos.apply(x)
+
+
+def atan(x: Tensor) -> Tensor:
+    """arctan x, elementwise."""
+    return Atan.apply(x)
+
+
+def sinh(x: Tensor) -> Tensor:
+    """sinh x, elementwise."""
+    return Sinh.apply(x)
+
+
+def cosh(x: Tensor) -> Tensor:
+    """cosh x, elementwise."""
+    return Cosh.apply(x)
+
+
+def asinh(x: Tensor) -> Tensor:
+    """arsinh x, elementwise."""
+    return Asinh.apply(x)
+
+
+def acosh(x: Tensor) -> Tensor:
+    """arcosh x, elementwise; NaN below 1."""
+    return Acosh.apply(x)
+
+
+def atanh(x: Tensor) -> Tensor:
+    """artanh x, elementwise; ±∞ at ±1, NaN outside [−1, 1]."""
+    return Atanh.apply(x)
+
+
+def log2(x: Tensor) -> Tensor:
+    """log₂ x, elementwise."""
+    return Log2.apply(x)
+
+
+def log10(x: Tensor) -> Tensor:
+    """log₁₀ x, elementwise."""
+    return Log10.apply(x)
+
+
+def log1p(x: Tensor) -> Tensor:
+    """ln(1 + x), elementwise, without the rounding of 1 + x for small x."""
+    return Log1p.apply(x)
+
+
+def expm1(x: Tensor) -> Tensor:
+    """eˣ − 1, elementwise, without the cancellation for small x."""
+    return Expm1.apply(x)
+
+
+def exp2(x: Tensor) -> Tensor:
+    """2ˣ, elementwise."""
+    return Exp2.apply(x)
+
+
+def erf(x: Tensor) -> Tensor:
+    """The error function erf x = 2/√π ∫₀ˣ e^(−t²) dt, elementwise."""
+    return Erf.apply(x)
+
+
+def erfc(x: Tensor) -> Tensor:
+    """1 − erf x, elementwise."""
+    return Erfc.apply(x)
+
+
+def rsqrt(x: Tensor) -> Tensor:
+    """1/√x, elementwise."""
+    return Rsqrt.apply(x)
+
+
+def reciprocal(x: Tensor) -> Tensor:
+    """1/x, elementwise (integers give float32, as torch)."""
+    return Reciprocal.apply(x)
+
+
+def deg2rad(x: Tensor) -> Tensor:
+    """x·π/180, elementwise."""
+    return Deg2rad.apply(x)
+
+
+def rad2deg(x: Tensor) -> Tensor:
+    """x·180/π, elementwise."""
+    return Rad2deg.apply(x)
+
+
+class _Rounding(Function):
+    """floor, ceil, trunc, round and sign: piecewise constant, so the gradient is 0 (as
+    torch). Integers are already whole numbers and come back unchanged, in their dtype."""
+
+    f = None
+
+    @classmethod
+    def forward(cls, ctx, x, **kwargs):
+        if x.dtype.kind in "iub" and cls is not Sign:
+            return x.copy()
+        return np.asarray(cls.f(x, **kwargs)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return np.zeros_like(grad)
+
+
+class Floor(_Rounding):
+    f = staticmethod(np.floor)
+
+
+class Ceil(_Rounding):
+    f = staticmethod(np.ceil)
+
+
+class Trunc(_Rounding):
+    f = staticmethod(np.trunc)
+
+
+class Round(_Rounding):
+    f = staticmethod(np.round)  # halves to even, as torch
+
+
+class Sign(_Rounding):
+    @staticmethod
+    def f(x):
+        return x if x.dtype == np.bool_ else np.sign(x)
+
+
+def floor(x: Tensor) -> Tensor:
+    """The largest whole number ≤ x, elementwise (gradient 0)."""
+    return Floor.apply(x)
+
+
+def ceil(x: Tensor) -> Tensor:
+    """The smallest whole number ≥ x, elementwise (gradient 0)."""
+    return Ceil.apply(x)
+
+
+def trunc(x: Tensor) -> Tensor:
+    """x rounded toward 0, elementwise (gradient 0)."""
+    return Trunc.apply(x)
+
+
+def round(x: Tensor, *, decimals: int = 0) -> Tensor:
+    """x rounded to `decimals` digits, halves to even (as torch and numpy; gradient 0)."""
+    return Round.apply(x, decimals=decimals) if decimals else Round.apply(x)
+
+
+def sign(x: Tensor) -> Tensor:
+    """−1, 0 or 1 by the sign of x, elementwise (NaN stays NaN; gradient 0)."""
+    return Sign.apply(x)
+
+
+def frac(x: Tensor) -> Tensor:
+    """x − trunc(x), elementwise: the fractional part, with x's sign (gradient 1)."""
+    return sub(x, trunc(x))
+
+
+class NanToNum(Function):
+    """NaN, +∞ and −∞ replaced by finite numbers; the gradient passes where x was finite and
+    is 0 where a value was replaced (the output does not depend on x there)."""
+
+    @staticmethod
+    def forward(ctx, x, nan=0.0, posinf=None, neginf=None):
+        ctx.save_for_backward(x)
+        return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return np.where(np.isfinite(x), grad, np.zeros((), grad.dtype))
+
+
+def nan_to_num(
+    x: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> Tensor:
+    """NaN → `nan`, +∞ → `posinf` and −∞ → `neginf` (default: the dtype's largest and
+    smallest finite numbers), elementwise; other values unchanged."""
+    if x.dtype.kind != "f":
+        return clone(x)
+    return NanToNum.apply(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def square(x: Tensor) -> Tensor:
+    """x², elementwise (integers stay integers, as torch)."""
+    return mul(x, x)
+
+
+def positive(x: Tensor) -> Tensor:
+    """x itself (unary +)."""
+    return x
+
+
+# --------------- binary functions of two real variables
+class Atan2(Function):
+    """atan2(a, b): the angle of the point (b, a); d/da = b/(a² + b²), d/db = −a/(a² + b²)."""
+
+    float_inputs = (0, 1)
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return np.arctan2(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            r2 = a * a + b * b
+            return unbroadcast(grad * b / r2, a.shape), unbroadcast(-grad * a / r2, b.shape)
+
+
+def atan2(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """atan2(a, b), elementwise with broadcasting: the angle in (−π, π] of the point (b, a)."""
+    return _binary(Atan2, a, b)
+
+
+class _Modulo(Function):
+    """a − q·b with q = floor(a/b) (remainder: the sign of b, as Python's %) or trunc(a/b)
+    (fmod: the sign of a, as C's fmod). d/da = 1, d/db = −q (q is piecewise constant)."""
+
+    mod = None
+    quotient = None
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        if a.dtype.kind in "iu" and np.dtype(np.result_type(a, b)).kind in "iu" and (b == 0).any():
+            raise ZeroDivisionError(f"{cls.op_name()}: integer division by zero")
+        ctx.save_for_backward(a, b)
+        with np.errstate(all="ignore"):
+            return cls.mod(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            q = ctx.fn.quotient(a / b)
+        return unbroadcast(grad, a.shape), unbroadcast(-grad * q, b.shape)
+
+
+class Remainder(_Modulo):
+    mod = staticmethod(np.remainder)
+    quotient = staticmethod(np.floor)
+
+
+class Fmod(_Modulo):
+    mod = staticmethod(np.fmod)
+    quotient = staticmethod(np.trunc)
+
+
+def remainder(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a mod b with the sign of b (Python's %), elementwise with broadcasting."""
+    return _binary(Remainder, a, b)
+
+
+def fmod(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a mod b with the sign of a (C's fmod), elementwise with broadcasting."""
+    return _binary(Fmod, a, b)
+
+
+def floor_divide(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """floor(a / b), elementwise (Python's //); no gradient (piecewise constant)."""
+    return div(a, b, rounding_mode="floor")
+
+
+def _rounded_div(a, b, rounding_mode):
+    if rounding_mode not in ("floor", "trunc"):
+        raise op_error(
+            "div", f"rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}"
+        )
+    if _dtype_kind(a) in "iub" and _dtype_kind(b) in "iub":
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            a = Tensor(a)
+        a, b = _operand(a, b), _operand(b, a)
+        q = _integer_quotient(np.asarray(_data(a)), np.asarray(_data(b)), rounding_mode)
+        return Tensor._make(np.asarray(q))
+    return (floor if rounding_mode == "floor" else trunc)(div(a, b))
+
+
+def _integer_quotient(a, b, rounding_mode):
+    """a / b of integers rounded down ("floor") or toward 0 ("trunc"), exactly (no float)."""
+    if (b == 0).any():
+        raise ZeroDivisionError(f"div: integer division by zero (rounding_mode={rounding_mode!r})")
+    q = np.floor_divide(a, b)
+    if rounding_mode == "trunc":  # floor is one below trunc where a/b is negative and inexact
+        q = q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))
+    return q
+
+
+class LogAddExp(Function):
+    """ln(eᵃ + eᵇ) without overflow; d/da = e^(a − out), d/db = e^(b − out)."""
+
+    float_inputs = (0, 1)
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = np.logaddexp(a, b)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, out = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            return (
+                unbroadcast(grad * np.exp(a - out), a.shape),
+                unbroadcast(grad * np.exp(b - out), b.shape),
+            )
+
+
+def logaddexp(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """ln(eᵃ + eᵇ), elementwise with broadcasting, computed without overflow."""
+    return _binary(LogAddExp, a, b)
+
+
+class Hypot(Function):
+    """√(a² + b²); d/da = a/out, d/db = b/out."""
+
+    float_inputs = (0, 1)
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = np.hypot(a, b)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, out = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            return unbroadcast(grad * a / out, a.shape), unbroadcast(grad * b / out, b.shape)
+
+
+def hypot(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """√(a² + b²), elementwise with broadcasting, without overflow."""
+    return _binary(Hypot, a, b)
+
+
+def rsub(a: Tensor, b: Tensor | ArrayLike, alpha: Scalar = 1) -> Tensor:
+    """b − alpha·a (torch.rsub: sub with its operands swapped)."""
+    return sub(b, a, alpha=alpha)
+
+
+def lerp(start: Tensor, end: Tensor | ArrayLike, weight: Tensor | ArrayLike) -> Tensor:
+    """start + weight·(end − start), elementwise with broadcasting."""
+    return add(start, mul(weight, sub(end, start)))
+
+
+def addcmul(
+    x: Tensor, tensor1: Tensor | ArrayLike, tensor2: Tensor | ArrayLike, *, value: Scalar = 1
+) -> Tensor:
+    """x + value·tensor1·tensor2, elementwise with broadcasting."""
+    return add(x, mul(tensor1, tensor2), alpha=value)
+
+
+def addcdiv(
+    x: Tensor, tensor1: Tensor | ArrayLike, tensor2: Tensor | ArrayLike, *, value: Scalar = 1
+) -> Tensor:
+    """x + value·tensor1/tensor2, elementwise with broadcasting."""
+    return add(x, div(tensor1, tensor2), alpha=value)
+
+
+def clamp_min(x: Tensor, min: Scalar) -> Tensor:
+    """max(x, min), elementwise (clamp with a lower bound only)."""
+    return clip(x, min=min)
+
+
+def clamp_max(x: Tensor, max: Scalar) -> Tensor:
+    """min(x, max), elementwise (clamp with an upper bound only)."""
+    return clip(x, max=max)
+
+
+def isclose(
+    a: Tensor | ArrayLike,
+    b: Tensor | ArrayLike,
+    rtol: float = 1e-05,
+    atol: float = 1e-08,
+    equal_nan: bool = False,
+) -> Tensor:
+    """Where |a − b| ≤ atol + rtol·|b|, elementwise (a bool tensor; allclose is its all())."""
+    if rtol < 0 or atol < 0:
+        raise op_error("isclose", f"rtol and atol must be ≥ 0, got rtol={rtol}, atol={atol}")
+    return Tensor._make(np.isclose(_data(a), _data(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isinf(x: Tensor | ArrayLike) -> Tensor:
+    return Tensor._make(np.isinf(_data(x)))
+
+
+def isposinf(x: Tensor | ArrayLike) -> Tensor:
+    return Tensor._make(np.isposinf(_data(x)))
+
+
+def isneginf(x: Tensor | ArrayLike) -> Tensor:
+    return Tensor._make(np.isneginf(_data(x)))
+
+
+def equal(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> bool:
+    """True when a and b have the same shape and the same values (a Python bool, as
+    torch.equal; NaN is never equal to itself)."""
+    a, b = _data(a), _data(b)
+    return bool(a.shape == b.shape and np.array_equal(a, b))

@@ -17,9 +17,10 @@ import numpy as np
 from .. import kernels as K
 from ..function import Function, ShapeError, op_error, unbroadcast
 from ..tensor import Tensor
-from ..typing import ArrayLike
+from ..typing import ArrayLike, Scalar
 from ._args import _keep_float_dtype, _operand
-from .shape import transpose
+from .elementwise import add, mul
+from .shape import transpose, unsqueeze
 
 
 def _check_matmul_shapes(a, b):
@@ -133,3 +134,95 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         )
     y = matmul(input, transpose(weight))
     return y if bias is None else y + bias
+
+
+def _need(op, *pairs):
+    """Refuse operands of the wrong number of axes, naming the op and every shape."""
+    for name, t, ndim in pairs:
+        if t.ndim != ndim:
+            shapes = ", ".join(f"{n} {tuple(x.shape)}" for n, x, _ in pairs)
+            raise op_error(op, f"{name} must be {ndim}-D ({shapes})")
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product of (n, m) and (m, p) → (n, p) (torch.mm: 2-D only)."""
+    _need("mm", ("input", a, 2), ("mat2", b, 2))
+    return matmul(a, b)
+
+
+def mv(a: Tensor, v: Tensor) -> Tensor:
+    """Matrix-vector product (n, m) @ (m,) → (n,)."""
+    _need("mv", ("input", a, 2), ("vec", v, 1))
+    return matmul(a, v)
+
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """Σ a_i·b_i of two 1-D tensors of one size, as a 0-d tensor."""
+    _need("dot", ("input", a, 1), ("tensor", b, 1))
+    if a.dtype != b.dtype:
+        raise op_error("dot", f"dtypes {a.dtype} and {b.dtype} differ", TypeError)
+    return matmul(a, b)
+
+
+def vdot(a: Tensor, b: Tensor) -> Tensor:
+    """dot for real tensors (torch.vdot conjugates a; real numbers are their own conjugate)."""
+    return dot(a, b)
+
+
+def inner(a: Tensor, b: Tensor) -> Tensor:
+    """Σ over the last axis of a and b: shape a.shape[:-1] + b.shape[:-1] (0-d inputs scale)."""
+    if a.ndim == 0 or b.ndim == 0:
+        return mul(a, b)
+    return matmul(a, transpose(b, -1, -2)) if b.ndim > 1 else matmul(a, b)
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """The outer product a_i·b_j of two 1-D tensors, (n,) and (m,) → (n, m)."""
+    _need("outer", ("input", a, 1), ("vec2", b, 1))
+    return mul(unsqueeze(a, 1), unsqueeze(b, 0))
+
+
+def _scaled_sum(op, x, product, beta, alpha):
+    """beta·x + alpha·product; beta = 0 ignores x entirely (its NaNs too), as torch."""
+    if product.dtype.kind in "iub":  # torch truncates the scales to the integer dtype
+        alpha, beta = int(alpha), int(beta)
+    product = product if alpha == 1 else mul(product, alpha)
+    if beta == 0:  # not 0·x: 0·NaN would be NaN
+        return product
+    return add(x if beta == 1 else mul(x, beta), product)
+
+
+def addmm(
+    x: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Scalar = 1, alpha: Scalar = 1
+) -> Tensor:
+    """beta·x + alpha·(mat1 @ mat2), x broadcast to (n, p)."""
+    _need("addmm", ("mat1", mat1, 2), ("mat2", mat2, 2))
+    return _scaled_sum("addmm", x, matmul(mat1, mat2), beta, alpha)
+
+
+def addmv(x: Tensor, mat: Tensor, vec: Tensor, *, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor:
+    """beta·x + alpha·(mat @ vec), x broadcast to (n,)."""
+    _need("addmv", ("mat", mat, 2), ("vec", vec, 1))
+    return _scaled_sum("addmv", x, matmul(mat, vec), beta, alpha)
+
+
+def addr(x: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor:
+    """beta·x + alpha·outer(vec1, vec2)."""
+    return _scaled_sum("addr", x, outer(vec1, vec2), beta, alpha)
+
+
+def baddbmm(
+    x: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Scalar = 1, alpha: Scalar = 1
+) -> Tensor:
+    """beta·x + alpha·(batch1 @ batch2) for (B, n, m) and (B, m, p) batches."""
+    _need("baddbmm", ("batch1", batch1, 3), ("batch2", batch2, 3))
+    return _scaled_sum("baddbmm", x, matmul(batch1, batch2), beta, alpha)
+
+
+def addbmm(
+    x: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Scalar = 1, alpha: Scalar = 1
+) -> Tensor:
+    """beta·x + alpha·Σ_b batch1[b] @ batch2[b]: the batch of products summed, (n, p)."""
+    _need("addbmm", ("batch1", batch1, 3), ("batch2", batch2, 3))
+    product = matmul(batch1, batch2).sum(0)
+    return _scaled_sum("addbmm", x, product, beta, alpha)

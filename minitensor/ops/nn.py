@@ -20,10 +20,10 @@ from .. import kernels as K
 from .. import random as _random
 from ..function import Function, ShapeError, op_error
 from ..tensor import Tensor
-from ..typing import ArrayLike, Scalar
+from ..typing import ArrayLike, DType, Scalar
 from ._args import _constant, _data
 from ._axes import normalize_axis, torch_names
-from .elementwise import clone, exp, log, sub
+from .elementwise import cast, clone, exp, log, sub
 from .reduce import mean, sum
 from .shape import concat, getitem, permute, reshape, swapaxes, where
 
@@ -115,15 +115,21 @@ class Softmax(Function):
 
 @torch_names
 def softmax(
-    x: Tensor, axis: int = -1, scale: float = 1.0, mask: Tensor | ArrayLike | None = None
+    x: Tensor,
+    axis: int = -1,
+    scale: float = 1.0,
+    mask: Tensor | ArrayLike | None = None,
+    *,
+    dtype: DType | None = None,
 ) -> Tensor:
-    """softmax(scale·x + mask) along `axis`.
+    """softmax(scale·x + mask) along `axis`; dtype= casts x first (torch's).
 
     mask (optional, broadcastable to x): bool with **True = blocked**, or an additive float
     mask (0 where allowed, −inf where blocked); integer masks are refused (see
     `as_attention_mask`). Fully blocked rows give zeros, not NaN.
     """
     m = as_attention_mask(mask)
+    x = x if dtype is None else cast(x, dtype)
     if x.ndim == 0:
         raise op_error("softmax", "needs at least one axis, got a 0-d tensor (shape ())")
     axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
@@ -158,8 +164,10 @@ class LogSoftmax(Function):
 
 
 @torch_names
-def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x))."""
+def log_softmax(x: Tensor, axis: int = -1, *, dtype: DType | None = None) -> Tensor:
+    """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x)); dtype= casts x
+    first (torch's)."""
+    x = x if dtype is None else cast(x, dtype)
     if x.ndim == 0:
         raise op_error("log_softmax", "needs at least one axis, got a 0-d tensor (shape ())")
     axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)

@@ -16,10 +16,10 @@ import numpy as np
 
 from ..function import Function, op_error, unbroadcast
 from ..tensor import Tensor
-from ..typing import ArrayLike, Axis
+from ..typing import ArrayLike, Axis, DType
 from ._args import _data
 from ._axes import expand_reduced, normalize_axes, normalize_axis, torch_names
-from .elementwise import maximum, minimum
+from .elementwise import abs, cast, maximum, minimum, nan_to_num, sign
 
 
 class Sum(Function):
@@ -35,9 +35,10 @@ class Sum(Function):
 
 
 @torch_names
-def sum(x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Sum over `axis` (an int, a tuple, or None for all axes); keepdims keeps them as size 1."""
-    return Sum.apply(x, axis=axis, keepdims=keepdims)
+def sum(x: Tensor, axis: Axis = None, keepdims: bool = False, *, dtype: DType | None = None) -> Tensor:
+    """Sum over `axis` (an int, a tuple, or None for all axes); keepdims keeps them as size 1.
+    dtype= casts x first (torch's: sum a float16 or int8 tensor in a wider dtype)."""
+    return Sum.apply(_in_dtype(x, dtype), axis=axis, keepdims=keepdims)
 
 
 class Mean(Function):
@@ -164,7 +165,7 @@ def _centered(ctx, x, axis, unbiased, keepdims, op):
     0/0 = NaN, as in torch — there is no spread to estimate from a single sample."""
     ctx.axes = normalize_axes(axis, x.ndim, op, x.shape)
     n = int(np.prod([x.shape[a] for a in ctx.axes]))
-    ctx.denom = float(builtins.max(n - (1 if unbiased else 0), 0))  # no elements: 0/0 = NaN too
+    ctx.denom = float(builtins.max(n - float(unbiased), 0))  # unbiased: True, False or a number  # no elements: 0/0 = NaN too
     ctx.keepdims = keepdims
     return x - x.mean(axis=ctx.axes, keepdims=True)
 
@@ -199,9 +200,30 @@ class Var(Function):
 
 
 @torch_names
-def var(x: Tensor, axis: Axis = None, unbiased: bool = True, keepdims: bool = False) -> Tensor:
-    """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default)."""
+def var(
+    x: Tensor,
+    axis: Axis = None,
+    unbiased: bool = True,
+    keepdims: bool = False,
+    *,
+    correction: float | None = None,
+) -> Tensor:
+    """Variance; unbiased=True divides by n − 1 (Bessel's correction, PyTorch's default).
+    correction=c divides by n − c (torch's newer spelling: 0 is unbiased=False); var(x, True)
+    with a bool second argument is torch's var(input, unbiased)."""
+    axis, unbiased = _correction("var", axis, unbiased, correction)
     return Var.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
+
+
+def _correction(op, axis, unbiased, correction):
+    """(axis, the number subtracted from n) from torch's two spellings of var and std."""
+    if isinstance(axis, bool):  # torch.var(x, unbiased): a bool where the axis would be
+        axis, unbiased = None, axis
+    if correction is not None:
+        if unbiased is not True:
+            raise op_error(op, "give unbiased= or correction=, not both", TypeError)
+        unbiased = correction
+    return axis, unbiased
 
 
 class Std(Function):
@@ -232,9 +254,17 @@ class Std(Function):
 
 
 @torch_names
-def std(x: Tensor, axis: Axis = None, unbiased: bool = True, keepdims: bool = False) -> Tensor:
-    """Standard deviation: the square root of `var` (same arguments). Where it is 0 (all
-    elements equal) the gradient is 0, as in PyTorch, not NaN."""
+def std(
+    x: Tensor,
+    axis: Axis = None,
+    unbiased: bool = True,
+    keepdims: bool = False,
+    *,
+    correction: float | None = None,
+) -> Tensor:
+    """Standard deviation: the square root of `var` (same arguments, correction= too). Where
+    it is 0 (all elements equal) the gradient is 0, as in PyTorch, not NaN."""
+    axis, unbiased = _correction("std", axis, unbiased, correction)
     return Std.apply(x, axis=axis, unbiased=unbiased, keepdims=keepdims)
 
 
@@ -388,9 +418,9 @@ class CumSum(Function):
 
 
 @torch_names
-def cumsum(x: Tensor, axis: int) -> Tensor:
-    """Running sum along `axis` (torch: dim); same shape as x."""
-    return CumSum.apply(x, axis=axis)
+def cumsum(x: Tensor, axis: int, *, dtype: DType | None = None) -> Tensor:
+    """Running sum along `axis` (torch: dim); same shape as x. dtype= casts x first."""
+    return CumSum.apply(_in_dtype(x, dtype), axis=axis)
 
 
 # --------------- no Function of their own: compositions of the ops above, or no gradient
@@ -410,3 +440,219 @@ def argmin(x: Tensor | ArrayLike, axis: int | None = None, keepdims: bool = Fals
     axes = range(d.ndim) if axis is None else (normalize_axis(axis, d.ndim, "argmin", d.shape),)
     check_nonempty_axes("argmin", d.shape, axes)
     return Tensor._make(np.asarray(np.argmin(d, axis=axis, keepdims=keepdims)))
+
+
+def _in_dtype(x, dtype):
+    """x cast to `dtype` first (torch's dtype= of sum, cumsum, prod, softmax), or x."""
+    return x if dtype is None else cast(x, dtype)
+
+
+# --------------- products, extremes over several axes, the median, norms
+def _exclusive_products(x, axis):
+    """For each element, the product of every other element along `axis` (exact where x has
+    zeros, unlike prod/x): the running product from the left times the one from the right."""
+    ones = np.ones_like(np.take(x, [0], axis=axis))
+    left = np.cumprod(np.concatenate([ones, x], axis=axis), axis=axis)
+    right = np.flip(np.cumprod(np.flip(np.concatenate([x, ones], axis=axis), axis), axis), axis)
+    n = x.shape[axis]
+    return np.take(left, range(n), axis=axis) * np.take(right, range(1, n + 1), axis=axis)
+
+
+class Prod(Function):
+    """Product over one axis or all; d/dx_i = the product of the other elements (computed
+    without dividing, so zeros in x are exact)."""
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        ctx.axis, ctx.keepdims, ctx.shape = axis, keepdims, x.shape
+        ctx.save_for_backward(x)
+        return np.asarray(np.prod(x, axis=axis, keepdims=keepdims))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if ctx.axis is None:
+            others = _exclusive_products(x.reshape(-1), 0).reshape(x.shape)
+            return grad * others
+        g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axis)
+        return g * _exclusive_products(x, ctx.axis)
+
+
+@torch_names
+def prod(
+    x: Tensor, axis: int | None = None, keepdims: bool = False, *, dtype: DType | None = None
+) -> Tensor:
+    """Product of all elements, or along one `axis` (torch: dim); integers and bools give
+    int64, as torch."""
+    x = _in_dtype(x, dtype)
+    if x.dtype.kind in "biu" and dtype is None:
+        x = cast(x, np.int64)
+    if axis is not None:
+        axis = normalize_axis(axis, x.ndim, "prod", x.shape) if x.ndim else None
+    return Prod.apply(x, axis=axis, keepdims=keepdims and axis is not None)
+
+
+class CumProd(Function):
+    """Running product along one axis. d out_k / d x_i = the product of x_j for j ≤ k, j ≠ i;
+    without zeros that is out_k / x_i, and the gradient is the reversed running sum of
+    grad·out, divided by x. A slice with a zero takes the exact route: each x_i set to 1 in
+    turn, an (…, n, n) running product, O(n²)."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = normalize_axis(axis, x.ndim, "cumprod", x.shape) if x.ndim else None
+        out = np.cumprod(x, axis=ctx.axis).reshape(x.shape)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        if ctx.axis is None or x.size == 0:
+            return grad
+        if np.all(x != 0):
+            s = np.flip(np.cumsum(np.flip(grad * out, ctx.axis), axis=ctx.axis), ctx.axis)
+            return s / x
+        xl, gl = np.moveaxis(x, ctx.axis, -1), np.moveaxis(grad, ctx.axis, -1)
+        n = xl.shape[-1]
+        rows = np.repeat(xl[..., None, :], n, axis=-2)  # row i: x with x_i set to 1
+        rows[..., np.arange(n), np.arange(n)] = 1
+        partial = np.cumprod(rows, axis=-1)  # [..., i, k] = Π_{j≤k, j≠i} x_j
+        upper = np.triu(np.ones((n, n), dtype=bool))  # k ≥ i
+        g = np.sum(np.where(upper, partial * gl[..., None, :], 0), axis=-1)
+        return np.moveaxis(g, -1, ctx.axis)
+
+
+@torch_names
+def cumprod(x: Tensor, axis: int, *, dtype: DType | None = None) -> Tensor:
+    """Running product along `axis` (torch: dim); same shape as x."""
+    x = _in_dtype(x, dtype)
+    if x.dtype.kind in "biu" and dtype is None:
+        x = cast(x, np.int64)
+    return CumProd.apply(x, axis=axis)
+
+
+@torch_names
+def amax(x: Tensor, axis: Axis = (), keepdims: bool = False) -> Tensor:
+    """Maximum over `axis` (an int or a tuple; () or None: all). Ties share the gradient
+    evenly, as torch.amax."""
+    return Max.apply(x, axis=None if axis == () else axis, keepdims=keepdims)
+
+
+@torch_names
+def amin(x: Tensor, axis: Axis = (), keepdims: bool = False) -> Tensor:
+    """Minimum over `axis` (an int or a tuple; () or None: all); ties share the gradient."""
+    return Min.apply(x, axis=None if axis == () else axis, keepdims=keepdims)
+
+
+class MedianAt(Function):
+    """The elements at `index` along `axis` (the median's, kept as a size-1 axis); the
+    gradient goes to those elements."""
+
+    name = "median"
+
+    @staticmethod
+    def forward(ctx, x, index, axis, keepdims):
+        ctx.save_for_backward(index)
+        ctx.x_shape, ctx.axis, ctx.keepdims = x.shape, axis, keepdims
+        out = np.take_along_axis(x, index, axis)
+        return out if keepdims else np.squeeze(out, axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        g = np.zeros(ctx.x_shape, grad.dtype)
+        at = grad if ctx.keepdims else np.expand_dims(grad, ctx.axis)
+        np.put_along_axis(g, index, at, ctx.axis)
+        return g, None
+
+
+def _median_index(d, axis):
+    """The index of the lower median along `axis` (a NaN's, where the slice has one, as
+    torch: the median of a slice with a NaN is NaN)."""
+    order = np.argsort(d, axis=axis, kind="stable")
+    n = d.shape[axis]
+    index = np.take(order, [(n - 1) // 2], axis=axis)
+    if d.dtype.kind == "f":
+        has_nan = np.isnan(d).any(axis=axis, keepdims=True)
+        first_nan = np.argmax(np.isnan(d), axis=axis, keepdims=True)
+        index = np.where(has_nan, first_nan, index)
+    return index
+
+
+@torch_names
+def median(
+    x: Tensor, axis: int | None = None, keepdims: bool = False
+) -> Tensor | ValuesIndices:
+    """The lower median (for an even count, the smaller of the two middle values, as torch).
+    median(x) → a 0-d tensor; median(x, dim) → (values, indices). The gradient goes to the
+    median's element."""
+    if axis is None:
+        flat = x.reshape(-1)
+        check_nonempty_axes("median", flat.shape, (0,))
+        return MedianAt.apply(flat, _median_index(flat.data, 0), axis=0, keepdims=False)
+    if x.ndim == 0:
+        return ValuesIndices(x * 1, Tensor._make(np.zeros((), np.int64)))
+    axis = normalize_axis(axis, x.ndim, "median", x.shape)
+    check_nonempty_axes("median", x.shape, (axis,))
+    index = _median_index(x.data, axis)
+    values = MedianAt.apply(x, index, axis=axis, keepdims=keepdims)
+    indices = index if keepdims else np.squeeze(index, axis)
+    return ValuesIndices(values, Tensor._make(indices.astype(np.int64, copy=False)))
+
+
+class PNorm(Function):
+    """(Σ |x|^p)^(1/p) over `axes`, for a finite p > 0. d/dx = x·|x|^(p−2) / norm^(p−1): for
+    p = 2, x / norm. Where the norm is 0 (or x is 0 and p < 2) the gradient is 0, as torch's."""
+
+    @staticmethod
+    def forward(ctx, x, p, axes, keepdims):
+        ctx.p, ctx.axes, ctx.keepdims = p, axes, keepdims
+        a = np.abs(x)
+        out = np.sqrt(np.sum(a * a, axis=axes, keepdims=True)) if p == 2 else (
+            np.sum(a**p, axis=axes, keepdims=True) ** (1.0 / p)
+        )  # fmt: skip
+        ctx.save_for_backward(x, out)
+        return out if keepdims else np.squeeze(out, axis=axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
+        p = ctx.p
+        with np.errstate(all="ignore"):
+            scale = x / out if p == 2 else x * np.abs(x) ** (p - 2) / out ** (p - 1)
+        return np.where((out == 0) | (x == 0), np.zeros((), x.dtype), g * scale)
+
+
+@torch_names
+def vector_norm(
+    x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = False
+) -> Tensor:
+    """The vector p-norm over `axis` (None: all elements), torch.linalg.vector_norm:
+    (Σ |x|^ord)^(1/ord); ord=inf is max |x|, -inf min |x|, 0 the count of non-zeros."""
+    if x.dtype.kind != "f":
+        raise op_error(
+            "norm", f"input has dtype {x.dtype} (shape {tuple(x.shape)}): give a float tensor",
+            TypeError,
+        )  # fmt: skip
+    axes = normalize_axes(axis, x.ndim, "norm", x.shape)
+    if ord in (math.inf, -math.inf):
+        return (amax if ord > 0 else amin)(abs(x), axes or None, keepdims)
+    if ord == 0:  # the count of non-zeros: its gradient is 0 (NaN and ±∞ count as non-zero)
+        return sum(sign(abs(nan_to_num(x, nan=1.0))), axes, keepdims)
+    if ord < 0:
+        return sum(abs(x) ** ord, axes, keepdims) ** (1.0 / ord)
+    return PNorm.apply(x, p=float(ord), axes=axes, keepdims=keepdims)
+
+
+@torch_names
+def norm(
+    x: Tensor, p: float | str = "fro", axis: Axis = None, keepdims: bool = False,
+    dtype: DType | None = None,
+) -> Tensor:  # fmt: skip
+    """torch.norm: the 2-norm ('fro', the default) or any vector p-norm over `axis` (torch:
+    dim; None: every element). 'nuc' (a matrix norm) is not provided."""
+    if p == "nuc":
+        raise op_error("norm", "p='nuc' (the nuclear norm) is not provided", NotImplementedError)
+    return vector_norm(_in_dtype(x, dtype), 2 if p == "fro" else p, axis, keepdims)

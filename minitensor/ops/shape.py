@@ -624,3 +624,194 @@ def nonzero(x: Tensor | ArrayLike, as_tuple: bool = False) -> Tensor | tuple[Ten
     if as_tuple:
         return tuple(Tensor._make(w.astype(np.int64)) for w in where)
     return Tensor._make(np.stack(where, axis=1).astype(np.int64).reshape(-1, _data(x).ndim))
+
+
+# --------------- flips, rolls, diagonals, repeats, slices and selections (issue 22's list)
+class Flip(Function):
+    """x reversed along `axes` (a copy, as torch's flip); the gradient is flipped back."""
+
+    @staticmethod
+    def forward(ctx, x, axes):
+        ctx.axes = axes
+        return np.flip(x, axes).copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return np.flip(grad, ctx.axes)
+
+
+def flip(x: Tensor, *dims: int | Sequence[int], **kwargs: Sequence[int]) -> Tensor:
+    """x with the order of elements reversed along each of `dims` (x.flip(0), flip(x, (0, 1)),
+    flip(x, dims=(0,)))."""
+    dims = shape_arg(dims) if not kwargs else tuple(kwargs.pop("dims"))
+    if kwargs:
+        raise TypeError(f"flip() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    axes = tuple(normalize_axis(d, x.ndim, "flip", x.shape) for d in dims) if x.ndim else ()
+    if len(set(axes)) != len(axes):
+        raise op_error("flip", f"dims {dims} repeat an axis (tensor of shape {tuple(x.shape)})")
+    return Flip.apply(x, axes=axes)
+
+
+class Roll(Function):
+    """x shifted cyclically by `shifts` along `axes` (None: the flattened tensor); the
+    gradient is rolled back by −shifts."""
+
+    @staticmethod
+    def forward(ctx, x, shifts, axes):
+        ctx.shifts, ctx.axes = shifts, axes
+        return np.roll(x, shifts, axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        back = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, tuple) else -ctx.shifts
+        return np.roll(grad, back, ctx.axes)
+
+
+def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    """x shifted cyclically by `shifts` along `dims` (elements pushed off one end come back at
+    the other); without dims, over the flattened tensor, its shape kept."""
+    if dims is None:
+        if not isinstance(shifts, int):
+            if len(shifts) != 1:
+                raise op_error("roll", f"shifts {tuple(shifts)} without dims: give one shift")
+            shifts = shifts[0]
+        return Roll.apply(x, shifts=int(shifts), axes=None)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise op_error("roll", f"shifts {shifts} and dims {dims} differ in length")
+    axes = tuple(normalize_axis(d, x.ndim, "roll", x.shape) for d in dims)
+    return Roll.apply(x, shifts=tuple(int(s) for s in shifts), axes=axes)
+
+
+class Diagonal(Function):
+    """The diagonal with `offset` of the (axis1, axis2) planes, as a new last axis (torch's
+    diagonal); backward writes the gradient onto that diagonal of zeros."""
+
+    @staticmethod
+    def forward(ctx, x, offset, axis1, axis2):
+        ctx.shape, ctx.args = x.shape, (offset, axis1, axis2)
+        return np.diagonal(x, offset, axis1, axis2).copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        offset, axis1, axis2 = ctx.args
+        g = np.zeros(ctx.shape, grad.dtype)
+        planes = np.moveaxis(g, (axis1, axis2), (-2, -1))  # a view of g: writes land in g
+        i = np.arange(grad.shape[-1])
+        planes[..., i + builtins.max(-offset, 0), i + builtins.max(offset, 0)] = grad
+        return g
+
+
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The elements x[…, i, …, i + offset, …] of the (dim1, dim2) planes, along a new last
+    axis (offset > 0: above the main diagonal)."""
+    a1 = normalize_axis(dim1, x.ndim, "diagonal", x.shape)
+    a2 = normalize_axis(dim2, x.ndim, "diagonal", x.shape)
+    if a1 == a2:
+        raise op_error("diagonal", f"dim1 and dim2 are the same axis {a1} (shape {x.shape})")
+    return Diagonal.apply(x, offset=int(offset), axis1=a1, axis2=a2)
+
+
+class RepeatInterleave(Function):
+    """Each element repeated `repeats` times along `axis` (np.repeat); backward sums each
+    run of copies (np.add.reduceat over the run starts)."""
+
+    @staticmethod
+    def forward(ctx, x, repeats, axis):
+        ctx.repeats, ctx.axis, ctx.n = repeats, axis, x.shape[axis]
+        return np.repeat(x, repeats, axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        counts = np.broadcast_to(np.asarray(ctx.repeats), (ctx.n,))
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        shape = list(grad.shape)
+        shape[ctx.axis] = ctx.n
+        g = np.zeros(shape, grad.dtype)
+        keep = counts > 0  # reduceat of an empty run would give the next element, not 0
+        if keep.any():
+            sums = np.add.reduceat(grad, starts[keep], axis=ctx.axis)
+            index = [slice(None)] * grad.ndim
+            index[ctx.axis] = np.flatnonzero(keep)
+            g[tuple(index)] = sums
+        return g
+
+
+def repeat_interleave(
+    x: Tensor | int, repeats: int | Tensor | ArrayLike | None = None, dim: int | None = None,
+    *, output_size: int | None = None,
+) -> Tensor:  # fmt: skip
+    """Each element repeated `repeats` times (an int, or one count per element along dim)
+    along `dim` (None: the flattened tensor). repeat_interleave(counts) alone gives
+    0, 0, …, 1, 1, … (index i `counts[i]` times)."""
+    if repeats is None:
+        counts = _data(x)
+        return Tensor._make(np.repeat(np.arange(counts.size, dtype=np.int64), counts.reshape(-1)))
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    axis = normalize_axis(dim, x.ndim, "repeat_interleave", x.shape)
+    r = _data(repeats)
+    if r.ndim == 1 and r.size == 1:
+        r = r.reshape(())
+    if r.ndim > 1 or (r.ndim == 1 and r.size != x.shape[axis]) or (r < 0).any():
+        raise op_error(
+            "repeat_interleave",
+            f"repeats {r.shape} must be one count ≥ 0 or one per element of axis {axis} "
+            f"(tensor of shape {tuple(x.shape)})",
+        )
+    return RepeatInterleave.apply(x, repeats=r.astype(np.int64), axis=axis)
+
+
+def tile(x: Tensor, dims: Sequence[int]) -> Tensor:
+    """x repeated dims[i] times along axis i; fewer dims than axes count from the right
+    (torch's tile: repeat with leading 1s)."""
+    dims = tuple(dims)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+def narrow(x: Tensor, dim: int, start: int | Tensor, length: int) -> Tensor:
+    """The `length` elements of `dim` from `start` on (a negative start counts from the end)."""
+    axis = normalize_axis(dim, x.ndim, "narrow", x.shape)
+    n = x.shape[axis]
+    start = int(start)
+    start = start + n if start < 0 else start
+    if not (0 <= start <= n and 0 <= length and start + length <= n):
+        raise op_error(
+            "narrow", f"start {start} and length {length} do not fit axis {axis} of size {n}"
+        )
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(start, start + length)
+    return getitem(x, tuple(index))
+
+
+def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices of x along `dim`, as a tuple (each without that axis)."""
+    axis = normalize_axis(dim, x.ndim, "unbind", x.shape)
+    return tuple(getitem(x, (slice(None),) * axis + (i,)) for i in range(x.shape[axis]))
+
+
+def masked_select(x: Tensor, mask: Tensor | ArrayLike) -> Tensor:
+    """The elements of x where `mask` (broadcast with x) is True, as a 1-D tensor."""
+    m = _data(mask)
+    if m.dtype != np.bool_:
+        raise op_error("masked_select", f"mask has dtype {m.dtype}: give a bool mask", TypeError)
+    shape = np.broadcast_shapes(x.shape, m.shape)
+    return getitem(expand(x, shape) if x.shape != shape else x, np.broadcast_to(m, shape))
+
+
+def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+    """x with axes `source` moved to `destination` (the others keep their order)."""
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    src = [normalize_axis(a, x.ndim, "movedim", x.shape) for a in src]
+    dst = [normalize_axis(a, x.ndim, "movedim", x.shape) for a in dst]
+    if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise op_error(
+            "movedim", f"source {source} and destination {destination} must be as many "
+            "distinct axes",
+        )  # fmt: skip
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(x, order) if x.ndim else x

@@ -5,6 +5,8 @@
 - `describe_step(step)`, `step_graph(step, loss)`, `step_svg(step, loss)`: one step of
   ``loss.backward_steps()`` as text and as the graph with its node marked (`step_mimebundle` is
   what a notebook shows for a step).
+- `explore(loss, model)`: the graph as one offline HTML page to move through (modules that open
+  on click, zoom, search, node details, a backward-step slider); shown inline in a notebook.
 - `trace()`: print every op as it runs (scope, op, shapes, value range, NaN/saturation marks).
 - `describe_source(filename, lineno)`: 'model.py:42', or 'cell [3], line 5' in a notebook.
 
@@ -15,6 +17,7 @@ mode is `mt.autograd.detect_anomaly()`; `demos/step_backward.py` puts them toget
 from .. import autograd as _autograd
 from ._labels import describe_node, op_label
 from ._source import describe_source
+from .explore import Explorer, explore
 from .graph import (
     DEFAULT_MAX_NODES,
     INSTALL_HINT,
@@ -33,6 +36,8 @@ _autograd.BackwardStep._display_hook = step_mimebundle
 
 __all__ = [
     "draw_graph",
+    "explore",
+    "Explorer",
     "trace",
     "TraceRecord",
     "Graph",

@@ -631,7 +631,7 @@ def _emit_clusters(g, clusters, ids, attrs_for, types):
         if units:
             children[units[:-1]].append(units)
 
-    used = set()
+    used = {}  # cluster name -> module path (the explorer maps clicks on a cluster back)
 
     def emit(graph, units):
         for box in clusters.get(units, ()):
@@ -641,7 +641,7 @@ def _emit_clusters(g, clusters, ids, attrs_for, types):
             name = "cluster_" + re.sub(r"\W", "_", path)
             while name in used:  # 'my block' and 'my_block' are two clusters
                 name += "_"
-            used.add(name)
+            used[name] = path
             with graph.subgraph(name=name) as sub:
                 kind = types.get(path)
                 label = child[-1] + (f" · {kind}" if kind else "")
@@ -656,6 +656,7 @@ def _emit_clusters(g, clusters, ids, attrs_for, types):
                 emit(sub, child)
 
     emit(g, ())
+    g.cluster_paths = used
 
 
 def _item_attrs(it, hl, consumers, show_grad, show_values):
