@@ -192,9 +192,7 @@ def _scaled_sum(op, x, product, beta, alpha):
     return add(x if beta == 1 else mul(x, beta), product)
 
 
-def addmm(
-    x: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Scalar = 1, alpha: Scalar = 1
-) -> Tensor:
+def addmm(x: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor:
     """beta·x + alpha·(mat1 @ mat2), x broadcast to (n, p)."""
     _need("addmm", ("mat1", mat1, 2), ("mat2", mat2, 2))
     return _scaled_sum("addmm", x, matmul(mat1, mat2), beta, alpha)

@@ -35,7 +35,9 @@ class Sum(Function):
 
 
 @torch_names
-def sum(x: Tensor, axis: Axis = None, keepdims: bool = False, *, dtype: DType | None = None) -> Tensor:
+def sum(
+    x: Tensor, axis: Axis = None, keepdims: bool = False, *, dtype: DType | None = None
+) -> Tensor:
     """Sum over `axis` (an int, a tuple, or None for all axes); keepdims keeps them as size 1.
     dtype= casts x first (torch's: sum a float16 or int8 tensor in a wider dtype)."""
     return Sum.apply(_in_dtype(x, dtype), axis=axis, keepdims=keepdims)
@@ -165,7 +167,8 @@ def _centered(ctx, x, axis, unbiased, keepdims, op):
     0/0 = NaN, as in torch — there is no spread to estimate from a single sample."""
     ctx.axes = normalize_axes(axis, x.ndim, op, x.shape)
     n = int(np.prod([x.shape[a] for a in ctx.axes]))
-    ctx.denom = float(builtins.max(n - float(unbiased), 0))  # unbiased: True, False or a number  # no elements: 0/0 = NaN too
+    # unbiased: True, False or a number; no elements: 0/0 = NaN too
+    ctx.denom = float(builtins.max(n - float(unbiased), 0))
     ctx.keepdims = keepdims
     return x - x.mean(axis=ctx.axes, keepdims=True)
 
