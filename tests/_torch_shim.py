@@ -1,7 +1,7 @@
 """Load one PyTorch source file twice: with the real torch, and with `torch`, `torch.nn`,
-`torch.nn.functional` and `torch.optim` bound to minitensor's modules — the "only the imports
-changed" port, done without editing the file. Used by test_pytorch_style.py and
-test_annotated_transformer.py."""
+`torch.nn.functional`, `torch.optim`, `torch.utils.data`, `torch.cuda` (…) bound to
+minitensor's modules — the "only the imports changed" port, done without editing the file.
+Used by test_pytorch_style.py, test_annotated_transformer.py and the other port tests."""
 
 import pathlib
 import sys
@@ -21,6 +21,11 @@ def _minitensor_modules():
         "torch.nn.functional": mt.nn.functional,
         "torch.optim": mt.optim,
         "torch.optim.lr_scheduler": mt.optim.lr_scheduler,
+        "torch.nn.utils": mt.nn.utils,
+        "torch.nn.utils.rnn": mt.nn.utils.rnn,
+        "torch.utils": mt.utils,
+        "torch.utils.data": mt.utils.data,
+        "torch.cuda": mt.cuda,
     }
 
 
