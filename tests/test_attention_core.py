@@ -299,16 +299,8 @@ def test_the_cache_offset_is_the_transformer_mask_alignment():
 
 
 def _op_names(t):
-    """The op names of t's graph, outputs first."""
-    names, stack, seen = [], [t.grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        names.append(node.name)
-        stack.extend(i.grad_fn for i in node.inputs if i is not None)
-    return names
+    """The op names of t's graph."""
+    return [node.name for node in mt.autograd.topological_order(t.grad_fn)]
 
 
 FIVE_STEPS = ["matmul", "mul", "masked_fill", "softmax", "matmul"]

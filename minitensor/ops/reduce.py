@@ -97,6 +97,8 @@ class _Extremum(Function):
     def backward(ctx, grad):
         x, out = ctx.saved_tensors
         hit = x == out
+        if x.dtype.kind == "f":  # a NaN extremum: the NaNs share the gradient, as in torch
+            hit |= np.isnan(x) & np.isnan(out)
         count = hit.sum(axis=ctx.axes, keepdims=True)
         g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
         return hit * (g / count)
@@ -104,6 +106,35 @@ class _Extremum(Function):
 
 class Max(_Extremum):
     reduce = staticmethod(np.max)
+
+
+class _ExtremumAt(Function):
+    """max(x, dim) / min(x, dim): the elements at `index` (the argmax/argmin along `axis`,
+    kept as a size-1 axis). As in torch, the whole gradient goes to the returned index, even
+    where several elements tie (the full reduction max(x) splits it among them instead)."""
+
+    @staticmethod
+    def forward(ctx, x, index, axis, keepdims):
+        ctx.save_for_backward(index)
+        ctx.x_shape, ctx.axis, ctx.keepdims = x.shape, axis, keepdims
+        out = np.take_along_axis(x, index, axis)
+        return out if keepdims else np.squeeze(out, axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        g = np.zeros(ctx.x_shape, grad.dtype)
+        at = grad if ctx.keepdims else np.expand_dims(grad, ctx.axis)
+        np.put_along_axis(g, index, at, ctx.axis)
+        return g, None
+
+
+class MaxAt(_ExtremumAt):
+    name = "max"
+
+
+class MinAt(_ExtremumAt):
+    name = "min"
 
 
 # torch.max(x, dim) and Tensor.max(dim) return this (torch.return_types.max has the same fields).
@@ -118,7 +149,8 @@ def max(
     axis: Axis = None,
     keepdims: bool | None = None,
 ) -> Tensor | ValuesIndices:
-    """Maximum, as torch.max; where several elements tie, the gradient is split evenly.
+    """Maximum, as torch.max. Where several elements tie, max(x) splits the gradient evenly
+    among them and max(x, dim) sends it all to the returned index, as torch does.
 
     max(x) → the largest element (0-d). max(x, dim) → a named tuple (values, indices), each of
     x's shape without `dim` (kept as size 1 with keepdim=True); indices are int64. numpy's
@@ -154,11 +186,21 @@ def _extremum(reduction, arg_fn, elementwise, x, dim, keepdim, axis, keepdims):
         raise TypeError(
             f"{reduction.op_name()}: got both dim and axis= (two names for one argument)"
         )
-    values = reduction.apply(x, axis=dim, keepdims=keep)
-    indices = arg_fn(
-        _data(x), axis=normalize_axis(dim, x.ndim, reduction.op_name(), x.shape), keepdims=keep
-    )
-    return ValuesIndices(values, Tensor._make(np.asarray(indices)))
+    return _values_indices(reduction, arg_fn, x, dim, keep)
+
+
+def _values_indices(reduction, arg_fn, x, dim, keep):
+    """max(x, dim) / min(x, dim): (values, indices), the gradient to the index (torch's)."""
+    op = reduction.op_name()
+    axis = normalize_axis(dim, x.ndim, op, x.shape)
+    if x.ndim == 0:  # one element: its own max, at index 0
+        return ValuesIndices(reduction.apply(x), Tensor._make(np.zeros((), np.int64)))
+    check_nonempty_axes(op, x.shape, (axis,))
+    index = arg_fn(_data(x), axis=axis, keepdims=True)
+    at = MaxAt if reduction is Max else MinAt
+    values = at.apply(x, index, axis=axis, keepdims=keep)
+    indices = index if keep else np.squeeze(index, axis)
+    return ValuesIndices(values, Tensor._make(indices.astype(np.int64, copy=False)))
 
 
 def _centered(ctx, x, axis, unbiased, keepdims, op):
