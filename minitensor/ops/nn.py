@@ -19,12 +19,13 @@ import numpy as np
 from .. import kernels as K
 from .. import random as _random
 from ..function import Function, ShapeError, op_error
+from ..function import unbroadcast as _unbroadcast
 from ..tensor import Tensor
 from ..typing import ArrayLike, DType, Scalar
 from ._args import _constant, _data
 from ._axes import normalize_axis, torch_names
-from .elementwise import cast, clone, exp, log, sub
-from .reduce import mean, sum
+from .elementwise import abs, cast, clamp_min, clone, exp, log, log1p, sigmoid, sub, tanh
+from .reduce import mean, norm, sum
 from .shape import concat, getitem, permute, reshape, swapaxes, where
 
 
@@ -782,3 +783,220 @@ def _pad_axis(x, axis, before, after, value):
         parts.append(Tensor._make(np.full(shape, value, dtype=x.dtype)) if size else None)
     pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
     return pieces[0] if len(pieces) == 1 else concat(pieces, axis=axis)
+
+
+# --------------- more of torch.nn.functional's activations, normalize, binary cross-entropy
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x where x > 0, negative_slope·x elsewhere (at 0 the gradient is the slope, as torch).
+    inplace= is accepted for torch's signature; the result is a new tensor."""
+    return where(x > 0, x, x * negative_slope)
+
+
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, alpha·(eˣ − 1) elsewhere."""
+    negative = where(x > 0, 0.0, x)  # exp of the negative side only: no overflow where unused
+    return where(x > 0, x, (exp(negative) - 1) * alpha)
+
+
+def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, alpha·(e^(x/alpha) − 1) elsewhere."""
+    negative = where(x > 0, 0.0, x)
+    return where(x > 0, x, (exp(negative / alpha) - 1) * alpha)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def selu(x: Tensor, inplace: bool = False) -> Tensor:
+    """scale·elu(x, alpha) with the self-normalising constants of Klambauer et al. (2017)."""
+    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """ln(1 + e^(βx))/β, and x itself where βx > threshold (as torch: there the two agree to
+    rounding and e^(βx) would overflow)."""
+    bx = x * beta
+    linear = bx > threshold
+    return where(linear, x, log1p(exp(where(linear, 0.0, bx))) / beta)
+
+
+def hardtanh(
+    x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> Tensor:
+    """x clamped to [min_val, max_val]; no gradient at or beyond the bounds, as torch."""
+    if min_val > max_val:
+        raise op_error("hardtanh", f"min_val {min_val} is above max_val {max_val}")
+    if x.dtype.kind in "iu":  # integers stay integers (and have no gradient), as torch
+        return Tensor._make(np.clip(x.data, min_val, max_val).astype(x.dtype))
+    return where(x <= min_val, min_val, where(x >= max_val, max_val, x))
+
+
+def relu6(x: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6): hardtanh(x, 0, 6)."""
+    return hardtanh(x, 0.0, 6.0)
+
+
+def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3)/6: 0 below −3, 1 above 3, linear between (gradient 1/6 strictly inside)."""
+    return where(x <= -3, 0.0, where(x >= 3, 1.0, x / 6 + 0.5))
+
+
+def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
+    """x·relu6(x + 3)/6. At ±3 the gradient is torch's: 0 at −3, the linear side's at 3."""
+    return where(x < -3, 0.0, where(x > 3, x, x * (x + 3) / 6))
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    """ln σ(x) = −softplus(−x), computed without overflow."""
+    return -softplus(-x)
+
+
+def softsign(x: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return x / (abs(x) + 1)
+
+
+def tanhshrink(x: Tensor) -> Tensor:
+    """x − tanh x."""
+    return x - tanh(x)
+
+
+def mish(x: Tensor, inplace: bool = False) -> Tensor:
+    """x·tanh(softplus(x)) (Misra, 2019)."""
+    return x * tanh(softplus(x))
+
+
+def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, 0 elsewhere."""
+    return where(abs(x) > lambd, x, 0.0)
+
+
+def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """x − lambd above lambd, x + lambd below −lambd, 0 between."""
+    return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, 0.0))
+
+
+def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, `value` elsewhere."""
+    return where(x > threshold, x, value)
+
+
+def glu(x: Tensor, dim: int = -1) -> Tensor:
+    """a·σ(b), where a and b are the two halves of x along `dim` (its size must be even)."""
+    axis = normalize_axis(dim, x.ndim, "glu", x.shape)
+    if x.shape[axis] % 2:
+        raise op_error("glu", f"axis {axis} of shape {tuple(x.shape)} has an odd size")
+    n = x.shape[axis] // 2
+    a = getitem(x, (slice(None),) * axis + (slice(0, n),))
+    b = getitem(x, (slice(None),) * axis + (slice(n, None),))
+    return a * sigmoid(b)
+
+
+def normalize(
+    input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: None = None
+) -> Tensor:
+    """input / max(‖input‖_p, eps) along `dim`: unit vectors (torch's F.normalize)."""
+    return input / clamp_min(norm(input, p, dim, keepdims=True), eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """x1·x2 / max(‖x1‖·‖x2‖, eps) along `dim` (x1 and x2 broadcast)."""
+    dot = sum(x1 * x2, dim)
+    return dot / clamp_min(norm(x1, 2, dim) * norm(x2, 2, dim), eps)
+
+
+class BinaryCrossEntropy(Function):
+    """−(t·ln x + (1 − t)·ln(1 − x)) elementwise, each log clamped at −100 (as torch, so that
+    x = 0 or 1 gives a large finite loss). d/dx = (x − t) / max(x(1 − x), 1e-12) (torch's);
+    d/dt = ln(1 − x) − ln x."""
+
+    float_inputs = (0, 1)
+
+    @staticmethod
+    def forward(ctx, x, t):
+        if ((x < 0) | (x > 1)).any():
+            raise op_error("binary_cross_entropy", "input values must be in [0, 1]")
+        with np.errstate(divide="ignore"):
+            log_x, log_1mx = np.maximum(np.log(x), -100), np.maximum(np.log1p(-x), -100)
+        ctx.save_for_backward(x, t, log_x, log_1mx)
+        return -(t * log_x + (1 - t) * log_1mx)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, t, log_x, log_1mx = ctx.saved_tensors
+        gx = grad * (x - t) / np.maximum(x * (1 - x), 1e-12)
+        gt = grad * (log_1mx - log_x) if ctx.needs_input_grad[1] else None
+        return gx, gt
+
+
+def binary_cross_entropy(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    weight: Tensor | ArrayLike | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Binary cross-entropy of probabilities `input` (in [0, 1]) against targets of the same
+    shape; weight (broadcast) rescales each element."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "binary_cross_entropy")
+    if tuple(input.shape) != tuple(np.shape(_data(target))):
+        raise op_error(
+            "binary_cross_entropy",
+            f"input {tuple(input.shape)} and target {tuple(np.shape(_data(target)))} differ",
+        )
+    losses = BinaryCrossEntropy.apply(input, target)
+    return _reduce(losses if weight is None else losses * weight, reduction)
+
+
+class BCEWithLogits(Function):
+    """(1 − t)·x + (1 + (w⁺ − 1)·t)·softplus(−x), elementwise with broadcasting (w⁺: the
+    positive class's weight), computed without overflow. d/dx = (1 − t) − L·σ(−x) with
+    L = 1 + (w⁺ − 1)·t (σ(x) − t for w⁺ = 1); d/dt = −x + (w⁺ − 1)·softplus(−x);
+    d/dw⁺ = t·softplus(−x)."""
+
+    float_inputs = (0, 1, 2)
+
+    @staticmethod
+    def forward(ctx, x, t, pos_weight):
+        sp = np.logaddexp(0, -x)  # softplus(−x) = ln(1 + e^(−x))
+        scale = 1 + (pos_weight - 1) * t
+        ctx.save_for_backward(x, t, pos_weight, sp, scale)
+        return (1 - t) * x + scale * sp
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, t, pw, sp, scale = ctx.saved_tensors
+        gx = grad * ((1 - t) - scale * _sigmoid_of(-x))
+        gt = grad * (-x + (pw - 1) * sp) if ctx.needs_input_grad[1] else None
+        gw = grad * t * sp if ctx.needs_input_grad[2] else None
+        return tuple(
+            None if g is None else _unbroadcast(g, a.shape) for g, a in ((gx, x), (gt, t), (gw, pw))
+        )
+
+
+def _sigmoid_of(z):
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    weight: Tensor | ArrayLike | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | ArrayLike | None = None,
+) -> Tensor:
+    """Binary cross-entropy of σ(input) against targets of input's shape, computed from the
+    logits without overflow; weight rescales each element, pos_weight the positive term."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "binary_cross_entropy")
+    if tuple(input.shape) != tuple(np.shape(_data(target))):
+        raise op_error(
+            "binary_cross_entropy_with_logits",
+            f"input {tuple(input.shape)} and target {tuple(np.shape(_data(target)))} differ",
+        )
+    pw = np.ones((), input.dtype) if pos_weight is None else pos_weight
+    losses = BCEWithLogits.apply(input, target, pw)
+    return _reduce(losses if weight is None else losses * weight, reduction)
