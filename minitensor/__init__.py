@@ -434,3 +434,8 @@ __all__ += [
     "unbind",
     "vdot",
 ]
+
+from .autograd import inference_mode, set_grad_enabled  # noqa: E402
+from .creation import randperm  # noqa: E402
+
+__all__ += ["inference_mode", "set_grad_enabled", "randperm"]

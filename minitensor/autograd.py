@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .anomaly import AnomalyWarning, check_backward, detect_anomaly, is_anomaly_enabled
-from .grad_mode import enable_grad, is_grad_enabled, keep_intermediates, no_grad
+from .grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    keep_intermediates,
+    no_grad,
+    set_grad_enabled,
+)
 from .hooks import register_forward_hook
 from .state import state
 from .typing import ArrayLike
@@ -35,6 +42,8 @@ __all__ = [
     "is_grad_enabled",
     "keep_intermediates",
     "no_grad",
+    "set_grad_enabled",
+    "inference_mode",
     "register_forward_hook",
     "topological_order",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .ops._axes import shape_arg
-from .random import generator
+from .random import generator as _shared_generator
 from .tensor import _DEFAULT_FLOAT, Tensor, check_device
 from .typing import ArrayLike, DType, Scalar, Shape
 
@@ -99,10 +99,11 @@ def randn(
     requires_grad: bool = False,
     name: str | None = None,
     device: Any = None,
+    generator: Any = None,
 ) -> Tensor:
-    """Standard normal samples."""
+    """Standard normal samples (from `generator`, an mt.Generator, if given)."""
     check_device(device, "randn")
-    data = generator().standard_normal(shape_arg(shape))
+    data = _stream(generator).standard_normal(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
@@ -112,10 +113,11 @@ def rand(
     requires_grad: bool = False,
     name: str | None = None,
     device: Any = None,
+    generator: Any = None,
 ) -> Tensor:
-    """Uniform samples in [0, 1)."""
+    """Uniform samples in [0, 1) (from `generator`, an mt.Generator, if given)."""
     check_device(device, "rand")
-    data = generator().random(shape_arg(shape))
+    data = _stream(generator).random(shape_arg(shape))
     return Tensor(data, requires_grad, dtype=_float(dtype), name=name)
 
 
@@ -126,9 +128,11 @@ def randint(
     dtype: DType = np.int64,
     name: str | None = None,
     device: Any = None,
+    generator: Any = None,
 ) -> Tensor:
     """Integers uniform in [low, high): randint(low, high, size), or torch's
-    randint(high, size) and randint(high, size=size) with low 0."""
+    randint(high, size) and randint(high, size=size) with low 0; `generator` (an
+    mt.Generator) draws them from its own stream."""
     check_device(device, "randint")
     if size is None:
         if high is None or isinstance(high, int):
@@ -140,21 +144,50 @@ def randint(
     elif high is None:
         low, high = 0, low
     size = (size,) if isinstance(size, int) else tuple(size)
-    return Tensor(generator().integers(low, high, size=size), dtype=dtype, name=name)
+    return Tensor(_stream(generator).integers(low, high, size=size), dtype=dtype, name=name)
+
+
+def randperm(
+    n: int,
+    *,
+    generator: Any = None,
+    dtype: DType = np.int64,
+    requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:
+    """A random permutation of 0, 1, …, n − 1 (torch.randperm), from `generator` (an
+    mt.Generator) or the shared stream. The order differs from torch's for one seed."""
+    check_device(device, "randperm")
+    return Tensor(_stream(generator).permutation(int(n)), requires_grad, dtype=dtype)
+
+
+def _stream(gen):
+    """The numpy Generator to draw from: an mt.Generator's own, or the shared one."""
+    if gen is None:
+        return _shared_generator()
+    if not hasattr(gen, "numpy_rng"):
+        raise TypeError(f"generator must be an mt.Generator, got {type(gen).__name__}")
+    return gen.numpy_rng
 
 
 def arange(
-    start: Scalar,
+    start: Scalar = 0,
     stop: Scalar | None = None,
     step: Scalar = 1,
     dtype: DType | None = None,
     requires_grad: bool = False,
     name: str | None = None,
     device: Any = None,
+    *,
+    end: Scalar | None = None,
 ) -> Tensor:
     """start, start + step, ... up to (not including) stop; integers stay int64, floats are
-    float32 unless dtype= says otherwise."""
+    float32 unless dtype= says otherwise. end= is torch's name for stop (arange(end=5))."""
     check_device(device, "arange")
+    if end is not None:
+        if stop is not None:
+            raise TypeError("arange: got both stop and end= (two names for one argument)")
+        stop = end
     if stop is None:
         start, stop = 0, start
     data = np.arange(start, stop, step)

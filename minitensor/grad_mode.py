@@ -70,6 +70,32 @@ def enable_grad(fn: _Fn | None = None) -> _GradMode | _Fn:
     return mode(fn) if callable(fn) else mode
 
 
+class set_grad_enabled(_GradMode):  # noqa: N801 (torch's name for a class)
+    """Recording on (True) or off (False) from here on, as torch.set_grad_enabled: called
+    alone it switches the mode at once; as a context manager or decorator it restores the
+    previous mode afterwards. It affects the calling thread only."""
+
+    def __init__(self, mode: bool) -> None:
+        super().__init__(bool(mode))
+        self._prev.append(state.grad_enabled)  # the call itself switches, as torch's does
+        state.grad_enabled = self.enabled
+
+    def __enter__(self) -> set_grad_enabled:
+        return self  # already switched by the call; __exit__ puts the previous mode back
+
+
+@overload
+def inference_mode(mode: bool = True) -> _GradMode: ...
+@overload
+def inference_mode(mode: _Fn) -> _Fn: ...
+def inference_mode(mode: bool | _Fn = True) -> _GradMode | _Fn:
+    """torch.inference_mode: no_grad under another name (torch's also skips version counting,
+    a speed-up minitensor does not need). inference_mode(False) records as usual."""
+    if callable(mode):
+        return _GradMode(False)(mode)
+    return _GradMode(not mode)
+
+
 @contextmanager
 def keep_intermediates() -> Iterator[None]:
     """Graphs recorded inside keep every intermediate tensor alive, for inspection.
