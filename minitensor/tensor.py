@@ -378,10 +378,17 @@ class Tensor:
         return self
 
     def _accumulate_grad(self, g):
-        if self.grad is None:
+        grad = self.grad
+        if grad is None:
             self.grad = Tensor._make(np.array(g, dtype=self.dtype, copy=True))
-        else:
-            self.grad = Tensor._make(self.grad.data + g)
+        elif grad._data.flags.writeable and np.broadcast_shapes(grad.shape, np.shape(g)) == (
+            grad.shape
+        ):
+            # in place, as torch: a reference to .grad kept from before stays this .grad
+            np.add(grad._data, g, out=grad._data, casting="same_kind")
+            grad.bump_version()
+        else:  # a read-only .grad someone assigned (or a shape it cannot hold): a new one
+            self.grad = Tensor._make(grad._data + g)
 
     def zero_grad(self) -> None:
         self.grad = None

@@ -199,3 +199,119 @@ def test_shape_error_is_also_a_value_error():
         mt.zeros(2, 3) @ mt.zeros(2, 3)
     with pytest.raises(ValueError):
         mt.zeros(2, 3).sum(5)
+
+
+# ---------------------------------------------------------------- 20.9 ties, kept .grad, clipping
+TIES = [[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [float("nan"), 1.0, float("nan"), 5.0]]
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_max_min_dim_send_the_gradient_to_the_returned_index(op, keepdim, dim):
+    def program(lib):
+        x = lib.tensor(TIES, dtype=lib.float64, requires_grad=True)
+        values, indices = getattr(x, op)(dim, keepdim=keepdim)
+        w = lib.arange(1.0, 1.0 + values.numel(), dtype=lib.float64).reshape(values.shape)
+        (values * w).sum().backward()
+        return [values, indices, x.grad]
+
+    _same(program)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_full_max_min_split_the_gradient_among_ties_and_nans(op):
+    def program(lib):
+        x = lib.tensor(TIES[:2], dtype=lib.float64, requires_grad=True)
+        y = lib.tensor(TIES[2], dtype=lib.float64, requires_grad=True)
+        getattr(x, op)().backward()
+        getattr(y, op)().backward()
+        return [x.grad, y.grad]
+
+    _same(program)
+
+
+def test_max_dim_of_a_0d_tensor():
+    def program(lib):
+        x = lib.tensor(5.0, dtype=lib.float64, requires_grad=True)
+        values, indices = x.max(0)
+        values.backward()
+        return [values, indices, x.grad]
+
+    _same(program)
+
+
+def test_max_dim_gradcheck():
+    x = mt.randn(3, 4, dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(lambda a: a.max(1).values, x)
+    assert mt.gradcheck(lambda a: a.min(0, keepdim=True).values, x)
+
+
+def test_kept_grad_reference_sees_the_next_backward():
+    def program(lib):
+        x = lib.ones(3, requires_grad=True)
+        (x * 2).sum().backward()
+        kept = x.grad
+        (x * 3).sum().backward()
+        assert kept is x.grad
+        return [kept]
+
+    _same(program)
+
+
+def test_failed_backward_leaves_grad_unchanged_in_place():
+    x = mt.ones(3, requires_grad=True)
+    (x * 2).sum().backward()
+    kept = x.grad
+
+    class Broken(mt.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 1
+
+        @staticmethod
+        def backward(ctx, grad):
+            raise ValueError("broken backward")
+
+    loss = (x * 3).sum() + Broken.apply(x).sum()
+    with pytest.raises(ValueError, match="broken"):
+        loss.backward()
+    assert x.grad is kept
+    assert kept.numpy().tolist() == [2.0, 2.0, 2.0]
+
+
+def _grads_of(lib, values):
+    ps = []
+    for v in values:
+        p = lib.zeros(len(v), requires_grad=True)
+        p.grad = lib.tensor(v)
+        ps.append(p)
+    return ps
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+@pytest.mark.parametrize(
+    "grads",
+    [
+        [[3.0, 4.0], [12.0]],  # clipped
+        [[0.1, 0.2], [0.3]],  # not clipped
+        [[float("nan"), 1.0], [2.0, 3.0]],  # one NaN: every gradient NaN
+        [[float("inf"), 1.0], [2.0]],
+    ],
+)
+def test_clip_grad_norm_as_torch(norm_type, grads):
+    def program(lib):
+        ps = _grads_of(lib, grads)
+        total = lib.nn.utils.clip_grad_norm_(ps, 1.0, norm_type=norm_type, foreach=None)
+        assert total.shape == () and total.dtype == lib.float32
+        return [total] + [p.grad for p in ps]
+
+    _same(program, tol=1e-6)
+
+
+def test_clip_grad_norm_error_if_nonfinite_and_no_gradients():
+    def nonfinite(lib):
+        lib.nn.utils.clip_grad_norm_(_grads_of(lib, [[float("nan")]]), 1.0, error_if_nonfinite=True)
+
+    _raises_as_torch(nonfinite)
+    _same(lambda lib: [lib.nn.utils.clip_grad_norm_([lib.zeros(2, requires_grad=True)], 1.0)])

@@ -5,6 +5,7 @@ explodes, vanishes, or is exactly zero for one layer points at the bug.
 """
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -26,22 +27,30 @@ def _norm(array, norm_type):
     return float(np.sum(a**norm_type) ** (1.0 / norm_type))
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def clip_grad_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
     """Scale all gradients together so that their joint norm is at most `max_norm`.
 
     The joint (total) norm is the norm of the vector of every gradient element, i.e. the norm
-    of the per-parameter norms. When it exceeds max_norm every gradient is multiplied by
-    max_norm / (total + 1e-6), which keeps the update's direction and bounds its size.
-    Returns the total norm *before* clipping, as a numpy float64 (so `.item()` and `float()`
-    both work). Parameters without a gradient are skipped.
+    of the per-parameter norms. Every gradient is multiplied by min(1, max_norm / (total +
+    1e-6)), which keeps the update's direction and bounds its size; a NaN or infinite total
+    makes every gradient NaN, as in torch (check the returned norm, or pass
+    ``error_if_nonfinite=True`` to raise instead). Returns the total norm *before* clipping as
+    a 0-d tensor in the gradients' dtype, as torch. Parameters without a gradient are skipped;
+    `foreach` (torch's choice of kernel) changes nothing here.
     """
     norm_type = float(norm_type)
     params = _params_with_grad(parameters)
     if not params:
-        return np.float64(0.0)
-    norms = [_norm(p.grad.data, norm_type) for p in params]
+        return Tensor(0.0)
+    norms = [_norm(p.grad.numpy(), norm_type) for p in params]
     if norm_type == math.inf:
-        total = max(norms)
+        total = max(norms, key=lambda n: math.inf if math.isnan(n) else n)
     else:
         total = float(np.sum(np.power(norms, norm_type)) ** (1.0 / norm_type))
     if error_if_nonfinite and not math.isfinite(total):
@@ -50,15 +59,16 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
             f"run with mt.detect_anomaly() to find the op that produced it"
         )
     coef = max_norm / (total + 1e-6)
-    if coef < 1.0:
+    if not coef >= 1.0:  # NaN too: as torch, a NaN total makes every gradient NaN
         for p in params:
             g = p.grad
             # an infinite norm gives coef 0 and inf · 0 = NaN, as in torch (a GradScaler then
             # skips the step): expected, so numpy's warning is silenced
             with np.errstate(invalid="ignore"):
-                np.multiply(g.data, g.dtype.type(coef), out=g.data)
+                np.multiply(g.numpy(), g.dtype.type(coef), out=g.numpy())
             g.bump_version()
-    return np.float64(total)
+    dtype = np.result_type(*(p.grad.dtype for p in params))
+    return Tensor._make(np.asarray(total, dtype=dtype))
 
 
 def grad_norms(module, norm_type=2.0):
@@ -68,7 +78,7 @@ def grad_norms(module, norm_type=2.0):
     >>> for name, n in mt.nn.utils.grad_norms(model).items(): print(f"{name:40s} {n:.3e}")
     """
     return {
-        name: _norm(p.grad.data, float(norm_type))
+        name: _norm(p.grad.numpy(), float(norm_type))
         for name, p in module.named_parameters()
         if p.grad is not None
     }

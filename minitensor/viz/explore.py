@@ -267,6 +267,8 @@ def _record_walk(loss, items, index):
         if kept is not None:
             tensors[id(kept)] = kept
     grads_before = {i: t.grad for i, t in tensors.items()}
+    for t in tensors.values():  # backward accumulates into .grad in place: walk on fresh ones
+        t.grad = None
     node_grads = {id(n): n.grad for n in nodes}
     steps, sent = [], {}
     try:
