@@ -91,6 +91,27 @@ class StateDictError(RuntimeError):
     """A state dict does not fit the module (RuntimeError, as in PyTorch). Nothing was changed."""
 
 
+class RemovableHandle:
+    """What the register_*_hook methods return: handle.remove() unregisters the hook (also as
+    a context manager: the hook is removed on leaving the block)."""
+
+    _next_id = 0
+
+    def __init__(self, table: OrderedDict) -> None:
+        self._table = table
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self) -> None:
+        self._table.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
 class Module:
     """Base class of layers and models.
 
@@ -253,7 +274,53 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Every op created inside records node.scope == this module's dotted path.
         with module_scope(self.path):
-            return self.forward(*args, **kwargs)
+            hooks = self.__dict__.get("_hooks_by_kind")
+            if not hooks:
+                return self.forward(*args, **kwargs)
+            for hook, with_kwargs in list(hooks["forward_pre"].values()):
+                changed = hook(self, args, kwargs) if with_kwargs else hook(self, args)
+                if changed is not None and with_kwargs:
+                    args, kwargs = changed
+                elif changed is not None:
+                    args = changed if isinstance(changed, tuple) else (changed,)
+            out = self.forward(*args, **kwargs)
+            for hook, with_kwargs in list(hooks["forward"].values()):
+                changed = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
+                out = out if changed is None else changed
+            return out
+
+    def register_forward_pre_hook(
+        self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """Call hook(module, args) before each forward (hook(module, args, kwargs) with
+        with_kwargs=True); what it returns, if not None, replaces the arguments (a tuple, or
+        one value; (args, kwargs) with with_kwargs). Returns a handle with remove()."""
+        return self._add_hook("forward_pre", hook, prepend, with_kwargs)
+
+    def register_forward_hook(
+        self,
+        hook: Callable[..., Any],
+        *,
+        prepend: bool = False,
+        with_kwargs: bool = False,
+        always_call: bool = False,
+    ) -> RemovableHandle:
+        """Call hook(module, args, output) after each forward (hook(module, args, kwargs,
+        output) with with_kwargs=True); what it returns, if not None, replaces the output.
+        Returns a handle with remove(). always_call= is accepted for torch's signature."""
+        return self._add_hook("forward", hook, prepend, with_kwargs)
+
+    def _add_hook(self, kind, hook, prepend, with_kwargs):
+        if "_hooks_by_kind" not in self.__dict__:
+            object.__setattr__(
+                self, "_hooks_by_kind", {"forward_pre": OrderedDict(), "forward": OrderedDict()}
+            )
+        table = self.__dict__["_hooks_by_kind"][kind]
+        handle = RemovableHandle(table)
+        table[handle.id] = (hook, with_kwargs)
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
