@@ -6,7 +6,10 @@
 
 As in torch, W^Q, W^K and W^V are stacked in one parameter `in_proj_weight` (3E, E) (rows
 0:E are W^Q, E:2E W^K, 2E:3E W^V; biases likewise in `in_proj_bias` (3E,)) and W^O is the
-Linear `out_proj`: a torch `state_dict()` of an nn.MultiheadAttention loads unchanged.
+Linear `out_proj`: a torch `state_dict()` of an nn.MultiheadAttention loads unchanged. Each
+head's softmax(QKᵀ/√d_k + mask)V is `minitensor.ops.attention.attention`, the one attention
+core: five graph nodes when something reads the graph (or the weights are asked for), fused
+otherwise.
 
 Masks mean what they mean in torch's nn.MultiheadAttention (and nn.Transformer):
 **bool True = NOT allowed to attend**, or a float mask added to the scores. This is the
