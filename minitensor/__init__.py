@@ -173,6 +173,7 @@ __all__ = [
     "from_numpy",
     "device",
     "cuda",
+    "utils",
     "uint8",
     "long",
     "int",
