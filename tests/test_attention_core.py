@@ -88,6 +88,25 @@ def test_sdpa_matches_torch_in_every_mask_form(rng, lengths, form):
 
 
 @pytest.mark.parametrize("lengths", [SHORT, LONG])
+def test_sdpa_three_dimensional_inputs_are_one_head_each(rng, lengths):
+    torch = _torch()
+    lq, lk = lengths
+    (q, tq), (k, tk), (v, tv) = (_pair(rng.standard_normal((2, n, 4))) for n in (lq, lk, lk))
+    allowed = rng.random((2, lq, lk)) > 0.3
+    allowed[..., 0] = True
+    t_out = torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=torch.tensor(allowed)
+    )
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    _close(out, t_out, "output")
+    t_out.sum().backward()
+    out.sum().backward()
+    _close(q.grad, tq.grad, "dq")
+    if lk >= A.FUSED_MIN_KEYS:
+        assert "fused_attention" in _op_names(out)
+
+
+@pytest.mark.parametrize("lengths", [SHORT, LONG])
 @pytest.mark.parametrize("qkv_grad", [True, False])
 def test_sdpa_float_mask_that_requires_grad_is_differentiated(rng, lengths, qkv_grad):
     """A learned attention bias trains (issue 20 #6), also when q, k, v need no gradient."""

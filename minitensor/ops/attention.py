@@ -47,7 +47,7 @@ from ..tensor import Tensor
 from ..typing import ArrayLike
 from .linalg import matmul
 from .nn import as_attention_mask, dropout, softmax
-from .shape import expand, masked_fill, reshape, swapaxes, unsqueeze
+from .shape import expand, masked_fill, reshape, squeeze, swapaxes, unsqueeze
 
 # Below this many keys the fused path stays with the softmax node (see the module docstring):
 # the tiled kernel's per-tile BLAS calls cost more than they save on the addition model's 5–7
@@ -224,7 +224,17 @@ def _fused(q, k, v, mask, scale, causal, p, need_weights):
     keys, or when the weights are wanted under anomaly mode — QKᵀ and ·V around one softmax node
     that scales and masks as it normalises (see the module docstring). (output, weights or None)"""
     l_q, l_k = q.shape[-2], k.shape[-2]
-    if l_k >= FUSED_MIN_KEYS and q.ndim == 4 and not need_weights:
+    if l_k >= FUSED_MIN_KEYS and q.ndim in (3, 4) and not need_weights:
+        if q.ndim == 3:  # (N, L, d): one head each
+            out, _ = _fused(
+                *(unsqueeze(x, 1) for x in (q, k, v)),
+                mask if mask is None or mask.ndim < 3 else mask[:, None],
+                scale,
+                causal,
+                p,
+                False,
+            )
+            return squeeze(out, 1), None
         seed = _random.generator().integers(0, 2**64, dtype=np.uint64) if p else 0
         out = FusedAttention.apply(q, k, v, mask=mask, scale=scale, causal=causal, seed=seed, p=p)
         return out, None
