@@ -25,7 +25,6 @@ from typing import Any
 
 from .. import functional as F
 from ..creation import full
-from ..ops.shape import triu
 from ..tensor import Tensor
 from ..typing import DType
 from . import init
@@ -403,7 +402,7 @@ class Transformer(Module):
     ) -> Tensor:
         """The causal mask (sz, sz) as torch makes it: float, −inf above the diagonal (position
         i may not attend to j > i), 0 elsewhere."""
-        return triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), 1)
+        return F.triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), 1)
 
     def _reset_parameters(self) -> None:
         for p in self.parameters():
