@@ -76,11 +76,16 @@ def test_unbroadcast_is_the_adjoint_of_broadcasting(shapes, seed):
 
 # ---------------------------------------------------------------------------- reductions
 
+def _as_axes(axis):
+    return (axis,) if isinstance(axis, int) else axis
+
+
 REDUCTIONS = {
     "sum": (F.sum, np.sum),
     "mean": (F.mean, np.mean),
-    "max": (F.max, np.max),
-    "min": (F.min, np.min),
+    # a tuple of axes: numpy's max over them (F.max(x, axis=int) is torch's (values, indices))
+    "max": (lambda x, axis, **k: F.max(x, axis=_as_axes(axis), **k), np.max),
+    "min": (lambda x, axis, **k: F.min(x, axis=_as_axes(axis), **k), np.min),
     "var": (lambda x, **k: F.var(x, unbiased=False, **k), np.var),
     "logsumexp": (
         F.logsumexp,
@@ -126,7 +131,9 @@ def test_max_gradient_sums_to_one_per_reduced_slice_even_with_ties(case, seed):
     shape, axis = case
     # few distinct values, so ties are common
     x = f64(np.random.default_rng(seed).integers(0, 3, size=shape).astype(float))
-    x.max(axis=axis).sum().backward()
+    # max(x, int) is torch's (values, indices), whose gradient goes to the index: a tuple of
+    # axes (amax's meaning) is the reduction that splits ties
+    x.max(axis=_as_axes(axis)).sum().backward()
     np.testing.assert_allclose(x.grad.data.sum(axis=axis), 1.0)
     assert (x.grad.data[x.data < x.data.max(axis=axis, keepdims=True)] == 0).all()
 

@@ -25,22 +25,23 @@ def _numpy(x):
     return np.asarray(x)
 
 
-def _assert_same(got, want):
+def _assert_same(got, want, rtol):
     if isinstance(want, list):
         assert isinstance(got, list) and len(got) == len(want)
         for g, w in zip(got, want):
-            _assert_same(g, w)
+            _assert_same(g, w, rtol)
         return
     assert got.dtype == want.dtype, (got.dtype, want.dtype)
     assert got.shape == want.shape, (got.shape, want.shape)
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)  # NaN matches NaN
 
 
-def both(case):
-    """Run case(torch, F) and case(minitensor, F) and assert the same results."""
+def both(case, rtol=0.0):
+    """Run case(torch, F) and case(minitensor, F) and assert the same results: dtypes, shapes
+    and values (equal, or within `rtol` where the two round differently)."""
     want = _numpy(case(torch, torch_F))
     got = _numpy(case(mt, mt_F))
-    _assert_same(got, want)
+    _assert_same(got, want, rtol)
 
 
 # ---------------------------------------------------------------- 1. results that alias an input
@@ -123,3 +124,39 @@ def test_bitwise_of_a_float_tensor_is_refused():
         torch.tensor([1.0]) & torch.tensor([1.0])
     with pytest.raises(TypeError, match=r"bitwise_and.*float32 of shape \(1,\)"):
         mt.tensor([1.0]) & mt.tensor([1.0])
+
+
+# ---------------------------------------------------------------- 4. an alias means what torch's name means
+def test_max_with_axis_returns_values_and_indices():
+    def case(torch, F):
+        x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+        return [x.max(axis=1)[0], x.max(axis=1)[1], x.min(axis=0).values, x.min(axis=0).indices]
+
+    both(case)
+
+
+def test_max_with_axis_and_keepdims_is_max_with_dim_and_keepdim():
+    def case(torch, F):
+        x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+        return list(torch.max(x, axis=-1, keepdims=True)) + list(x.max(1, keepdims=True))
+
+    both(case)
+
+
+def test_max_with_axis_sends_the_gradient_to_the_index():
+    def case(torch, F):
+        x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], dtype=torch.float64, requires_grad=True)
+        values, _ = x.max(axis=1)
+        (values * torch.tensor([2.0, 3.0], dtype=torch.float64)).sum().backward()
+        return x.grad
+
+    both(case)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "argmax", "argmin", "logsumexp", "std", "var"])
+def test_reductions_read_axis_and_keepdims_as_dim_and_keepdim(name):
+    def case(torch, F):
+        x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], dtype=torch.float64)
+        return [getattr(x, name)(axis=1, keepdims=True), getattr(x, name)(dim=0, keepdim=False)]
+
+    both(case, rtol=1e-15)

@@ -81,7 +81,7 @@ def catalog(rng):
         (
             "x - max",
             1,
-            lambda a: a - a.max(axis=1, keepdims=True),
+            lambda a: a - a.max(axis=1, keepdims=True).values,
             lambda a: a - a.amax(1, keepdim=True),
         ),
         (

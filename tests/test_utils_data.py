@@ -243,3 +243,19 @@ def test_pad_sequence_integers_and_a_tensor_match_torch():
     ours, theirs = _both(program)
     assert ours == theirs
     assert pad_sequence is mt.nn.utils.rnn.pad_sequence
+
+
+def test_torch_import_spellings_work_in_a_fresh_interpreter():
+    """`from torch.utils.data import …`, `from torch.nn.utils.rnn import pad_sequence` and
+    `import torch.cuda` as first imports, before anything else loaded minitensor."""
+    import subprocess
+    import sys
+
+    code = (
+        "from minitensor.nn.utils.rnn import pad_sequence\n"
+        "from minitensor.utils.data import DataLoader, Dataset\n"
+        "import minitensor.cuda, minitensor.utils.data as d\n"
+        "import minitensor as mt\n"
+        "assert d is mt.utils.data and mt.nn.utils.rnn.pad_sequence is pad_sequence\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)

@@ -153,8 +153,9 @@ def max(
     among them and max(x, dim) sends it all to the returned index, as torch does.
 
     max(x) → the largest element (0-d). max(x, dim) → a named tuple (values, indices), each of
-    x's shape without `dim` (kept as size 1 with keepdim=True); indices are int64. numpy's
-    spelling max(x, axis=…) (an int or a tuple) gives the values only, as numpy does.
+    x's shape without `dim` (kept as size 1 with keepdim=True); indices are int64. axis= and
+    keepdims= are other names for dim= and keepdim= (as in torch: max(x, axis=1) is
+    (values, indices) too); a tuple of axes gives the values only (torch.amax's meaning).
     max(a, b) with a tensor b is the elementwise maximum(a, b), as in torch.
     """
     return _extremum(Max, np.argmax, maximum, x, dim, keepdim, axis, keepdims)
@@ -180,8 +181,10 @@ def _extremum(reduction, arg_fn, elementwise, x, dim, keepdim, axis, keepdims):
     if isinstance(dim, (Tensor, np.ndarray)):
         return elementwise(x, dim)
     keep = keepdim if keepdims is None else keepdims
-    if dim is None or isinstance(dim, (tuple, list)):
-        return reduction.apply(x, axis=dim if axis is None else axis, keepdims=keep)
+    if axis is not None and dim is None:  # numpy's name for dim=: it means just what dim= does
+        dim, axis = axis, None
+    if dim is None or (isinstance(dim, (tuple, list)) and axis is None):
+        return reduction.apply(x, axis=dim, keepdims=keep)
     if axis is not None:
         raise TypeError(
             f"{reduction.op_name()}: got both dim and axis= (two names for one argument)"
