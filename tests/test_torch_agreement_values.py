@@ -126,7 +126,7 @@ def test_bitwise_of_a_float_tensor_is_refused():
         mt.tensor([1.0]) & mt.tensor([1.0])
 
 
-# ---------------------------------------------------------------- 4. an alias means what torch's name means
+# ---------------------------------------------------------------- 4. an alias means what dim= means
 def test_max_with_axis_returns_values_and_indices():
     def case(torch, F):
         x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
@@ -145,7 +145,9 @@ def test_max_with_axis_and_keepdims_is_max_with_dim_and_keepdim():
 
 def test_max_with_axis_sends_the_gradient_to_the_index():
     def case(torch, F):
-        x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], dtype=torch.float64, requires_grad=True)
+        x = torch.tensor(
+            [[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], dtype=torch.float64, requires_grad=True
+        )
         values, _ = x.max(axis=1)
         (values * torch.tensor([2.0, 3.0], dtype=torch.float64)).sum().backward()
         return x.grad
