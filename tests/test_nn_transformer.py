@@ -259,3 +259,36 @@ def test_errors_are_torchs():
         layer = lib.nn.TransformerEncoderLayer(D, H, FF)
         with pytest.raises(RuntimeError, match="Need attn_mask"):
             layer(lib.zeros(S, N, D), is_causal=True)
+
+
+def test_custom_stacks_eps_bias_and_dtype_match_torch():
+    """custom_encoder / custom_decoder, layer_norm_eps, bias=False and dtype= as torch's."""
+
+    def make(lib):
+        enc = lib.nn.TransformerEncoder(
+            lib.nn.TransformerEncoderLayer(D, H, FF, 0.0, layer_norm_eps=1e-3, bias=False),
+            1,
+            enable_nested_tensor=False,
+        )
+        return lib.nn.Transformer(
+            D,
+            H,
+            dim_feedforward=FF,
+            num_decoder_layers=1,
+            dropout=0.0,
+            custom_encoder=enc,
+            layer_norm_eps=1e-3,
+            bias=False,
+            dtype=lib.float64,
+        )
+
+    ours, theirs = _twins(make)
+    assert ours.encoder.norm is None and ours.decoder.layers[0].norm1.eps == 1e-3
+    assert all(p.dtype == mt.float64 for p in make(mt).decoder.parameters())
+    results = []
+    for lib, model in ((mt, ours), (torch, theirs)):
+        src, tgt = _inputs(lib, False, S, T)
+        out = model(src, tgt, **_masks(lib, ["tgt_float", "padding"], False))
+        _backward(out)
+        results.append((out, [src, tgt]))
+    _compare(ours, theirs, results[0][0], results[1][0], results[0][1], results[1][1])
