@@ -266,7 +266,10 @@ def _record_walk(loss, items, index):
         kept = n._retained() if n._retained is not None else None
         if kept is not None:
             tensors[id(kept)] = kept
-    grads_before = {i: t.grad for i, t in tensors.items()}
+    # the .grad tensors and a copy of their numbers (an accumulation may write in place)
+    grads_before = {
+        i: (t.grad, None if t.grad is None else t.grad.data.copy()) for i, t in tensors.items()
+    }
     for t in tensors.values():  # backward accumulates into .grad in place: walk on fresh ones
         t.grad = None
     node_grads = {id(n): n.grad for n in nodes}
@@ -279,7 +282,9 @@ def _record_walk(loss, items, index):
                     sent[id(t)] = g if id(t) not in sent else sent[id(t)] + g
     finally:  # the user's gradients, as they were
         for i, t in tensors.items():
-            t.grad = grads_before[i]
+            t.grad, numbers = grads_before[i]
+            if numbers is not None:
+                np.copyto(t.grad.data, numbers)
         for n in nodes:
             n.grad = node_grads[id(n)]
     return steps, sent, ""

@@ -32,9 +32,9 @@
     const t = g.querySelector("title");
     return data.levels[level].boxes[Number(t.textContent.slice(1))];
   }
-  function shapesOf(g) {
-    return Array.from(g.children).filter(
-      (c) => /^(polygon|path|ellipse)$/.test(c.tagName) && c.getAttribute("fill") !== "none");
+  function shapesOf(g) {  // the filled outline(s) of a box (inside an <a> when it has a tooltip)
+    return Array.from(g.querySelectorAll("polygon, path, ellipse")).filter(
+      (c) => c.getAttribute("fill") && c.getAttribute("fill") !== "none");
   }
 
   // ------------------------------------------------------------------ levels, zoom and pan
