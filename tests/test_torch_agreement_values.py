@@ -162,3 +162,46 @@ def test_reductions_read_axis_and_keepdims_as_dim_and_keepdim(name):
         return [getattr(x, name)(axis=1, keepdims=True), getattr(x, name)(dim=0, keepdim=False)]
 
     both(case, rtol=1e-15)
+
+
+# ---------------------------------------------------------------- 5. descending sorts, NaN the largest
+def test_topk_of_uint8_does_not_wrap():
+    both(lambda torch, F: list(torch.tensor([0, 1, 2, 200], dtype=torch.uint8).topk(2)))
+
+
+def test_descending_sort_of_uint8():
+    def case(torch, F):
+        x = torch.tensor([[0, 255, 1, 255], [128, 127, 0, 0]], dtype=torch.uint8)
+        ties = torch.tensor([1, 3, 1, 200, 3, 2, 3], dtype=torch.uint8)  # stable: in order
+        return [
+            *x.sort(descending=True, stable=True),
+            x.argsort(dim=0, descending=True, stable=True),
+            *ties.sort(descending=True, stable=True),
+        ]
+
+    both(case)
+
+
+def test_descending_sort_of_int64_extremes():
+    def case(torch, F):
+        lo, hi = -(2**63), 2**63 - 1  # int64 extremes
+        x = torch.tensor([lo, 0, hi, 5, lo])
+        return list(x.sort(descending=True)) + list(x.topk(2)) + list(x.topk(2, largest=False))
+
+    both(case)
+
+
+def test_nan_is_the_largest_in_topk():
+    def case(torch, F):
+        x = torch.tensor([1.0, float("nan"), 3.0, 2.0])
+        return list(x.topk(1)) + list(x.topk(2, largest=False)) + [x.max()]
+
+    both(case)
+
+
+def test_nan_comes_first_in_a_descending_sort_and_last_in_an_ascending_one():
+    def case(torch, F):
+        x = torch.tensor([[1.0, float("nan"), 3.0, 2.0], [float("nan"), 0.0, float("-inf"), 5.0]])
+        return list(x.sort(descending=True)) + list(x.sort()) + [x.argsort(descending=True)]
+
+    both(case)

@@ -570,12 +570,14 @@ def argsort(
     (ties still in their original order)."""
     d = _data(x)
     axis = normalize_axis(axis, d.ndim, "argsort", d.shape)
-    order = (
-        np.argsort(-d if descending else d, axis=axis, kind="stable")
-        if d.dtype.kind != "b"
-        else np.argsort(~d if descending else d, axis=axis, kind="stable")
-    )
-    return Tensor._make(order.astype(np.int64))
+    if not descending:  # numpy sorts NaN last, as the largest value: torch's order
+        return Tensor._make(np.argsort(d, axis=axis, kind="stable").astype(np.int64))
+    # Descending without negating (-x wraps for unsigned ints and int64's minimum, and would
+    # put NaN last): sort x reversed along the axis, ascending and stable, and read the result
+    # backwards. Equal elements then keep their original order, and NaN comes first.
+    n = d.shape[axis] if d.ndim else 1
+    order = np.flip(np.argsort(np.flip(d, axis) if d.ndim else d, axis=axis, kind="stable"), axis)
+    return Tensor._make((n - 1 - order).astype(np.int64))
 
 
 @torch_names
