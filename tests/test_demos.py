@@ -16,6 +16,7 @@ import minitensor as mt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMOS = ["addition_task.py", "ablations.py", "attention_maps.py", "copy_task.py", "custom_op.py"]
+DEMOS += ["rnn_vs_transformer.py"]
 
 
 def run_demo(name, *args, timeout=600):
@@ -230,6 +231,21 @@ def test_ablations_tiny_run_prints_the_table(tmp_path):
         return float(row.split("|")[6])
 
     assert first_score(rows["no-scale"]) > first_score(rows["baseline"])
+
+
+def test_rnn_vs_transformer_tiny_run_prints_the_table_and_draws(tmp_path):
+    text = run_demo(
+        "rnn_vs_transformer.py",
+        *("--steps", 4, "--eval-every", 2, "--batch-size", 8, "--hidden", 8, "--d-model", 16),
+        *("--quiet", "--out", tmp_path),
+    )
+    table = (tmp_path / "table.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    assert rows[1].startswith("| LSTM |") and rows[2].startswith("| Transformer |")
+    assert "| LSTM |" in text and (tmp_path / "rnn_vs_transformer.png").stat().st_size > 1000
+    # the carry-chain columns split the 1,000 held-out problems: chains 0 to 3 of 3 digits
+    counts = [int(c.split("(n=")[1].split(")")[0]) for c in rows[0].split("|") if "(n=" in c]
+    assert len(counts) == 4 and sum(counts) == 1000
 
 
 def test_custom_op_tiny_run(tmp_path):
