@@ -228,6 +228,19 @@ def test_nn_multihead_attention_matches_torch(rng, form, lengths, need_weights):
     _close(ours.in_proj_weight.grad, theirs.in_proj_weight.grad, "d in_proj_weight")
 
 
+def test_nn_multihead_attention_learns_a_float_attn_mask_with_key_padding(rng):
+    torch = _torch()
+    ours, theirs = _mha_pair()
+    (x, tx), (bias, t_bias) = _pair(rng.standard_normal((2, 4, 8))), _pair(rng.random((4, 4)))
+    kpm = np.array([[False] * 4, [False, False, False, True]])
+    t_out, _ = theirs(tx, tx, tx, key_padding_mask=torch.tensor(kpm), attn_mask=t_bias)
+    out, _ = ours(x, x, x, key_padding_mask=kpm, attn_mask=bias)
+    _close(out, t_out, "output")
+    (t_out**2).sum().backward()
+    (out**2).sum().backward()
+    _close(bias.grad, t_bias.grad, "d attn_mask")
+
+
 def test_nn_multihead_attention_with_a_4d_query_says_what_it_expects():
     mha = nn.MultiheadAttention(8, 2)
     with pytest.raises(ValueError, match=r"MultiheadAttention.*\(2, 3, 4, 8\).*\(L, N, E\)"):

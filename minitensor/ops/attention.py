@@ -135,11 +135,8 @@ def combine(a, b, op: str = "attention"):
     if a.dtype == np.bool_ and b.dtype == np.bool_:
         return a | b
     dtype = a.dtype if a.dtype.kind == "f" else b.dtype
-    parts = [x if isinstance(x, Tensor) else to_additive(x, dtype) for x in (a, b)]
-    if isinstance(parts[0], Tensor) or isinstance(parts[1], Tensor):
-        first, second = (parts[0], parts[1]) if isinstance(parts[0], Tensor) else parts[::-1]
-        return first + second
-    return parts[0] + parts[1]
+    a, b = (x if isinstance(x, Tensor) else to_additive(x, dtype) for x in (a, b))
+    return b + a if isinstance(b, Tensor) else a + b  # a Tensor (in the graph) on the left
 
 
 def _fit_mask(mask, scores_shape, op):
