@@ -76,3 +76,25 @@ def test_the_tour_notebook_runs():
     assert "cell [" in text  # a node's source names the cell
     assert any("image/png" in o.get("data", {}) for o in outputs)  # attention heatmaps
     assert "held-out exact match" in text
+    # the explorer shows inline: its page in an iframe, with the graph and the slider
+    html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert any(h.startswith("<iframe srcdoc=") and "slider" in h for h in html)
+    # numba's first-run compile lines are said once, on stdout, not as pink stderr boxes
+    stderr = "".join(o.get("text", "") for o in outputs if o.get("name") == "stderr")
+    assert "compiling numba kernels" not in stderr
+    assert text.count("numba compiled minitensor's kernels") <= 1
+
+
+def test_the_tour_lists_its_sections_one_per_line_in_order():
+    """A list item's number is what Markdown renders: '4. attention ·\n5. the addition model'
+    rendered as '4. attention · 2. the addition model' (a second list restarting at 2)."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    intro = nb.cells[0].source.splitlines()
+    items = [line for line in intro if line[:1].isdigit()]
+    assert [line.split(".", 1)[0] for line in items] == [str(i) for i in range(1, 7)]
+    assert all(line.count(". ") == 1 and "·" not in line for line in items)
+    first = intro.index(items[0])
+    assert intro[first : first + 6] == items  # one list, no break
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.source.startswith("## ")]
+    assert [h.split(".", 1)[0] for h in headings] == [f"## {i}" for i in range(1, 7)]
