@@ -225,7 +225,7 @@ def _start(tensor, grad, retain_graph, record):
         )
     g0 = _initial_grad(tensor, grad)
     if tensor.grad_fn is None:  # backward on a leaf itself
-        tensor._accumulate_grad(g0)
+        tensor._accumulate_grad(run_grad_hooks(tensor, g0))
         return iter(())
     order = topological_order(tensor.grad_fn)
     for node in order:
@@ -256,21 +256,46 @@ def _incoming(node, g_out):
     return run_grad_hooks(node, g_out)
 
 
+class _LeafGrads:
+    """The .grad writes of one backward pass: accumulated as they come, except for a tensor
+    with hooks (Tensor.register_hook), whose contributions are summed and given to its hooks
+    once, at the end of the pass, as torch does; each touched .grad is kept to undo a failure."""
+
+    def __init__(self):
+        self.before = {}  # id -> (tensor, None or (its .grad, a copy of the values))
+        self.held = {}  # id -> (tensor with hooks, the sum of this pass's contributions)
+
+    def give(self, t, g, final=False):
+        if not final and getattr(t, "_grad_hooks", None):
+            prev = self.held.get(id(t))
+            self.held[id(t)] = (t, g if prev is None else prev[1] + g)
+            return
+        if id(t) not in self.before:  # .grad accumulates in place: keep its values to undo
+            kept = None if t.grad is None else (t.grad, t.grad.numpy().copy())
+            self.before[id(t)] = (t, kept)
+        t._accumulate_grad(run_grad_hooks(t, g) if final else g)
+
+    def flush(self):
+        held, self.held = self.held, {}
+        for t, g in held.values():
+            self.give(t, g, final=True)
+
+    def undo(self):
+        for t, kept in self.before.values():
+            t.grad = None if kept is None else kept[0]
+            if kept is not None:
+                np.copyto(kept[0].numpy(), kept[1])
+
+
 def _walk(order, g0, retain_graph, record=None):
     """The engine proper: visit the nodes in topological order, sending each node's output
     gradient through its backward to its inputs. `record` (a dict, for a step-through) keeps
     every node's output gradient for the steps' `grad_of`; `backward()` passes None."""
     grads = {id(order[0]): g0}  # gradients that reached each node's output, so far
     run = []  # ids of the nodes whose backward has run, in order
-    grads_before = {}  # .grad of every tensor this pass touched, to undo a failure
+    leaves = _LeafGrads()
+    give = leaves.give
     anomaly = state.anomaly
-
-    def give(t, g):  # accumulate into a leaf's (or retained tensor's) .grad
-        if id(t) not in grads_before:  # .grad accumulates in place: keep its values to undo
-            kept = None if t.grad is None else (t.grad, t.grad.numpy().copy())
-            grads_before[id(t)] = (t, kept)
-        t._accumulate_grad(run_grad_hooks(t, g))
-
     try:
         for index, node in enumerate(order):
             g_out = grads.pop(id(node), None)
@@ -303,6 +328,7 @@ def _walk(order, g0, retain_graph, record=None):
             yield step
             if not retain_graph:
                 node.release()
+        leaves.flush()
     except BaseException as exc:
         # A walk that stops half-way must not leave some leaves with this pass's gradient and
         # others without: put every .grad back. That covers a backward that raised (a bug in an
@@ -310,10 +336,7 @@ def _walk(order, g0, retain_graph, record=None):
         # generator raises GeneratorExit at its `yield`) — unless no gradient is left to send.
         finished = isinstance(exc, GeneratorExit) and not grads
         if not finished:
-            for t, kept in grads_before.values():
-                t.grad = None if kept is None else kept[0]
-                if kept is not None:
-                    np.copyto(kept[0].numpy(), kept[1])
+            leaves.undo()
         raise
 
 

@@ -842,8 +842,8 @@ def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
 
 
 def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
-    """x·relu6(x + 3)/6. At ±3 the gradient is torch's: 0 at −3, the linear side's at 3."""
-    return where(x < -3, 0.0, where(x > 3, x, x * (x + 3) / 6))
+    """x·relu6(x + 3)/6. At ±3 the gradient is torch's: 0 at −3, 1 at 3 (the outer sides')."""
+    return where(x <= -3, 0.0, where(x >= 3, x, x * (x + 3) / 6))
 
 
 def logsigmoid(x: Tensor) -> Tensor:
