@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 import minitensor.functional as F
-from minitensor import from_numpy, kernels, nn
+from minitensor import Tensor, from_numpy, kernels, nn
 from minitensor.nn import init
 from minitensor.ops import attention as A
 
@@ -151,6 +151,7 @@ class MultiHeadAttention(nn.Module):
         if is_causal:  # the same blocked set, as an array, for the diagnostics
             mask = A.combine(mask, A.causal_mask(q.shape[2], k.shape[2], causal_offset))
         kept = None if weights is None else weights.data
+        mask = mask.data if isinstance(mask, Tensor) else mask  # a learned mask's values
         self._record = (kept, (q.data, k.data), self.scale, mask)
         return out, weights
 
