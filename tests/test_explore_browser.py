@@ -188,3 +188,21 @@ def test_no_network_request_and_no_console_error(browser, page):
     resources = b.execute_script("return performance.getEntriesByType('resource').length")
     assert resources == 0
     assert not _errors(b)
+
+
+def test_an_attention_softmax_shows_its_weights_and_a_view_can_be_linked(browser, tmp_path):
+    """A page's address can say what to show (#find=…&step=…): here the softmax of a small
+    attention block, whose details draw its weights as a heatmap."""
+    from test_explore import make
+
+    model, x, loss = make()
+    ex = mt.viz.explore(loss, model=model)
+    url = ex.save(tmp_path / "attention.html").as_uri() + "#step=1&find=softmax"
+    browser.get(url)
+    details = browser.find_element(By.ID, "details")
+    assert "softmax" in details.text and "attention weights" in details.text
+    (soft,) = [d for d in ex.data["items"] if d.get("heat")]
+    cells = browser.find_elements(By.CSS_SELECTOR, "#details svg.heatmap rect")
+    assert len(cells) == soft["heat"]["rows"] * soft["heat"]["cols"] == 9
+    assert browser.find_element(By.ID, "slider").get_attribute("value") == "1"
+    assert not _errors(browser)

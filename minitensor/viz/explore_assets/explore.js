@@ -75,7 +75,7 @@
     const a = p.matrixTransform(toView);
     p.x = b.x + b.width; p.y = b.y + b.height;
     const z = p.matrixTransform(toView);
-    const w = Math.max(z.x - a.x, 300) * 1.4, h = Math.max(z.y - a.y, 200) * 1.4;
+    const w = Math.max((z.x - a.x) * 1.4, 900), h = Math.max((z.y - a.y) * 1.4, 560);  // and around it
     const cx = (a.x + z.x) / 2, cy = (a.y + z.y) / 2;
     setViewBox([cx - w / 2, cy - h / 2, w, h]);
   }
@@ -174,7 +174,7 @@
     details.appendChild(t);
   }
   function heatmap(h) {
-    const cell = Math.max(3, Math.min(14, Math.floor(260 / Math.max(h.rows, h.cols))));
+    const cell = Math.max(3, Math.min(20, Math.floor(260 / Math.max(h.rows, h.cols))));
     const ns = "http://www.w3.org/2000/svg";
     const s = document.createElementNS(ns, "svg");
     s.setAttribute("width", h.cols * cell); s.setAttribute("height", h.rows * cell);
@@ -231,9 +231,10 @@
   // ------------------------------------------------------------------ search
   const search = document.getElementById("search"), matches = document.getElementById("matches");
   function targets(q) {  // [{text, level, pred, item}] for items and modules matching q
-    const out = [], seen = new Set();
-    data.items.forEach((it, i) => {
-      if (![it.title, it.op || "", it.scope].some((s) => s.toLowerCase().includes(q))) return;
+    const out = [], seen = new Set(), words = q.split(/\s+/);
+    data.items.forEach((it, i) => {  // every word in the name, op or module: "layers.0 softmax"
+      const hay = [it.title, it.op || "", it.scope].join(" ").toLowerCase();
+      if (!words.every((w) => hay.includes(w))) return;
       let li = data.levels.findIndex((L) => L.boxes.some((b) => b.kind === "item" && b.items[0] === i));
       if (li < 0) li = data.levels.length - 1;
       out.push({ text: it.title + (it.scope ? " — " + it.scope : ""), level: li, item: i,
@@ -271,7 +272,23 @@
   search.addEventListener("input", runSearch);
   search.addEventListener("keydown", (e) => { if (e.key === "Enter") { const f = runSearch(); if (f.length) goTo(f[0]); } });
 
+  // A view can be linked (and screenshot with `chromium --headless --screenshot`): graph.html#
+  // level=2&step=40&find=softmax opens module level 2, moves the slider, goes to the first match.
+  function fromHash() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    if (h.has("level")) showLevel(Math.max(0, Math.min(Number(h.get("level")) || 0, data.levels.length - 1)));
+    if (h.has("step") && data.steps.length) {
+      slider.value = h.get("step");
+      slider.dispatchEvent(new Event("input"));
+    }
+    if (h.has("find")) {
+      search.value = h.get("find");
+      const found = runSearch();
+      if (found.length) goTo(found[0]);
+    }
+  }
   showLevel(data.start);
   if (data.note) details.appendChild(el("p", { id: "note" }, data.note));
+  fromHash();
   window.mtExplorer = { showLevel, levels: data.levels.length, get level() { return level; } };
 })();
