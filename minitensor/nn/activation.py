@@ -1,9 +1,10 @@
 """More activations as torch.nn has them: LeakyReLU, ELU, Softplus, Hardtanh, ReLU6.
 
-Each is a short composition of elementwise ops (where, exp, log), so its gradient comes from
-theirs; at the kinks the gradient is torch's (LeakyReLU and ELU take the negative side's
-slope at 0, Hardtanh and ReLU6 pass nothing at their bounds). `inplace=` is accepted for
-torch's signature; the result is a new tensor either way.
+Each calls its function in `minitensor.functional` (F.leaky_relu, F.elu, …: short
+compositions of where, exp and log1p, so the gradient comes from theirs); at the kinks the
+gradient is torch's (LeakyReLU and ELU take the negative side's slope at 0, Hardtanh and ReLU6
+pass nothing at their bounds). `inplace=` is accepted for torch's signature; the result is a
+new tensor either way.
 """
 
 from __future__ import annotations
@@ -11,30 +12,6 @@ from __future__ import annotations
 from .. import functional as F
 from ..tensor import Tensor
 from .module import Module
-
-
-def _leaky_relu(x, negative_slope):
-    return F.where(x > 0, x, x * negative_slope)
-
-
-def _elu(x, alpha):
-    # exp of the negative side only: exp(x) of a large x would overflow in the branch not taken
-    negative = F.where(x > 0, 0.0, x)
-    return F.where(x > 0, x, alpha * (F.exp(negative) - 1))
-
-
-def _softplus(x, beta, threshold):
-    # log(1 + e^{βx})/β, and x itself where βx > threshold (as torch: there they agree to
-    # rounding, and e^{βx} would overflow)
-    bx = x * beta
-    linear = bx > threshold
-    safe = F.where(linear, 0.0, bx)
-    return F.where(linear, x, F.log(1 + F.exp(safe)) / beta)
-
-
-def _hardtanh(x, min_val, max_val):
-    # constants outside (min_val, max_val): no gradient at or beyond the bounds, as torch
-    return F.where(x <= min_val, min_val, F.where(x >= max_val, max_val, x))
 
 
 class LeakyReLU(Module):
@@ -45,7 +22,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return _leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -59,7 +36,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return _elu(input, self.alpha)
+        return F.elu(input, self.alpha)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -73,7 +50,7 @@ class Softplus(Module):
         self.beta, self.threshold = beta, threshold
 
     def forward(self, input: Tensor) -> Tensor:
-        return _softplus(input, self.beta, self.threshold)
+        return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
         return f"beta={self.beta}, threshold={self.threshold}"
@@ -91,7 +68,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return _hardtanh(input, self.min_val, self.max_val)
+        return F.hardtanh(input, self.min_val, self.max_val)
 
     def extra_repr(self) -> str:
         s = f"min_val={self.min_val}, max_val={self.max_val}"
