@@ -12,7 +12,9 @@ import _torch_shim as shim  # noqa: E402
 
 pytestmark = [
     pytest.mark.torch,
+    # torch's notes about its own fast paths, which do not apply here
     pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Support for mismatched:UserWarning"),
 ]
 SOURCE = "nn_transformer_tutorial.py"
 
