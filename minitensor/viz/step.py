@@ -14,8 +14,8 @@ from ._labels import TRANSPOSE, node_label
 from ._source import describe_source
 from .graph import GraphvizNotFound, draw_graph
 
-# A step's picture in a notebook: depth 2 (sub-layers as boxes) fits a screen for any
-# Transformer; a small graph shows every op.
+# A step's picture in a notebook: the default budget (a Transformer draws at depth 1, one box
+# per layer stack; a small graph shows every op). `explore` steps through the detail.
 STEP_MAX_NODES = 60
 
 
