@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from .scope import current_scope
 
-__all__ = ["AxisError", "ShapeError", "named_error", "op_error", "op_in_scope"]
+__all__ = [
+    "AxisError",
+    "DTypeError",
+    "IndexRangeError",
+    "ShapeError",
+    "named_error",
+    "op_error",
+    "op_in_scope",
+]
 
 
 class ShapeError(ValueError, RuntimeError):
@@ -26,6 +34,19 @@ class ShapeError(ValueError, RuntimeError):
 class AxisError(ShapeError, IndexError):
     """An axis (dim) out of range for the tensor's number of axes: PyTorch raises IndexError
     there ("Dimension out of range"), so this is an IndexError as well as a ShapeError."""
+
+
+class IndexRangeError(IndexError, RuntimeError):
+    """An index out of range for the axis it picks from (gather, index_select, scatter).
+    PyTorch raises RuntimeError for some of these ops and IndexError for others (embedding,
+    a 0-d input): this is both, so code written for torch catches it either way."""
+
+    names_shapes = True
+
+
+class DTypeError(TypeError, RuntimeError):
+    """An argument of the wrong dtype (a float index): TypeError for Python, RuntimeError as
+    PyTorch raises it."""
 
 
 def op_error(op: str, message: str, kind: type[Exception] | None = None) -> Exception:

@@ -44,6 +44,11 @@ VERSION = 1
 _STRUCTURE = "__structure__"
 _MAX_NPY_HEADER = 10_000  # bytes of an .npy header's dict literal (numpy's own default)
 _DEFLATE_MAX_RATIO = 1032  # deflate never expands a byte stream by more than this
+# mt.save stores members uncompressed; a deflated member (a file recompressed by hand) may
+# expand to at most this many times its compressed size, or _INFLATE_FREE bytes: a genuine
+# 1 GB stream of zeros fits in 1 MB, and would make a small file allocate a gigabyte
+_MAX_INFLATE_RATIO = 64
+_INFLATE_FREE = 1 << 22
 _CHUNK = 1 << 24  # bytes read from a member at a time
 
 
@@ -355,6 +360,14 @@ class _Archive:
                 key,
                 f"it claims {info.file_size} bytes ({info.compress_size} stored) but "
                 f"the file has {self.file_size} bytes; it is truncated or was altered",
+            )
+        inflated = info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > _INFLATE_FREE
+        if inflated and info.file_size > info.compress_size * _MAX_INFLATE_RATIO:
+            self.fail(
+                key,
+                f"it inflates {info.compress_size} compressed bytes to {info.file_size} "
+                f"(over {_MAX_INFLATE_RATIO}x: a decompression bomb?); mt.save writes members "
+                f"uncompressed, so re-save the checkpoint with mt.save if you trust it",
             )
 
     def _npy_header(self, key, f):

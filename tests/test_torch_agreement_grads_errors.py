@@ -315,3 +315,120 @@ def test_clip_grad_norm_error_if_nonfinite_and_no_gradients():
 
     _raises_as_torch(nonfinite)
     _same(lambda lib: [lib.nn.utils.clip_grad_norm_([lib.zeros(2, requires_grad=True)], 1.0)])
+
+
+# ---------------------------------------------------------------- indices, 0-d tensors, weights
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda lib: lib.arange(6.0).reshape(2, 3).gather(1, lib.tensor([[-1], [0]])),
+        lambda lib: lib.arange(6.0).reshape(2, 3).gather(1, lib.tensor([[3], [0]])),
+        lambda lib: lib.arange(6.0).reshape(2, 3).gather(1, lib.zeros(3, 1, dtype=lib.int64)),
+        lambda lib: lib.arange(6.0).reshape(2, 3).gather(1, lib.zeros(2, 1)),
+        lambda lib: lib.arange(6.0).reshape(2, 3).index_select(1, lib.tensor([-1])),
+        lambda lib: lib.arange(6.0).reshape(2, 3).index_select(1, lib.tensor([3])),
+        lambda lib: lib.arange(6.0).reshape(2, 3).index_select(1, lib.tensor([[0]])),
+        lambda lib: lib.arange(6.0).reshape(2, 3).index_select(1, lib.zeros(2)),
+        lambda lib: lib.tensor(5.0).index_select(0, lib.tensor([1])),
+        lambda lib: lib.tensor(5.0).index_select(0, lib.tensor([0, 0])),
+        lambda lib: lib.tensor(5.0).scatter(0, lib.tensor(1), 7.0),
+        lambda lib: lib.zeros(2, 3).scatter(1, lib.tensor([[3]]), 7.0),
+        lambda lib: lib.zeros(3).masked_fill(lib.tensor([1, 0, 1]), 1.0),
+    ],
+)
+def test_bad_indices_are_refused_as_torch(program):
+    _raises_as_torch(program)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda lib, x: [x.transpose(0, -1), x.transpose(0, 0), x.t()],
+        lambda lib, x: [x.gather(0, lib.tensor(0)), x.gather(0, lib.tensor([0, 0]))],
+        lambda lib, x: [x.index_select(0, lib.tensor([0])), x.index_select(0, lib.tensor(0))],
+        lambda lib, x: [x.scatter(0, lib.tensor(0), lib.tensor(7.0, dtype=lib.float64))],
+        lambda lib, x: [x.scatter(0, lib.tensor([0]), 7.0)],
+        lambda lib, x: [lib.arange(3.0).gather(0, lib.tensor(1))],
+        lambda lib, x: [lib.arange(6.0).reshape(2, 3).index_select(1, lib.tensor(1))],
+    ],
+)
+def test_zero_dim_tensors_as_torch(program):
+    def run(lib):
+        x = lib.tensor(5.0, dtype=lib.float64, requires_grad=True)
+        outs = program(lib, x)
+        differentiable = [o.sum() for o in outs if o.requires_grad]
+        if differentiable:
+            sum(differentiable).backward()
+        return outs + [x.grad]
+
+    _same(run)
+
+
+def test_gather_index_select_gradients_as_torch():
+    def program(lib):
+        x = lib.arange(12.0, dtype=lib.float64).reshape(3, 4).requires_grad_()
+        a = x.gather(1, lib.tensor([[3, 3], [0, 1], [2, 0]]))
+        b = x.index_select(0, lib.tensor([2, 2, 0]))
+        (a.sum() * 2 + (b * b).sum()).backward()
+        return [a, b, x.grad]
+
+    _same(program)
+
+
+@pytest.mark.parametrize("n_weights", [2, 4])
+@pytest.mark.parametrize("fn", ["cross_entropy", "nll_loss"])
+def test_class_weight_of_the_wrong_length_is_refused(fn, n_weights):
+    def program(lib):
+        logits = lib.zeros(2, 3)
+        return getattr(lib.nn.functional, fn)(
+            logits, lib.tensor([0, 1]), weight=lib.ones(n_weights)
+        )
+
+    _raises_as_torch(program)
+    with pytest.raises(RuntimeError) as info:
+        program(mt)
+    for part in (fn, f"({n_weights},)", "(3,)", "(2, 3)"):  # the op, the shapes
+        assert part in str(info.value)
+
+
+def test_cross_entropy_weight_of_the_right_length_still_works():
+    def program(lib):
+        logits = lib.tensor([[1.0, 2.0, 0.5], [0.1, -1.0, 2.0]], requires_grad=True)
+        loss = lib.nn.functional.cross_entropy(
+            logits, lib.tensor([0, 2]), weight=lib.tensor([1.0, 2.0, 0.5])
+        )
+        loss.backward()
+        return [loss, logits.grad]
+
+    _same(program, tol=1e-6)
+
+
+# ---------------------------------------------------------------- mt.load: a deflate bomb
+def _recompress(src, dst):
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info))
+
+
+def test_load_refuses_a_deflate_bomb_before_allocating(tmp_path):
+    saved = tmp_path / "zeros.npz"
+    mt.save({"w": np.zeros(1 << 21, np.float32)}, saved)  # 8 MiB of zeros: deflates ~1000x
+    bomb = tmp_path / "bomb.npz"
+    _recompress(saved, bomb)
+    assert bomb.stat().st_size < saved.stat().st_size // 100
+    with pytest.raises(mt.CheckpointError, match="bomb"):
+        mt.load(bomb)
+    assert mt.load(saved)["w"].shape == (1 << 21,)  # stored, as mt.save writes it: fine
+
+
+def test_load_reads_small_or_ordinary_deflated_members(tmp_path):
+    saved = tmp_path / "ok.npz"
+    w = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float32)
+    mt.save({"w": w, "zeros": np.zeros(1000, np.float32)}, saved)
+    deflated = tmp_path / "deflated.npz"
+    _recompress(saved, deflated)
+    back = mt.load(deflated)
+    np.testing.assert_array_equal(np.asarray(back["w"]), w)
+    assert not np.asarray(back["zeros"]).any()

@@ -417,6 +417,10 @@ def cross_entropy(
             ValueError,
         )
     t = _data(target)
+    if weight is not None and input.ndim:  # classes on axis 1 ((C,) logits: axis 0)
+        _check_class_weight(
+            "cross_entropy", weight, input.shape[min(input.ndim - 1, 1)], input.shape
+        )
     if t.dtype.kind == "f":
         return _cross_entropy_probs(input, target, weight, reduction, label_smoothing)
     if weight is None:
@@ -430,6 +434,18 @@ def cross_entropy(
     return _cross_entropy_weighted(
         _classes_last(input), t, weight, ignore_index, reduction, label_smoothing, input.shape
     )
+
+
+def _check_class_weight(op, weight, c, shape):
+    """A class weight has one entry per class, (C,), as torch requires (a longer one would be
+    silently cut, a shorter one fail on a bare numpy IndexError)."""
+    if weight is not None and np.shape(_data(weight)) != (c,):
+        raise op_error(
+            op,
+            f"weight of shape {np.shape(_data(weight))} must have one entry per class, "
+            f"shape ({c},) (input of shape {tuple(shape)}, classes on axis "
+            f"{int(len(shape) >= 2)})",
+        )
 
 
 def _cross_entropy_weighted(x, t, weight, ignore_index, reduction, eps, shape):
@@ -661,6 +677,7 @@ def _nll(x, t, weight, ignore_index, reduction, shape, op):
         raise op_error(
             op, f"target {bad} is out of range for {c} classes (target shape {t.shape})", IndexError
         )
+    _check_class_weight(op, weight, c, shape)
     safe = np.where(valid, t, 0).reshape(-1)
     w = np.ones(c, x.dtype) if weight is None else _data(weight).astype(x.dtype)
     w_rows = np.where(valid.reshape(-1), w[safe], 0).astype(x.dtype)

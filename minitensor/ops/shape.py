@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
+from ..errors import DTypeError, IndexRangeError
 from ..function import Function, ShapeError, op_error, unbroadcast
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, Scalar
@@ -125,6 +126,8 @@ def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
 def _swap(x, axis0, axis1, op):
     a = normalize_axis(axis0, x.ndim, op, x.shape)
     b = normalize_axis(axis1, x.ndim, op, x.shape)
+    if x.ndim == 0:  # torch: dims 0 and -1 of a 0-d tensor name the tensor itself
+        return Permute.apply(x, axes=())
     axes = list(range(x.ndim))
     axes[a], axes[b] = axes[b], axes[a]
     return Permute.apply(x, axes=tuple(axes))
@@ -308,25 +311,71 @@ def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
 
 def gather(x: Tensor, dim: int, index: Tensor | ArrayLike) -> Tensor:
     """torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] for dim=1. `index` (int) has x's
-    number of axes; the result has index's shape. Differentiable in x (a gather of getitem)."""
-    idx = np.asarray(_data(index))
-    if idx.ndim != x.ndim or idx.dtype.kind not in "iu":
+    number of axes (a 0-d tensor counts as 1-d, as in torch), no more than x's size on the
+    other axes; every index in [0, x.shape[dim]). The result has index's shape.
+    Differentiable in x (a gather of getitem)."""
+    idx = _index_array("gather", x, index)
+    if max(idx.ndim, 1) != max(x.ndim, 1):
         raise op_error(
             "gather",
-            f"index must be an integer tensor with {x.ndim} axes like x "
-            f"(shape {x.shape}), got {idx.dtype} of shape {idx.shape}",
-            TypeError,
+            f"index must have x's number of axes (x of shape {x.shape}), got shape {idx.shape}",
         )
     dim = normalize_axis(dim, x.ndim, "gather", x.shape)
-    grid = list(np.indices(idx.shape, sparse=True))
-    grid[dim] = idx
-    return getitem(x, tuple(grid))
+    x1, idx1 = (x if x.ndim else reshape(x, (1,))), idx.reshape(idx.shape or (1,))
+    if any(i > n for d, (i, n) in enumerate(zip(idx1.shape, x1.shape)) if d != dim):
+        raise op_error(
+            "gather",
+            f"index of shape {idx.shape} is larger than x of shape {x.shape} on an "
+            f"axis other than dim {dim}",
+        )
+    _check_index_range("gather", idx1, x1.shape[dim], dim, x.shape)
+    grid = list(np.indices(idx1.shape, sparse=True))
+    grid[dim] = idx1
+    out = getitem(x1, tuple(grid))
+    return out if idx.ndim else reshape(out, ())
+
+
+def _index_array(op, x, index):
+    idx = np.asarray(_data(index))
+    if idx.dtype.kind not in "iu":
+        raise op_error(
+            op,
+            f"index must be an integer tensor, got {idx.dtype} of shape {idx.shape} "
+            f"(x of shape {x.shape})",
+            DTypeError,
+        )
+    return idx
+
+
+def _check_index_range(op, idx, n, dim, shape):
+    """torch refuses an index outside [0, n) (numpy would wrap −1 to the last element)."""
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = idx.min() if idx.min() < 0 else idx.max()
+        raise op_error(
+            op,
+            f"index {bad} is out of range for dim {dim} of size {n} (x of shape {shape})",
+            IndexRangeError,
+        )
 
 
 def index_select(x: Tensor, dim: int, index: Tensor | ArrayLike) -> Tensor:
-    """The slices of x at positions `index` (1-D int) along `dim`; differentiable in x."""
+    """The slices of x at positions `index` (1-D int, or 0-d: one position, its axis kept, as
+    in torch) along `dim`; every index in [0, x.shape[dim]). Differentiable in x."""
+    idx = _index_array("index_select", x, index)
+    if idx.ndim > 1:
+        raise op_error(
+            "index_select",
+            f"index must be 1-D (or 0-d), got shape {idx.shape} (x of shape {x.shape})",
+            IndexError,
+        )
     dim = normalize_axis(dim, x.ndim, "index_select", x.shape)
-    return getitem(x, (slice(None),) * dim + (np.asarray(_data(index)),))
+    idx = idx.reshape(-1)
+    _check_index_range("index_select", idx, x.shape[dim] if x.ndim else 1, dim, x.shape)
+    if x.ndim == 0:  # torch: a 0-d tensor has one position, and the result is 0-d
+        if idx.size != 1:
+            raise op_error("index_select", f"index to a 0-d tensor must have one value, got {idx}")
+        return reshape(getitem(reshape(x, (1,)), idx), ())
+    return getitem(x, (slice(None),) * dim + (idx,))
 
 
 class Where(Function):
@@ -373,7 +422,7 @@ class MaskedFill(Function):
     @staticmethod
     def forward(ctx, x, mask, value):
         if mask.dtype != np.bool_:
-            raise TypeError(
+            raise DTypeError(
                 f"mask must be bool (True = fill), got {mask.dtype} of shape {mask.shape}"
             )
         if np.ndim(value) != 0:
@@ -460,7 +509,7 @@ def scatter_into(out, dim, index, src):
     src is a number, or an array at least index's size on every axis (its first index.shape
     elements are used). Returns the positions written, for backward."""
     if index.ndim != out.ndim or index.dtype.kind not in "iu":
-        raise TypeError(
+        raise DTypeError(
             f"index must be an integer tensor with {out.ndim} axes like the "
             f"input (shape {out.shape}), got {index.dtype} of shape {index.shape}"
         )
@@ -471,7 +520,7 @@ def scatter_into(out, dim, index, src):
             f"{out.shape} (but along dim {dim}) and than src {np.shape(src)}"
         )
     if index.size and (index.min() < 0 or index.max() >= out.shape[dim]):
-        raise IndexError(
+        raise IndexRangeError(
             f"index {index.max() if index.max() >= 0 else index.min()} is "
             f"out of range for dim {dim} of size {out.shape[dim]} (input shape "
             f"{out.shape})"
@@ -519,7 +568,17 @@ def scatter(
     and in src, as torch's."""
     x = x if isinstance(x, Tensor) else Tensor(x)
     dim = normalize_axis(dim, x.ndim, "scatter", x.shape)
-    return Scatter.apply(x, _constant(index), value if src is None else src, dim=dim)
+    src = value if src is None else src
+    if x.ndim == 0 or np.ndim(_data(index)) == 0:  # torch: a 0-d tensor counts as 1-d
+        x1, index1, src1 = (_at_least_1d(v) for v in (x, index, src))
+        return reshape(Scatter.apply(x1, _constant(index1), src1, dim=dim), x.shape)
+    return Scatter.apply(x, _constant(index), src, dim=dim)
+
+
+def _at_least_1d(v):
+    if isinstance(v, Tensor):
+        return reshape(v, (1,)) if v.ndim == 0 else v
+    return np.reshape(v, (1,)) if isinstance(v, (np.ndarray, list)) and np.ndim(v) == 0 else v
 
 
 class Repeat(Function):
