@@ -190,10 +190,45 @@ def arange(
         stop = end
     if stop is None:
         start, stop = 0, start
-    data = np.arange(start, stop, step)
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        data = _integer_arange(start, stop, step, np.dtype(dtype))
+    else:
+        _check_range(start, stop, step)
+        data = np.arange(start, stop, step)
     if dtype is None and data.dtype.kind == "f":
         dtype = _DEFAULT_FLOAT
     return Tensor(data, requires_grad, dtype=dtype, name=name)
+
+
+def _check_range(start, stop, step):
+    """torch's refusals, with its exception types (numpy would return an empty range, or
+    raise ZeroDivisionError)."""
+    if step == 0:
+        raise RuntimeError(f"arange: step must be nonzero (start {start}, end {stop})")
+    if (step > 0 and stop < start) or (step < 0 and stop > start):
+        raise RuntimeError(
+            f"arange: end {stop} lies on the other side of start {start} from step {step} "
+            f"(upper and lower bound inconsistent with the step's sign)"
+        )
+
+
+def _integer_arange(start, stop, step, dtype):
+    """arange with an integer dtype, as torch computes it: the bounds and the step are
+    truncated to integers first (arange(3.1, dtype=long) is [0, 1, 2]), and the values are
+    start + i·step. int64 counts the elements in integers (so arange(-0.9, 2.1, 2.0) is
+    [0]); the narrower integer dtypes count them from the untruncated bounds, ⌈(end −
+    start) / step⌉ (arange(3.1, dtype=int32) has 4 elements), as torch does."""
+    _check_range(start, stop, step)
+    s, e, d = int(start), int(stop), int(step)  # int() truncates toward zero, as C does
+    if dtype == np.int64:
+        if d == 0:  # a step truncated to 0 (0.5): torch's int64 count refuses it
+            raise ValueError(f"arange: step {step} is 0 as an integer (dtype int64)")
+        sign = 1 if d > 0 else -1
+        span = e - s + d - sign
+        count = abs(span) // abs(d) * (1 if (span >= 0) == (d > 0) else -1)  # C's division
+    else:
+        count = int(np.ceil((float(stop) - float(start)) / float(step)))
+    return (s + d * np.arange(max(count, 0), dtype=np.int64)).astype(dtype)
 
 
 def eye(
@@ -229,9 +264,28 @@ def linspace(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    """`steps` evenly spaced values from start to end, both included (1-D, float32 default)."""
+    """`steps` evenly spaced values from start to end, both included (1-D, float32 default).
+    With an integer dtype, as torch: start and end are truncated to integers first, the
+    values computed in float64 and truncated."""
     check_device(device, "linspace")
-    return Tensor(np.linspace(start, end, steps), requires_grad, dtype=_float(dtype), name=name)
+    dtype = _float(dtype)
+    if dtype.kind in "iu":
+        return Tensor(_integer_linspace(start, end, steps, dtype), requires_grad, name=name)
+    return Tensor(np.linspace(start, end, steps), requires_grad, dtype=dtype, name=name)
+
+
+def _integer_linspace(start, end, steps, dtype):
+    """torch's linspace for integer dtypes: the first half of the values counts up from start,
+    the second half down from end (so both ends are exact), each truncated toward zero."""
+    if steps < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    s, e = int(start), int(end)
+    if steps <= 1:
+        return np.full(steps, s, dtype=dtype)
+    step = (float(e) - float(s)) / (steps - 1)
+    i = np.arange(steps)
+    values = np.where(i < steps // 2, s + step * i, e - step * (steps - i - 1))
+    return np.trunc(values).astype(dtype)
 
 
 def LongTensor(data: Tensor | ArrayLike) -> Tensor:

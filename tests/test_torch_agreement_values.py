@@ -164,7 +164,7 @@ def test_reductions_read_axis_and_keepdims_as_dim_and_keepdim(name):
     both(case, rtol=1e-15)
 
 
-# ---------------------------------------------------------------- 5. descending sorts, NaN the largest
+# ---------------------------------------------------------------- 5. descending sorts, NaN largest
 def test_topk_of_uint8_does_not_wrap():
     both(lambda torch, F: list(torch.tensor([0, 1, 2, 200], dtype=torch.uint8).topk(2)))
 
@@ -205,3 +205,41 @@ def test_nan_comes_first_in_a_descending_sort_and_last_in_an_ascending_one():
         return list(x.sort(descending=True)) + list(x.sort()) + [x.argsort(descending=True)]
 
     both(case)
+
+
+# ---------------------------------------------------------------- 7. creation with integer dtypes
+@pytest.mark.parametrize(
+    "args",
+    [(3.1,), (-0.9, 2.1, 2.0), (0.5, 5.5, 1.5), (10.7, 0.2, -2.5), (0, 7, 2.9)],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+def test_arange_with_an_integer_dtype_truncates_as_torch(args, dtype):
+    both(lambda torch, F: torch.arange(*args, dtype=getattr(torch, dtype)))
+
+
+def test_arange_of_int32_with_a_step_truncated_to_zero():
+    both(lambda torch, F: torch.arange(0, 3, 0.5, dtype=torch.int32))  # torch: six zeros
+
+
+@pytest.mark.parametrize("args", [(4.3, -3, 50), (0, 10, 4), (-7.9, 7.9, 6), (3.7, 9, 1)], ids=str)
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_linspace_with_an_integer_dtype_as_torch(args, dtype):
+    both(lambda torch, F: torch.linspace(*args, dtype=getattr(torch, dtype)))
+
+
+def test_linspace_of_uint8_counts_down_from_both_ends():
+    both(lambda torch, F: torch.linspace(200.5, 3, 5, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("args", [(0, 3, 0.5), (0, 3, 0), (5, 0, 1), (-3.5,), (-0.5,)], ids=str)
+@pytest.mark.parametrize("dtype", ["long", "int32", "float32"])
+def test_arange_refuses_a_zero_step_or_a_step_of_the_wrong_sign(args, dtype):
+    def error(torch):
+        try:
+            torch.arange(*args, dtype=getattr(torch, dtype))
+        except (ValueError, RuntimeError) as e:
+            return type(e)
+        return None
+
+    assert error(mt) is error(torch)
