@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
-from ..creation import from_numpy
+from ..creation import from_numpy, randint, randperm
 from ..ops.shape import stack
 from ..tensor import Tensor
 
@@ -142,7 +142,7 @@ def random_split(
             f"random_split: sum of input lengths {list(lengths)} does not equal the length "
             f"of the input dataset ({n})"
         )
-    order = _rng(generator).permutation(n).tolist()
+    order = randperm(n, generator=generator).tolist()
     ends = itertools.accumulate(lengths)
     return [Subset(dataset, order[end - k : end]) for end, k in zip(ends, lengths)]
 
@@ -163,20 +163,6 @@ def _fraction_lengths(fractions, n):
                 stacklevel=3,
             )
     return lengths
-
-
-def _rng(generator: Any) -> np.random.Generator:
-    """The numpy stream to draw from: the mt.Generator's own, a numpy Generator as given, or
-    (None) the shared one mt.manual_seed seeds."""
-    if generator is None:
-        return _random.generator()
-    if isinstance(generator, np.random.Generator):
-        return generator
-    if isinstance(generator, _random.Generator):
-        return generator.numpy_rng
-    raise TypeError(
-        f"generator: expected an mt.Generator (or None), got {type(generator).__name__}"
-    )
 
 
 # ------------------------------------------------------------------------------- samplers
@@ -228,13 +214,13 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
-        n, rng = len(self.data_source), _rng(self.generator)
+        n, g = len(self.data_source), self.generator
         if self.replacement:
-            return iter(rng.integers(0, n, self.num_samples).tolist())
+            return iter(randint(n, (self.num_samples,), generator=g).tolist())
         # num_samples beyond n: whole permutations one after another, as torch
         whole, rest = divmod(self.num_samples, n)
-        order = [rng.permutation(n).tolist() for _ in range(whole)]
-        return itertools.chain(*order, rng.permutation(n).tolist()[:rest])
+        order = [randperm(n, generator=g).tolist() for _ in range(whole)]
+        return itertools.chain(*order, randperm(n, generator=g).tolist()[:rest])
 
     def __len__(self) -> int:
         return self.num_samples
@@ -247,8 +233,8 @@ class SubsetRandomSampler(Sampler):
         self.indices, self.generator = indices, generator
 
     def __iter__(self) -> Iterator[int]:
-        order = _rng(self.generator).permutation(len(self.indices))
-        return (self.indices[i] for i in order.tolist())
+        order = randperm(len(self.indices), generator=self.generator).tolist()
+        return (self.indices[i] for i in order)
 
     def __len__(self) -> int:
         return len(self.indices)
