@@ -316,3 +316,18 @@ def test_reduce_lr_on_plateau_matches_torch(mode):
 
     theirs = _schedule(torch, make, len(metrics), metrics)
     np.testing.assert_array_equal(_schedule(mt, make, len(metrics), metrics), theirs)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pad", [(2, 1), (1, 2, 2, 0), (-1, 2, 1, -2)])
+def test_pad_modes_match_torch(mode, pad):
+    data = rng.standard_normal((2, 4, 5))  # (N, H, W): one or two padded axes
+    width = 5 + pad[0] + pad[1]  # a weight per output column, so each gradient is distinct
+
+    def padded(L, x):
+        return L.nn.functional.pad(x, pad, mode=mode) * L.arange(1.0, 1.0 + width, dtype=L.float64)
+
+    _both(padded, data)
+    with pytest.raises(mt.ShapeError, match="does not fit"):
+        F.pad(mt.zeros(1, 2, 3), (3, 0), mode="reflect")

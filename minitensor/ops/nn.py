@@ -26,7 +26,7 @@ from ._args import _constant, _data
 from ._axes import normalize_axis, torch_names
 from .elementwise import abs, cast, clamp_min, clone, exp, log, log1p, sigmoid, sub, tanh
 from .reduce import mean, norm, sum
-from .shape import concat, getitem, permute, reshape, swapaxes, where
+from .shape import concat, getitem, index_select, permute, reshape, swapaxes, where
 
 
 def as_attention_mask(mask: Tensor | ArrayLike | None, op: str = "softmax") -> np.ndarray | None:
@@ -760,14 +760,13 @@ def pad(
     """Pad (or, with negative sizes, crop) the last len(pad)/2 axes.
 
     pad = (left_last, right_last, left_second_last, right_second_last, …): the pairs run from
-    the last axis backwards, as torch. Only mode='constant' (value, default 0) is supported.
+    the last axis backwards, as torch. mode='constant' fills with `value` (default 0);
+    'reflect' mirrors the edge (without repeating it), 'replicate' repeats the edge element,
+    'circular' wraps around (these three take input of 1–3 padded axes after a batch and
+    optional channel axis, as torch).
     """
     if mode != "constant":
-        raise op_error(
-            "pad",
-            f"mode {mode!r} is not supported (only 'constant'); input {input.shape}",
-            NotImplementedError,
-        )
+        return _pad_by_index(input, pad, mode)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise op_error(
             "pad",
@@ -779,7 +778,47 @@ def pad(
         x = _pad_axis(x, axis, int(pad[2 * i]), int(pad[2 * i + 1]), 0 if value is None else value)
     # torch's pad always returns a new tensor: with nothing added (pad (0, 0), or a crop), x
     # is still input or a view of it, and editing the padded batch would edit the source
-    return clone(x) if np.may_share_memory(x.data, input.data) else x
+    return clone(x) if np.may_share_memory(x.numpy(), input.numpy()) else x
+
+
+def _pad_by_index(x, pad, mode):
+    """reflect / replicate / circular padding: each padded axis is read at the positions
+    −before … n + after − 1 mapped back into 0 … n − 1, one index_select per axis, so the
+    gradient of every read position adds up where it came from."""
+    k = len(pad) // 2
+    if mode not in ("reflect", "replicate", "circular"):
+        raise op_error("pad", f"mode {mode!r} is not one of constant, reflect, replicate, circular")
+    if len(pad) % 2 or not 1 <= k <= 3 or x.ndim not in (k + 1, k + 2):
+        raise op_error(
+            "pad",
+            f"mode {mode!r} pads 1 to 3 axes of an input with one or two axes more; got pad "
+            f"{tuple(pad)} for input {tuple(x.shape)}",
+        )
+    for i in range(k):
+        axis = x.ndim - 1 - i
+        before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        low, n = 0, x.shape[axis]
+        if mode == "circular":  # a negative size crops first, then the rest wraps (torch's)
+            low, high = builtins.max(-before, 0), n - builtins.max(-after, 0)
+            before, after, n = builtins.max(before, 0), builtins.max(after, 0), high - low
+        too_far = builtins.max(before, after) >= n + (mode == "circular")
+        if n <= 0 or n + before + after <= 0 or (mode != "replicate" and too_far):
+            raise op_error(
+                "pad",
+                f"{mode} padding {tuple(pad[2 * i : 2 * i + 2])} does not fit axis {axis} of "
+                f"size {x.shape[axis]} (input {tuple(x.shape)}): reflect needs each size below "
+                f"the axis's, circular at most the axis's",
+            )
+        at = np.arange(-before, n + after)
+        if mode == "replicate":
+            at = np.clip(at, 0, n - 1)
+        elif mode == "circular":
+            at = np.mod(at, n)
+        else:  # reflect: mirror at both edges, the edge itself once
+            at = np.abs(at)
+            at = np.where(at > n - 1, 2 * (n - 1) - at, at)
+        x = index_select(x, axis, (at + low).astype(np.int64))
+    return x
 
 
 def _pad_axis(x, axis, before, after, value):
