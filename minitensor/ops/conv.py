@@ -286,6 +286,7 @@ class MaxPool2d(Function):
     −∞. The gradient goes to the first maximum of each window (as torch), NaN counting as the
     largest."""
 
+    name = "max_pool2d"
     float_inputs = (0,)
 
     @staticmethod
@@ -326,6 +327,7 @@ class AvgPool2d(Function):
     divisor is the window's size (count_include_pad), the number of real elements in it, or
     divisor_override."""
 
+    name = "avg_pool2d"
     float_inputs = (0,)
 
     @staticmethod
