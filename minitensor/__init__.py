@@ -122,7 +122,12 @@ bfloat16 = _NoSuchDtype("bfloat16")
 
 from . import amp, backends, cuda, utils  # noqa: E402
 
-from .kernels import get_backend, set_backend  # noqa: E402
+from .kernels import (  # noqa: E402
+    are_deterministic_algorithms_enabled,
+    get_backend,
+    set_backend,
+    use_deterministic_algorithms,
+)
 from . import nn  # noqa: E402
 from . import viz  # noqa: E402
 from . import optim  # noqa: E402
@@ -162,6 +167,8 @@ __all__ = [
     "functional",
     "set_backend",
     "get_backend",
+    "use_deterministic_algorithms",
+    "are_deterministic_algorithms_enabled",
     "optim",
     "save",
     "load",

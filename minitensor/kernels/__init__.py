@@ -45,7 +45,16 @@ from . import erf as _erf
 from . import layer_norm as _ln
 from . import matmul as _mm
 from . import softmax as _sm
-from .backend import BACKENDS, dispatch, get_backend, lazy, set_backend, use_backend
+from .backend import (
+    BACKENDS,
+    are_deterministic_algorithms_enabled,
+    dispatch,
+    get_backend,
+    lazy,
+    set_backend,
+    use_backend,
+    use_deterministic_algorithms,
+)
 
 # the fast products load on the first numba matmul (kernels/fast_matmul)
 _FAST = ".fast_matmul.products"
@@ -112,6 +121,8 @@ __all__ = [k.__name__ for k in KERNELS] + [
     "get_backend",
     "set_backend",
     "use_backend",
+    "use_deterministic_algorithms",
+    "are_deterministic_algorithms_enabled",
     "matmul_route",
     "tiled_matmul",
     "blas_matmul",

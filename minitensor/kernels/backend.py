@@ -69,6 +69,27 @@ def use_backend(name):
         _block.name = previous
 
 
+_deterministic = [False]
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """torch's switch: True makes every result independent of the thread counts (numba's and
+    BLAS's) and of timings, so a run repeats bit for bit on any number of cores of one kind of
+    CPU; process-wide, as torch's. What it changes: matrix products (fast_matmul.route) take
+    one route chosen by shape alone, BLAS's gemm on blocks of rows cut at fixed places with
+    BLAS on one thread, instead of whichever of the tile kernel, gemm and np.matmul was timed
+    fastest (np.matmul's result can change with BLAS's thread count). Everything else is
+    thread-independent already (reductions add fixed runs of rows in a fixed order). The cost:
+    products too small to share or where np.matmul was faster. warn_only is accepted for
+    torch's signature: nothing here is refused, so there is nothing to warn about."""
+    _deterministic[0] = bool(mode)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    """True while `use_deterministic_algorithms(True)` is in effect."""
+    return _deterministic[0]
+
+
 def dispatch(numba_fn, numpy_fn):
     """One public kernel: calls `numba_fn` or its twin `numpy_fn` (same signature) according to
     the switch. The two are kept as `.numba` and `.numpy` so benchmarks and tests can call

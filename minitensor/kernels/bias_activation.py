@@ -21,7 +21,7 @@ import numpy as np
 
 from . import jit
 from .erf import erf_numba, erf_numpy
-from .jit import kernel, prange, threads
+from .jit import kernel, prange, row_parts
 
 ACTIVATIONS = ("relu", "gelu")
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -150,8 +150,9 @@ def _gelu_from_erf(h, cdf, y):
 
 @kernel(parallel=True)
 def _relu_grad_rows(dy, y, n_chunks, dx, dbias_parts):
-    """dx = dy where y > 0 (else 0), and Σ_rows dx in `n_chunks` partial sums (one per parallel
-    task, added up by the caller), so that no two threads write the same memory."""
+    """dx = dy where y > 0 (else 0), and Σ_rows dx in `n_chunks` partial sums (each over a fixed
+    run of rows, jit.row_parts; added up by the caller), so that no two threads write the same
+    memory and the thread count does not change the sum."""
     N, D = dy.shape
     f = dy.dtype.type
     for chunk in prange(n_chunks):
@@ -206,7 +207,7 @@ def bias_activation_backward_numba(dy, saved, activation, has_bias=True):
             f"output {first.shape}"
         )
     n, d = dy.shape
-    n_chunks = max(1, min(threads(), n))
+    n_chunks = row_parts(n)
     dx = np.empty_like(dy)
     parts = np.zeros((n_chunks, d), dy.dtype)
     if activation == "relu":

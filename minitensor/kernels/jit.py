@@ -89,6 +89,20 @@ def _start_pool():
     _pool["polite"] = config.polite_threads() and os.path.exists("/proc/loadavg")
 
 
+# A kernel that sums over rows (a bias's or a LayerNorm weight's gradient) keeps partial sums that
+# the threads fill side by side and the caller adds up. How the rows are split must not depend
+# on the thread count, or one and two threads would add the same numbers in another order and
+# a run would not repeat on another machine: the split depends on the number of rows only.
+_ROWS_PER_PART, _MAX_PARTS = 16, 64
+
+
+def row_parts(n):
+    """How many partial sums a kernel summing over n rows keeps (rows split evenly, in order):
+    one per 16 rows, at most 64 — whatever the thread count, so the sums are bit for bit the
+    same on any number of threads, while up to 64 threads share the work."""
+    return max(1, min(_MAX_PARTS, -(-n // _ROWS_PER_PART)))
+
+
 def threads():
     """The number of threads numba's parallel builds use: numba's count (numba.set_num_threads
     changes it), at most the CPUs this process may run on; 1 in a forked child (see above) and,

@@ -19,7 +19,7 @@ summed again in float64: its rstd is still a float32 number, and x̂ is right.
 import numpy as np
 
 from . import jit
-from .jit import kernel, prange, threads
+from .jit import kernel, prange, row_parts
 
 # ---- numpy twins -----------------------------------------------------------------------------
 
@@ -109,8 +109,9 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
 def _layer_norm_backward_rows(
     dy, x, mean, rstd, weight, n_chunks, xhat_rows, dx, dweight_parts, dbias_parts
 ):
-    """dx row by row; dweight and dbias summed over rows in `n_chunks` partial sums (one per
-    parallel task, added up by the caller) so no two threads write the same memory. Each task
+    """dx row by row; dweight and dbias summed over rows in `n_chunks` partial sums (each over
+    a fixed run of rows, jit.row_parts; added up by the caller) so no two threads write the same
+    memory and the thread count does not change the sums. Each task
     keeps x̂ of its current row in its own row of xhat_rows (n_chunks, D), and g = dy ⊙ weight
     in dx until the last pass, for jit.row_sum and jit.row_dot to add them up."""
     N, D = x.shape
@@ -163,7 +164,7 @@ def layer_norm_backward_numba(dy, x, mean, rstd, weight):
             f"{np.shape(rstd)} do not match x {x.shape}"
         )
     w = _affine(weight, d, x.dtype, 1, "weight")
-    n_chunks = max(1, min(threads(), n))
+    n_chunks = row_parts(n)
     dx = np.empty_like(x)
     dweight_parts = np.zeros((n_chunks, d), x.dtype)
     dbias_parts = np.zeros((n_chunks, d), x.dtype)

@@ -36,6 +36,7 @@ import time
 import numpy as np
 from numba import prange
 
+from ..backend import are_deterministic_algorithms_enabled
 from ..jit import kernel, threads
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, gemm, one_blas_thread
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
@@ -269,6 +270,18 @@ def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides):
     return table
 
 
+# A single product is cut into blocks of rows at places that depend on its number of rows only,
+# so one thread or sixteen make the same BLAS calls and get the same bits (BLAS may compute a
+# block of 8 rows with another kernel than one of 17, which rounds differently).
+_ROWS_PER_BLOCK, _MAX_ROW_BLOCKS = 64, 16
+
+
+def row_blocks(n):
+    """How many blocks of rows a single product of n rows is cut into: one per 64 rows, at
+    most 16, whatever the thread count (the threads share the blocks)."""
+    return max(1, min(_MAX_ROW_BLOCKS, n // _ROWS_PER_BLOCK))
+
+
 def gemm_product(a, b):
     """a @ b (numpy broadcasting, both at least 2-D, one float dtype that blas.GEMM has) by
     the BLAS-calling kernels: a stack split by matrix over the threads; a single product
@@ -281,7 +294,7 @@ def gemm_product(a, b):
         b2, trans_b, ldb = _blas_layout(b)
         out = np.empty((a2.shape[0], m), dtype=a.dtype)
         _gemm_row_blocks(
-            max(1, min(threads(), out.shape[0])),
+            row_blocks(out.shape[0]),
             address,
             trans_a,
             trans_b,
@@ -380,7 +393,9 @@ def route(a, b):
     up to 256³ multiply-adds each), "gemm" (the BLAS-calling kernels: larger products, spread
     over numba's threads) or "numpy" (np.matmul, with BLAS's own threads: products too small
     to share, integer dtypes, empty products, no OpenBLAS). Between a candidate and np.matmul
-    the running machine decides: both are timed the first time a layout is seen (`fastest`)."""
+    the running machine decides: both are timed the first time a layout is seen (`fastest`).
+    Under mt.use_deterministic_algorithms(True) the shape alone decides: "gemm" for every float
+    product BLAS can take (its blocks are cut at fixed places), else "numpy"."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
     if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES or 0 in a.shape or 0 in b.shape:
@@ -389,6 +404,10 @@ def route(a, b):
         work = a.size * m  # multiply-adds: (a's rows) · m · k
     else:
         work = math.prod(_batch_shape(a, b)) * n * m * k
+    if are_deterministic_algorithms_enabled():
+        # one route by shape alone: no thread count, no timing (np.matmul's result may change
+        # with BLAS's thread count; gemm_product's blocks and BLAS's single thread do not)
+        return "gemm" if a.dtype in GEMM else "numpy"
     if threads() == 1:  # every candidate shares the work among numba's threads
         return "numpy"
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:

@@ -1,0 +1,144 @@
+"""The same run on any thread count: under mt.use_deterministic_algorithms(True) a short
+training run gives bit-identical losses and weights on one or two numba threads and one or two
+BLAS threads; the kernels that sum over rows split them at fixed places whatever the thread
+count, and so do the BLAS-calling products.
+
+Each configuration runs in a child process: numba's and OpenBLAS's thread counts are read when
+their pools start. Setting NUMBA_NUM_THREADS also turns polite threads off, so the count asked
+for is the count used.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TRAIN = r"""
+import hashlib, json, sys
+import numpy as np
+import minitensor as mt
+from transformer import Transformer, TransformerConfig
+from transformer.tasks import AdditionTask
+from transformer.training import seq2seq_batch, train_step
+
+mt.use_deterministic_algorithms(sys.argv[1] == "1")
+mt.manual_seed(0)
+task = AdditionTask(digits=3)
+v = len(task.tokenizer)
+# big enough that the Linear layers go to the BLAS-calling threads (≥ 2^20 multiply-adds) and
+# the LayerNorm / bias gradients sum over hundreds of rows
+cfg = TransformerConfig(src_vocab_size=v, tgt_vocab_size=v, d_model=32, n_heads=4, d_ff=128,
+                        num_encoder_layers=1, num_decoder_layers=1, dropout=0.1,
+                        activation="relu", max_len=32, pad_id=0)
+model = Transformer(cfg)
+opt = mt.optim.Adam(model.parameters(), lr=2e-3)
+rng = np.random.default_rng(0)
+losses = [train_step(model, opt, seq2seq_batch(*task.batch(128, rng)), max_grad_norm=1.0)[0]
+          for _ in range(4)]
+weights = hashlib.sha256(b"".join(p.data.tobytes() for p in model.parameters())).hexdigest()
+print(json.dumps({"losses": [float(x).hex() for x in losses], "weights": weights}))
+"""
+
+
+def _child(code, *args, numba_threads, blas_threads):
+    env = dict(os.environ, NUMBA_NUM_THREADS=str(numba_threads))
+    env["OPENBLAS_NUM_THREADS"] = str(blas_threads)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                         env=env, timeout=600, cwd=ROOT)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_training_run_is_bit_identical_on_one_and_two_threads():
+    runs = {
+        (n, b): _child(TRAIN, "1", numba_threads=n, blas_threads=b)
+        for n, b in ((1, 1), (2, 1), (2, 2), (1, 2))
+    }
+    first = runs[(1, 1)]
+    assert len(set(first["losses"])) > 1  # it trained
+    for threads, run in runs.items():
+        assert run == first, f"numba/BLAS threads {threads} differ from (1, 1)"
+
+
+PRODUCTS = r"""
+import hashlib, json
+import numpy as np
+import minitensor as mt
+from minitensor.kernels import layer_norm as LN, bias_activation as BA
+from minitensor.kernels.fast_matmul import products as P
+
+rng = np.random.default_rng(0)
+out = {}
+x = rng.standard_normal((1000, 48)).astype(np.float32)
+dy = rng.standard_normal((1000, 48)).astype(np.float32)
+w, b = rng.standard_normal(48).astype(np.float32), rng.standard_normal(48).astype(np.float32)
+_, mean, rstd = LN.layer_norm_forward_numba(x, w, b, 1e-5)
+grads = LN.layer_norm_backward_numba(dy, x, mean, rstd, w)
+out["layer_norm"] = [a.tobytes().hex() for a in grads]
+for act in ("relu", "gelu"):
+    y, saved = BA.bias_activation_forward_numba(x, b, act)
+    out[act] = BA.bias_activation_backward_numba(dy, saved, act)[1].tobytes().hex()
+# BLAS may compute a block of 8 rows with another kernel than one of 17: the blocks of rows
+# must not follow the thread count (and BLAS's own threads stay out: one BLAS thread per block)
+mt.use_deterministic_algorithms(True)
+for n, k, m in ((17, 64, 1000), (129, 513, 65), (1000, 333, 77)):
+    for dt in (np.float32, np.float64):
+        a = rng.standard_normal((n, k)).astype(dt)
+        c = rng.standard_normal((k, m)).astype(dt)
+        digest = hashlib.sha256(P.matmul(a, c).tobytes()).hexdigest()
+        out[f"gemm {n}x{k}x{m} {dt.__name__}"] = digest
+print(json.dumps(out))
+"""
+
+
+def test_row_sums_and_blas_blocks_do_not_depend_on_the_thread_count():
+    one = _child(PRODUCTS, numba_threads=1, blas_threads=1)
+    two = _child(PRODUCTS, numba_threads=2, blas_threads=2)
+    assert one.keys() == two.keys()
+    assert [k for k in one if one[k] != two[k]] == []
+
+
+def test_the_switch_is_torchs():
+    torch = pytest.importorskip("torch")
+    assert not mt.are_deterministic_algorithms_enabled()
+    assert torch.are_deterministic_algorithms_enabled() is False
+    try:
+        mt.use_deterministic_algorithms(True)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        assert mt.are_deterministic_algorithms_enabled() is True
+        assert torch.are_deterministic_algorithms_enabled() is True
+        mt.use_deterministic_algorithms(True, warn_only=True)  # torch's signature
+    finally:
+        mt.use_deterministic_algorithms(False)
+        torch.use_deterministic_algorithms(False)
+    assert mt.are_deterministic_algorithms_enabled() is False
+
+
+def test_deterministic_products_take_one_route_by_shape_and_agree_with_numpy():
+    from minitensor.kernels.fast_matmul import products as P
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 4, 16, 16)).astype(np.float32)  # a stack the tiles would take
+    b = rng.standard_normal((8, 4, 16, 16)).astype(np.float32)
+    big = rng.standard_normal((1024, 64)).astype(np.float32), rng.standard_normal((64, 64))
+    ints = np.ones((4, 4), np.int64)
+    try:
+        mt.use_deterministic_algorithms(True)
+        want = "gemm" if a.dtype in P.GEMM else "numpy"  # numpy without an OpenBLAS we can call
+        assert P.route(a, b) == want and P.route(big[0], big[1].astype(np.float32)) == want
+        assert P.route(ints, ints) == "numpy"
+        np.testing.assert_allclose(P.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+        x = mt.randn(3, 5, requires_grad=True)
+        (x @ mt.randn(5, 2)).sum().backward()
+        assert x.grad.shape == (3, 5)
+    finally:
+        mt.use_deterministic_algorithms(False)
