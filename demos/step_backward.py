@@ -15,8 +15,10 @@ Each step is one node of the graph, in the order backward runs them (the loss fi
 weights last). For each it prints the op, its module scope, the line of this file that created
 it, the gradient arriving at its output, the gradient it sends to each input and what it saved
 during forward. Each frame is also drawn (`mt.viz.draw_graph(loss, highlight=step)`): orange is
-the current node, green the nodes whose gradient is known. With Graphviz's `dot` installed the
-frames are SVG files; without it, .dot text files (render them later with `dot -Tsvg`).
+the current node, green the nodes whose gradient is known, each with its gradient. With
+Graphviz's `dot` installed the frames are SVG files, and `explore.html` beside them is the whole
+walk as one page (`mt.viz.explore`: click a node, drag the slider); without it, .dot text files
+(render them later with `dot -Tsvg`).
 
 The walk is `loss.backward_steps()`: the same engine `loss.backward()` runs, so at the end the
 demo checks the gradients equal those of a plain `backward()`. In a notebook,
@@ -130,6 +132,11 @@ def walk(args, read=input, out=sys.stdout):
     if frames:
         g = mt.viz.draw_graph(loss, show_values=True, model=model, title="forward pass")
         print(f"frame: {frames.write(g, 'frame_000_forward')}", file=out)
+        if frames.use_dot:  # the same walk as one page with a slider (before the walk frees it)
+            page = mt.viz.explore(loss, model=model).save(os.path.join(args.out, "explore.html"))
+            print(
+                f"explorer: {page} (open it in a browser: its slider replays this walk)", file=out
+            )
     if not args.all:
         print("Enter: next step · q then Enter: quit", file=out)
     taken = 0

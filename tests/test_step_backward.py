@@ -1,6 +1,7 @@
 """The step-through backward (`loss.backward_steps()`) and demos/step_backward.py."""
 
 import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -166,6 +167,12 @@ def test_demo_all_writes_an_svg_frame_per_step(tmp_path):
     assert r.returncode == 0, r.stderr
     n = _n_steps()
     frames = sorted(os.listdir(tmp_path))
+    assert "explore.html" in frames  # the walk as one page, recorded before the demo walks
+    frames.remove("explore.html")
+    page = (tmp_path / "explore.html").read_text(encoding="utf-8")
+    payload = re.search(r"id='mt-data'>(.*?)</script>", page, re.S).group(1)
+    assert len(json.loads(payload.replace("<\\/", "</"))["steps"]) == n
+    assert "explorer: " in r.stdout
     assert len(frames) == n + 1 and all(f.endswith(".svg") for f in frames)
     assert frames[0] == "frame_000_forward.svg" and frames[-1].startswith(f"frame_{n:03d}_")
     for f in frames:

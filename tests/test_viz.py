@@ -365,6 +365,22 @@ def test_nan_and_inf_nodes_are_coloured():
     assert nodes(g)[box]["fillcolor"] == "#ff8a80" and "inside" in nodes(g)[box]["label"]
 
 
+def test_a_masks_minus_infinity_is_not_an_alarm_but_a_real_inf_is():
+    """A causal mask writes −∞ on purpose (softmax then gives 0): not red. +∞ there is."""
+    scores = mt.randn(1, 3, 3, requires_grad=True)
+    blocked = np.triu(np.ones((3, 3), dtype=bool), k=1)
+    with mt.autograd.keep_intermediates():
+        masked = scores.masked_fill(mt.tensor(blocked), float("-inf"))
+        loss = F.softmax(masked, dim=-1).sum()
+        wrong = scores.masked_fill(mt.tensor(blocked), float("inf")).sum()
+    g = draw_graph(loss)
+    (nid,) = find(g, "masked_fill\n")
+    assert nodes(g)[nid]["fillcolor"] != "#ff8a80" and "⚠" not in nodes(g)[nid]["label"]
+    g = draw_graph(wrong)
+    (nid,) = find(g, "masked_fill\n")
+    assert nodes(g)[nid]["fillcolor"] == "#ff8a80" and "⚠ Inf" in nodes(g)[nid]["label"]
+
+
 # ----------------------------------------------------------------------------- highlight a step
 
 

@@ -396,6 +396,17 @@ def _nonfinite(a):
     return "NaN" if np.isnan(a).any() else "Inf"
 
 
+def _value_problem(it):
+    """`_nonfinite` of an item's output, except the −∞ a mask writes on purpose: attention's
+    `masked_fill` blocks a score with −∞ so that softmax gives it weight 0."""
+    value = it.value()
+    bad = _nonfinite(value)
+    masking = it.node is not None and it.node.name == "masked_fill"
+    if bad == "Inf" and masking and not np.isposinf(value).any():
+        return ""
+    return bad
+
+
 def _stats_text(a):
     if a is None or a.size == 0 or a.dtype.kind not in "fiub":
         return ""
@@ -671,7 +682,7 @@ def _item_attrs(it, hl, consumers, show_grad, show_values):
     if show_grad and wants_grad:
         freed = hl is None and it.node is not None and it.node._released
         lines.append(_grad_text(grad, freed))
-    bad = _nonfinite(value) or (_nonfinite(grad) and f"{_nonfinite(grad)} in grad")
+    bad = _value_problem(it) or (_nonfinite(grad) and f"{_nonfinite(grad)} in grad")
     if bad:
         lines.append(f"⚠ {bad}")
     fill = _COLOURS[it.kind]
@@ -718,7 +729,7 @@ def _module_attrs(box, its, types, ins, outs, hl, consumers):
             )
         ]
     bad = next(
-        (b for b in (_nonfinite(it.value()) or _nonfinite(it.grad()) for it in its) if b), ""
+        (b for b in (_value_problem(it) or _nonfinite(it.grad()) for it in its) if b), ""
     )
     if bad:
         lines.append(f"⚠ {bad} inside")
