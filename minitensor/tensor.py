@@ -163,8 +163,9 @@ class Tensor:
         """Number of axes (torch's name for ndim)."""
         return self._data.ndim
 
-    def contiguous(self) -> Tensor:
-        """self when its data is C-contiguous, else a contiguous copy that stays in the graph."""
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """self when its data is C-contiguous, else a contiguous copy that stays in the graph.
+        memory_format= is accepted for torch's signature (arrays here are always row-major)."""
         return self if self._data.flags.c_contiguous else self.clone()
 
     @property
@@ -227,8 +228,8 @@ class Tensor:
         t._vc = self._vc
         return t
 
-    def clone(self) -> Tensor:
-        return F.clone(self)
+    def clone(self, *, memory_format: Any = None) -> Tensor:
+        return F.clone(self, memory_format=memory_format)
 
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)

@@ -162,6 +162,8 @@ class Converter:
             if x not in DTYPES:
                 raise Unsupported(f"dtype {x}")
             return np.dtype(DTYPES[x])
+        if isinstance(x, torch.memory_format):  # minitensor accepts it and keeps row-major
+            return str(x)
         if isinstance(x, torch.device) or x == "cpu":
             return "cpu"
         if isinstance(x, complex):
@@ -198,7 +200,7 @@ def _as_numpy(x):
     if isinstance(x, torch.Tensor):
         return x.detach().resolve_conj().resolve_neg().numpy()
     if isinstance(x, mt.Tensor):
-        return x.data
+        return x.numpy()
     return np.asarray(x)
 
 
@@ -233,7 +235,7 @@ def compare(theirs, ours, random=False):
             return "wrong shape", f"{tuple(ours.shape)}, torch {tuple(theirs.shape)}"
         if ours.dtype != want:
             return "wrong dtype", f"{ours.dtype}, torch {want}"
-        problem = "" if random else _close(_as_numpy(theirs), ours.data)
+        problem = "" if random else _close(_as_numpy(theirs), ours.numpy())
         return ("wrong value", problem) if problem else None
     if isinstance(ours, (mt.Tensor, np.ndarray)):
         return "wrong type", f"{type(ours).__name__}, torch {type(theirs).__name__}"

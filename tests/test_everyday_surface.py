@@ -21,7 +21,7 @@ def _t(lib, data, grad=False, dtype=None):
 def _np(x):
     if x is None:  # no gradient reached it (in both libraries, checked by the caller)
         return None
-    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x.data)
+    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x.numpy())
 
 
 # ------------------------------------------------------------------ gradients (float64)
@@ -171,7 +171,7 @@ def test_tensor_methods_and_keywords_match_torch():
             ib[ib == 0] = 1
             theirs = torch.div(torch.tensor(ia), torch.tensor(ib), rounding_mode=mode)
             ours = mt.div(mt.tensor(ia), mt.tensor(ib), rounding_mode=mode)
-            assert ours.dtype == np.int64 and (ours.data == theirs.numpy()).all()
+            assert ours.dtype == np.int64 and (ours.numpy() == theirs.numpy()).all()
     for lib in (torch, mt):
         x = _t(lib, a)
         assert x.cpu() is x and x.nelement() == 6 and x.numel() == 6

@@ -119,7 +119,7 @@ def test_the_harness_tells_each_kind_of_difference():
         "wrong gradient": H.Spelling("bad", torch.sin, _WrongBackward.apply),
         "wrong shape": H.Spelling("t", torch.sin, lambda a: mt.sin(a).reshape(4, 3)),
         "wrong dtype": H.Spelling("f32", torch.sin, lambda a: mt.sin(a).float()),
-        "wrong type": H.Spelling("np", torch.sin, lambda a: mt.sin(a).data),
+        "wrong type": H.Spelling("np", torch.sin, lambda a: mt.sin(a).numpy()),
         "refuses": H.Spelling("raise", torch.sin, lambda a: a.reshape(5)),
     }
     for expected, spelling in cases.items():

@@ -8,6 +8,7 @@ After each class comes the public function that checks its arguments and applies
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -561,8 +562,9 @@ class Clone(Function):
         return grad
 
 
-def clone(x: Tensor) -> Tensor:
-    """A copy of x that stays in the graph (its gradient flows back to x)."""
+def clone(x: Tensor, *, memory_format: Any = None) -> Tensor:
+    """A copy of x that stays in the graph (its gradient flows back to x). memory_format= is
+    accepted for torch's signature: the copy is row-major (C-ordered), as numpy's."""
     return Clone.apply(x)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from .. import random as _random
 from ..errors import DTypeError, IndexRangeError
 from ..function import Function, ShapeError, op_error, unbroadcast
+from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, Scalar
 from ._args import _constant, _data, _keep_float_dtype, _operand
@@ -562,17 +563,49 @@ def scatter(
     index: Tensor | ArrayLike,
     src: Tensor | ArrayLike | None = None,
     value: Scalar | None = None,
+    *,
+    reduce: str | None = None,
 ) -> Tensor:
     """torch.scatter: a copy of x with src (a tensor shaped at least like `index`, or a number,
     also as value=) written along `dim` at the positions `index` names. Differentiable in x
-    and in src, as torch's."""
+    and in src, as torch's. reduce='add' or 'multiply' combines src with what is there
+    instead of overwriting it (no gradient, as torch's)."""
     x = x if isinstance(x, Tensor) else Tensor(x)
     dim = normalize_axis(dim, x.ndim, "scatter", x.shape)
     src = value if src is None else src
+    if reduce is not None:
+        return _scatter_reduced(x, dim, index, src, reduce)
     if x.ndim == 0 or np.ndim(_data(index)) == 0:  # torch: a 0-d tensor counts as 1-d
         x1, index1, src1 = (_at_least_1d(v) for v in (x, index, src))
         return reshape(Scatter.apply(x1, _constant(index1), src1, dim=dim), x.shape)
     return Scatter.apply(x, _constant(index), src, dim=dim)
+
+
+def _scatter_reduced(x, dim, index, src, reduce):
+    """scatter(reduce='add' | 'multiply'): src added to (multiplied into) a copy of x at
+    `index` along dim, repeated positions combining every src element (np.add.at)."""
+    ufunc = {"add": np.add, "multiply": np.multiply}.get(reduce)
+    if ufunc is None:
+        raise op_error("scatter", f"reduce must be 'add' or 'multiply', got {reduce!r}")
+    needs = [t for t in (x, src) if isinstance(t, Tensor) and t.requires_grad]
+    if needs and is_grad_enabled():
+        raise op_error(
+            "scatter",
+            "reduce= has no gradient (as torch's): call it under no_grad, or on tensors "
+            "that do not require grad",
+            NotImplementedError,
+        )
+    out = x.numpy().copy()
+    index = _data(index)
+    if out.ndim == 0 or index.ndim == 0:  # torch: a 0-d tensor counts as 1-d
+        src = src if np.ndim(_data(src)) else np.reshape(_data(src), (1,))
+        flat = _scatter_reduced(reshape(x, (1,)), 0, index.reshape(1), src, reduce)
+        return reshape(flat, x.shape)
+    positions = scatter_into(np.zeros(out.shape, bool), dim, index, True)
+    values = _data(src)
+    values = values if values.ndim == 0 else values[tuple(slice(0, n) for n in index.shape)]
+    ufunc.at(out, positions, np.broadcast_to(values, index.shape).astype(out.dtype))
+    return Tensor._make(out)
 
 
 def _at_least_1d(v):
