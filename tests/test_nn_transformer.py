@@ -14,6 +14,7 @@ pytestmark = [
     # torch's notes about its own fast paths, which do not apply here
     pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning"),
     pytest.mark.filterwarnings("ignore:Support for mismatched:UserWarning"),
+    pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning"),
 ]
 
 D, H, FF = 8, 2, 16  # d_model, nhead, dim_feedforward: small, so float64 parity is tight
@@ -242,9 +243,9 @@ def test_initialisation_is_torchs():
 def test_dropout_applies_in_training_only():
     layer = mt.nn.TransformerEncoderLayer(D, H, FF, dropout=0.5)
     x = mt.randn(S, N, D)
-    assert not np.allclose(layer(x).data, layer(x).data)
+    assert not np.allclose(layer(x).numpy(), layer(x).numpy())
     layer.eval()
-    np.testing.assert_array_equal(layer(x).data, layer(x).data)
+    np.testing.assert_array_equal(layer(x).numpy(), layer(x).numpy())
 
 
 def test_errors_are_torchs():
@@ -292,3 +293,31 @@ def test_custom_stacks_eps_bias_and_dtype_match_torch():
         _backward(out)
         results.append((out, [src, tgt]))
     _compare(ours, theirs, results[0][0], results[1][0], results[0][1], results[1][1])
+
+
+def test_inference_matches_torchs_fast_path():
+    """In eval mode without grad torch runs its fused fast path (nested tensors for padded
+    batches): the same numbers in float32 — except at padded positions, which that path
+    writes as 0 and the plain layers (torch's in training, and ours) compute."""
+
+    def make(lib):
+        layer = lib.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+        return lib.nn.TransformerEncoder(layer, 2).eval()
+
+    torch.manual_seed(0)
+    theirs, ours = make(torch), make(mt)
+    ours.load_state_dict(theirs.state_dict())
+    x = np.random.default_rng(0).standard_normal((3, 5, 16)).astype(np.float32)
+    pad = np.zeros((3, 5), bool)
+    pad[0, 3:] = True
+    with torch.no_grad(), mt.no_grad():
+        for mask in (None, pad):
+            ref = theirs(torch.from_numpy(x), src_key_padding_mask=_maybe(torch, mask))
+            out = ours(mt.from_numpy(x), src_key_padding_mask=_maybe(mt, mask))
+            keep = ~pad if mask is not None else np.ones((3, 5), bool)
+            np.testing.assert_allclose(_numpy(out)[keep], ref.numpy()[keep], atol=1e-5)
+    assert not ref.numpy()[pad].any() and _numpy(out)[pad].all()
+
+
+def _maybe(lib, mask):
+    return None if mask is None else _to_lib(lib, mask)
