@@ -119,7 +119,7 @@ def test_bias_activation_is_the_unfused_formula(backend, activation, rng):
             b = mt.tensor(np.linspace(-1, 1, shape[-1]), requires_grad=True)
             y = fn(x, b)
             (y * mt.tensor(np.arange(data.size, dtype=np.float32).reshape(shape))).sum().backward()
-            results.append((y.data, x.grad.data, b.grad.data))
+            results.append((y.numpy(), x.grad.numpy(), b.grad.numpy()))
         for got, want in zip(*results):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -168,7 +168,7 @@ def test_embedding_gradient_sums_repeated_ids_as_add_at(ids_shape, rng):
     want = np.zeros((6, 5))
     np.add.at(want, ids.reshape(-1), weights.reshape(-1, 5))
     want[2] = 0
-    np.testing.assert_allclose(table.grad.data, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(table.grad.numpy(), want, rtol=1e-12, atol=1e-12)
 
 
 # ---- fused attention's mask preparation --------------------------------------------------------
@@ -178,7 +178,7 @@ def test_attention_mask_is_recognised_as_causal_only_when_it_blocks_the_future()
     """_implies_causal: a causal | padding bool mask is causal (also with fewer queries than
     keys, the queries being the last ones); one allowed key above the diagonal, a padding mask
     or a single query row are not. A bool mask becomes −inf exactly where it is True."""
-    from minitensor.kernels.attention import _implies_causal, additive_mask
+    from minitensor.kernels.flash_attention import _implies_causal, additive_mask
 
     for lq, lk in ((6, 6), (3, 5)):
         q, k = np.zeros((2, 1, lq, 4), np.float32), np.zeros((2, 1, lk, 4), np.float32)
