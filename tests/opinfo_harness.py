@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 import minitensor as mt
+import minitensor.functional as F
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "pytorch.md"
@@ -117,9 +118,30 @@ OPERATORS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.t
              operator.floordiv: "//", operator.mod: "%"}  # fmt: skip
 
 
+# OpInfos whose `op` is a wrapper with its own argument order (einsum's tensors come first),
+# or that fixes torch's seed around a random op: our call in the same order.
+WRAPPED = {
+    "einsum": ("mt.einsum", lambda tensors, equation: mt.einsum(equation, tensors)),
+    "nn.functional.embedding": ("F.embedding", lambda w, i, **k: F.embedding(i, w, **k)),
+    "nn.functional.dropout": ("F.dropout", lambda *a, **k: F.dropout(*a, **k)),
+    "nn.functional.scaled_dot_product_attention": (
+        "F.scaled_dot_product_attention",
+        lambda *a, **k: F.scaled_dot_product_attention(*a, **k),
+    ),
+    "randn_like": ("mt.randn_like", lambda *a, **k: mt.randn_like(*a, **k)),
+    "rand_like": ("mt.rand_like", lambda *a, **k: mt.rand_like(*a, **k)),
+    "randn": ("mt.randn", lambda *a, **k: mt.randn(*a, **k)),
+    "randint": ("mt.randint", lambda *a, **k: mt.randint(*a, **k)),
+    "multinomial": ("mt.multinomial", lambda *a, **k: mt.multinomial(*a, **k)),
+}  # fmt: skip
+
+
 def spellings(op) -> list[Spelling]:
     """Every way minitensor spells this OpInfo, each with torch's matching call."""
     found = []
+    if op.name in WRAPPED and op.op is not _lookup(torch, op.name):
+        label, ours = WRAPPED[op.name]
+        found.append(Spelling(label, op.op, ours))
     names = [(op.name, op.op, op.method_variant)]
     names += [(a.name, a.op, a.method_variant) for a in op.aliases]
     for name, torch_fn, torch_method in names:
