@@ -148,6 +148,9 @@ def _levels(items, edges, types, output_keys, index):
         layout = _Layout(items, edges, types, depth, True)
         if layout.count() > MAX_LEVEL_BOXES and levels:
             break
+        members = {box: [] for box in layout.boxes}  # box -> indices of the items drawn in it
+        for key, box in layout.box_of.items():
+            members[box].append(index[key])
         g = _draw(layout, output_keys, None, False, False, "", None)
         svg = g.pipe(format="svg").decode("utf-8")
         svg = svg[svg.index("<svg") :]  # without the XML prologue and doctype
@@ -157,16 +160,15 @@ def _levels(items, edges, types, output_keys, index):
             {
                 "depth": depth,
                 "svg": svg,
-                "boxes": [_box_data(box, layout, index) for box in layout.boxes],
+                "boxes": [_box_data(box, members[box]) for box in layout.boxes],
                 "clusters": g.cluster_paths,
             }
         )
     return levels, start
 
 
-def _box_data(box, layout, index):
+def _box_data(box, members):
     """What the page knows of one box of one level: its items and, for a module, its path."""
-    members = [index[k] for k, b in layout.box_of.items() if b == box]
     if box[0] in ("op", "leaf"):
         return {"kind": "item", "items": members}
     if box[0] == "group":
