@@ -184,4 +184,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    add.common.run(main)

@@ -111,6 +111,14 @@ def parse_args(argv=None):
         "--steps (the checkpoint's model and task settings win over the flags)",
     )
     p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=200,
+        metavar="N",
+        help="save OUT/checkpoint.npz every N steps (0: only at the end); Ctrl-C also saves "
+        "it, after the step under way, and says how to --resume",
+    )
+    p.add_argument(
         "--eval-only", action="store_true", help="load OUT/checkpoint.npz, evaluate, draw"
     )
     p.add_argument("--no-figures", action="store_true", help="skip the PNG/SVG files")
@@ -238,6 +246,19 @@ def main(argv=None):
         correct, _ = heldout_exact_match(m, task, heldout_src)
         return {"exact_match": float(correct.mean()), "evaluated_on": correct.size}
 
+    def save(step, history):  # atomic (mt.save): Ctrl-C mid-save leaves the previous file
+        return common.save_checkpoint(
+            ckpt_path,
+            model,
+            config,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            step=step,
+            history=history,
+            data_rng=rng,
+            extra={"task": f"addition-{task.digits}", "reverse_answer": task.reverse_answer},
+        )
+
     remaining = max(0, args.steps - start_step)
     written = []  # files this run wrote (--eval-only only reads the checkpoint)
     if not args.eval_only and remaining > 0:
@@ -260,19 +281,10 @@ def main(argv=None):
             start_step=start_step,
             history=history,
             desc="addition",
+            checkpoint=save,
+            checkpoint_every=args.checkpoint_every,
         )
-        common.save_checkpoint(
-            ckpt_path,
-            model,
-            config,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            step=history.last_step,
-            history=history,
-            data_rng=rng,
-            extra={"task": f"addition-{task.digits}", "reverse_answer": task.reverse_answer},
-        )
-        written.append(ckpt_path)
+        written.append(save(history.last_step, history))
 
     model.eval()
     correct, pred = heldout_exact_match(model, task, heldout_src)
@@ -345,4 +357,4 @@ def draw_figures(model, task, history, out, rng_seed=0):
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main, resume_flag="--resume")

@@ -122,4 +122,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

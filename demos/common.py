@@ -7,6 +7,7 @@ into files a learner opens (PNG, SVG, .npz). Figures use matplotlib's Agg backen
 
 import json
 import os
+import shlex
 import shutil
 import sys
 
@@ -19,6 +20,30 @@ if ROOT not in sys.path:  # so `python demos/x.py` works from a fresh checkout t
 import numpy as np  # noqa: E402
 
 import minitensor as mt  # noqa: E402
+
+# Every demo gives the same numbers on any number of threads (README, "Reproducibility"): the
+# matrix products take one route chosen by shape instead of the fastest one timed on this run.
+mt.use_deterministic_algorithms(True)
+
+
+def run(main, resume_flag=None):
+    """Run a demo's main(): Ctrl-C ends it with one line and exit status 130 (what a shell
+    reports for a program stopped by SIGINT), not a traceback. When training was interrupted
+    and saved (transformer.training.TrainingInterrupted), the line says how to continue: this
+    command again with `resume_flag` added."""
+    try:
+        main()
+    except KeyboardInterrupt as e:
+        step, path = getattr(e, "step", None), getattr(e, "path", None)
+        line = "interrupted" + (f" after step {step}" if step is not None else "")
+        if path and resume_flag:
+            argv = [a for a in sys.argv[1:] if a != resume_flag]
+            command = shlex.join(["python", sys.argv[0], *argv, resume_flag])
+            line += f"; saved {path}. Continue with: {command}"
+        elif path:
+            line += f"; saved {path}"
+        print("\n" + line, file=sys.stderr, flush=True)
+        sys.exit(130)
 
 
 def matplotlib_pyplot():

@@ -167,4 +167,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

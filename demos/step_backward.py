@@ -197,4 +197,8 @@ def parse_args(argv=None):
 
 
 if __name__ == "__main__":
-    walk(parse_args())
+    try:
+        walk(parse_args())
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT (130)
+        print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)

@@ -24,6 +24,8 @@ rows are per layer (`DIAGNOSTICS_LEGEND` says how to read them), and train vs va
 """
 
 import math
+import signal
+import threading
 import time
 
 import numpy as np
@@ -355,7 +357,8 @@ def train_step(model, optimizer, batch, label_smoothing=0.0, max_grad_norm=None)
 def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0.0,
           max_grad_norm=None, eval_fn=None, eval_every=0, stop_when=None, val_batches=None,
           diagnostics=False, diagnostics_every=100, trace=False, quiet=False, start_step=0,
-          history=None, desc="train", print_fn=None):  # fmt: skip
+          history=None, desc="train", print_fn=None, checkpoint=None,
+          checkpoint_every=0):  # fmt: skip
     """Train `model` for up to `steps` optimizer steps (counting from `start_step`).
 
     batches: a function ``step → batch`` (fresh data each step, as the addition demo does) or
@@ -371,6 +374,11 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
         with its module scope, shapes and value range (not when quiet); the records are kept in
         ``history.trace.records``.
     quiet: no progress bar and no printing.
+    checkpoint: ``(step, history) → path`` that saves the run (e.g. with mt.save), called every
+        `checkpoint_every` steps and on Ctrl-C. Ctrl-C lets the step under way finish (a step
+        cut halfway leaves some weights updated and others not), saves, and raises
+        `TrainingInterrupted` (a KeyboardInterrupt) naming the step and the file; a second
+        Ctrl-C interrupts at once.
 
     Returns a `History`. The progress bar shows the loss (smoothed), lr, examples/s and tokens/s.
     """
@@ -381,32 +389,92 @@ def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0
     smoothed, t_start = None, time.perf_counter()
     seconds_before = history.seconds
     try:
-        for step in range(start_step + 1, start_step + steps + 1):
-            batch = get_batch(step)
-            t0 = time.perf_counter()
-            loss, n_tokens = _step_once(
-                model, optimizer, batch, step, history, trace, quiet, label_smoothing, max_grad_norm
-            )
-            lr = current_lr(optimizer)
-            if scheduler is not None:
-                scheduler.step()
-            smoothed = loss if smoothed is None else 0.9 * smoothed + 0.1 * loss
-            dt = max(time.perf_counter() - t0, 1e-9)
-            _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens, dt)
-            want_eval = eval_every and (step % eval_every == 0 or step == start_step + steps)
-            want_diag = diagnostics and step % diagnostics_every == 0
-            metrics = _evaluate_and_report(
-                model, step, smoothed, want_eval, want_diag, history, say,
-                eval_fn, val_batches, label_smoothing
-            )  # fmt: skip
-            if want_eval and stop_when is not None and metrics is not None and stop_when(metrics):
-                history.stopped_early = True
-                _complete(bar, desc)
-                break
+        with _DeferredInterrupt() as interrupt:
+            for step in range(start_step + 1, start_step + steps + 1):
+                smoothed, stop = _train_one(
+                    model, optimizer, get_batch(step), step, history, bar, say, smoothed,
+                    scheduler, label_smoothing, max_grad_norm, trace, quiet, eval_fn,
+                    eval_every, stop_when, val_batches, diagnostics, diagnostics_every,
+                    step == start_step + steps,
+                )  # fmt: skip
+                if stop:
+                    _complete(bar, desc)
+                    break
+                history.seconds = seconds_before + (time.perf_counter() - t_start)
+                _checkpoint_or_stop(checkpoint, checkpoint_every, step, history, interrupt)
     finally:
         bar.close()
         history.seconds = seconds_before + (time.perf_counter() - t_start)
     return history
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped `train` after a whole step: `.step` is the last step done, `.path` the
+    checkpoint saved then (None without a `checkpoint` function)."""
+
+    def __init__(self, step, path):
+        where = f"; saved {path}" if path else ""
+        super().__init__(f"training interrupted after step {step}{where}")
+        self.step, self.path = step, path
+
+
+class _DeferredInterrupt:
+    """While training, Ctrl-C (SIGINT) only sets `hit`; the loop ends after the step under way.
+    A second Ctrl-C interrupts at once. Only the main thread receives signals, and a handler
+    someone else installed is left alone: then Ctrl-C interrupts as usual."""
+
+    def __enter__(self):
+        self.hit, self.previous = False, None
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.hit = True
+        signal.signal(signal.SIGINT, self.previous)
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
+def _checkpoint_or_stop(checkpoint, every, step, history, interrupt):
+    """Save every `every` steps and on Ctrl-C; after a Ctrl-C raise TrainingInterrupted."""
+    path = None
+    if checkpoint is not None and (interrupt.hit or (every and step % every == 0)):
+        path = checkpoint(step, history)
+    if interrupt.hit:
+        raise TrainingInterrupted(step, path)
+
+
+def _train_one(
+    model, optimizer, batch, step, history, bar, say, smoothed, scheduler, label_smoothing,
+    max_grad_norm, trace, quiet, eval_fn, eval_every, stop_when, val_batches, diagnostics,
+    diagnostics_every, last,
+):  # fmt: skip
+    """One step of `train`'s loop: the step, the progress bar, evaluation and diagnostics when
+    due. Returns (smoothed loss, whether stop_when says to stop)."""
+    t0 = time.perf_counter()
+    loss, n_tokens = _step_once(
+        model, optimizer, batch, step, history, trace, quiet, label_smoothing, max_grad_norm
+    )
+    lr = current_lr(optimizer)
+    if scheduler is not None:
+        scheduler.step()
+    smoothed = loss if smoothed is None else 0.9 * smoothed + 0.1 * loss
+    dt = max(time.perf_counter() - t0, 1e-9)
+    _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens, dt)
+    want_eval = eval_every and (step % eval_every == 0 or last)
+    want_diag = diagnostics and step % diagnostics_every == 0
+    metrics = _evaluate_and_report(
+        model, step, smoothed, want_eval, want_diag, history, say,
+        eval_fn, val_batches, label_smoothing
+    )  # fmt: skip
+    stop = bool(want_eval and stop_when is not None and metrics is not None and stop_when(metrics))
+    history.stopped_early = history.stopped_early or stop
+    return smoothed, stop
 
 
 def _step_once(
