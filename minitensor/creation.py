@@ -29,9 +29,46 @@ def tensor(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    """A new tensor holding a copy of `data` (list, number, numpy array or Tensor)."""
+    """A new tensor holding a copy of `data` (list, number, numpy array or Tensor).
+
+    Without dtype=, the dtype is torch.tensor's: a numpy array or scalar keeps its own
+    (float64 stays float64), a Python float is float32, an int int64, a bool bool; a list
+    mixing them takes the widest of its highest kind (bool < integer < float), as torch
+    promotes ([np.float64(1), 2.0] is float64, [np.int32(1), 2.5] float32)."""
     check_device(device, "tensor")
+    if dtype is None:
+        dtype = _inferred_dtype(data)
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
+
+
+_PYTHON_DTYPES = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: _DEFAULT_FLOAT}
+
+
+def _inferred_dtype(data):
+    """torch.tensor's dtype for `data`, or None to leave it to Tensor's rules (complex and
+    other types, which Tensor refuses; an empty list, float32)."""
+    found = set()
+    _leaf_dtypes(data, found)
+    if not found or None in found:
+        return None
+    top = max("biuf".index(d.kind) if d.kind in "biuf" else 4 for d in found)
+    if top == 4:
+        return None
+    if top == 2:  # unsigned beside signed integers: one kind for the promotion
+        top = 1
+    same_kind = [d for d in found if "biuf".index(d.kind) in ((1, 2) if top == 1 else (top,))]
+    return np.result_type(*same_kind)
+
+
+def _leaf_dtypes(data, found):
+    """Add to `found` the dtype of every leaf of the nested lists `data` (None if unknown)."""
+    if isinstance(data, (np.ndarray, np.generic, Tensor)):
+        found.add(data.dtype)
+    elif isinstance(data, (list, tuple)):
+        for item in data:
+            _leaf_dtypes(item, found)
+    else:
+        found.add(_PYTHON_DTYPES.get(type(data)))
 
 
 def from_numpy(array: np.ndarray, requires_grad: bool = False, name: str | None = None) -> Tensor:

@@ -243,3 +243,42 @@ def test_arange_refuses_a_zero_step_or_a_step_of_the_wrong_sign(args, dtype):
         return None
 
     assert error(mt) is error(torch)
+
+
+# ---------------------------------------------------------------- 8. dtypes
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "int32", "int16", "uint8"])
+def test_tensor_of_a_numpy_array_keeps_its_dtype(dtype):
+    both(lambda torch, F: torch.tensor(np.arange(6).reshape(2, 3).astype(dtype)))
+
+
+def test_tensor_of_numpy_scalars_keeps_their_dtype():
+    both(lambda torch, F: [torch.tensor(np.float64(1.5)), torch.tensor(np.int16(3))])
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [1.0, 2.5],
+        [1.0, np.float64(2.0)],
+        [np.float32(1.0), 2.0],
+        [np.int32(1), 2],
+        [np.int32(1), 2.5],
+        [[1.0], [np.float64(2.0)]],
+        [np.float16(1.0), 1],
+        [True, 2],
+        [np.zeros(2), np.ones(2)],
+    ],
+    ids=repr,
+)
+@pytest.mark.filterwarnings("ignore:Creating a tensor from a list of numpy.ndarrays")
+def test_tensor_of_a_list_promotes_its_elements_as_torch(data):
+    both(lambda torch, F: torch.tensor(data))
+
+
+def test_clamp_of_float32_with_integer_tensor_bounds_stays_float32():
+    def case(torch, F):
+        x = torch.tensor([-2.0, 0.5, 3.0])
+        lo, hi = torch.tensor(0, dtype=torch.int32), torch.tensor(2, dtype=torch.int32)
+        return [x.clamp(lo, hi), torch.clamp(x, 0, 2), torch.tensor([-1, 5]).clamp(0.5, 2)]
+
+    both(case)
