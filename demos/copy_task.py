@@ -67,33 +67,34 @@ def exact_match(model, task, texts, src):
     return task.correct(pred, texts), pred
 
 
-def padded_example(texts, src, pad_id):
-    """The index of a held-out example whose source has <pad> columns to see: the longest with
-    at least two, else with one, else the longest example."""
-    n_pad = [int((np.asarray(src[i]) == pad_id).sum()) for i in range(len(texts))]
-    for least in (2, 1, 0):
-        pool = [i for i in range(len(texts)) if n_pad[i] >= least]
-        if pool:
-            return max(pool, key=lambda i: len(texts[i]))
+def picture_example(alphabet, max_len, seed):
+    """The string the heatmaps show: distinct letters (a repeated letter has two source
+    positions to read from, which blurs the anti-diagonal), two shorter than --max-len so that
+    two <pad> columns are drawn (one if --max-len is 2, none if it is 1)."""
+    n = max(1, min(len(alphabet), max_len - 2 if max_len > 2 else max_len - 1))
+    return "".join(np.random.default_rng(seed).permutation(list(dict.fromkeys(alphabet)))[:n])
 
 
-def draw_attention(model, tok, texts, src_all, pred, args):
-    """Heatmaps of one padded held-out example, replaying the model's own output through the
-    decoder with the padding mask: the <pad> columns are drawn, and they are empty."""
-    i = padded_example(texts, src_all, tok.pad_id)
-    src = src_all[i : i + 1]
+def draw_attention(model, task, args):
+    """Heatmaps of one padded example of distinct letters, replaying the model's own output
+    through the decoder with the padding mask: the <pad> columns are drawn, and they are
+    empty — nothing attends to <pad>."""
+    tok = task.tokenizer
+    text = picture_example(args.alphabet, args.max_len, args.seed)
+    src = task.encode([text])[0]
     pad = np.asarray(src) == tok.pad_id
+    pred = exact_match(model, task, [text], src)[1]
     model.eval()
     with mt.no_grad():
-        tgt_in = shift_right(pred[i : i + 1], tok.bos_id)
+        tgt_in = shift_right(pred, tok.bos_id)
         model(src, tgt_in, src_padding_mask=pad if pad.any() else None)
     note = f"\n{int(pad.sum())} <pad> columns: nothing attends to them" if pad.any() else ""
     return save_attention(
         model.attention_maps(),
         token_labels(tok, src[0], keep_pad=True),
-        token_labels(tok, pred[i]),
+        token_labels(tok, pred[0]),
         args.out,
-        title=f"{texts[i]!r} → {tok.decode(pred[i])!r}{note}",
+        title=f"{text!r} → {tok.decode(pred[0])!r}{note}",
     )
 
 
@@ -157,7 +158,7 @@ def main(argv=None):
         history=history,
         extra={"task": args.task, "alphabet": args.alphabet},
     )
-    files = draw_attention(model, tok, held_texts, held_src, pred, args)
+    files = draw_attention(model, task, args)
     files.append(common.plot_curves(history, os.path.join(args.out, "curves.png")))
     print("wrote " + ", ".join([ckpt] + files))
     print(f"total wall-clock: {time.perf_counter() - t_start:.1f} s")

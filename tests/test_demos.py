@@ -170,8 +170,8 @@ def test_copy_task_tiny_run(tmp_path):
 
 
 def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monkeypatch):
-    """'Nothing attends to <pad>' must be visible: the heatmaps show a padded example, its <pad>
-    columns drawn and empty."""
+    """'Nothing attends to <pad>' must be visible: the heatmaps show a padded example of
+    distinct letters (a sharp anti-diagonal), its <pad> columns drawn and empty."""
     import importlib.util
 
     from transformer import Transformer, TransformerConfig
@@ -182,15 +182,14 @@ def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monke
     )
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
-    task = ReverseTask(alphabet="abcd", min_len=1, max_len=5)
-    texts = ["abcde", "ab", "abc", "a"]
-    src, _ = task.encode(texts)
-    i = demo.padded_example(texts, src, task.tokenizer.pad_id)
-    assert texts[i] == "abc"  # the longest with two <pad> columns
+    cases = (("abcdefgh", 6, 4), ("abcd", 5, 3), ("aab", 6, 2), ("ab", 2, 1))
+    for alphabet, max_len, want in cases:
+        text = demo.picture_example(alphabet, max_len, seed=0)
+        assert len(text) == want and len(set(text)) == len(text) and set(text) <= set(alphabet)
+    task = ReverseTask(alphabet="abcdefgh", min_len=1, max_len=6)
     mt.manual_seed(0)
     tok = task.tokenizer
     model = Transformer(TransformerConfig.tiny(len(tok), len(tok), max_len=8))
-    pred = np.asarray(src)[:, ::-1].copy()  # any ids: the maps only need a forward
     captured = {}
     monkeypatch.setattr(
         demo,
@@ -199,11 +198,13 @@ def test_copy_task_draws_a_padded_example_with_empty_pad_columns(tmp_path, monke
             captured.update(maps=maps, src=src_labels, title=title) or []
         ),
     )
-    demo.draw_attention(model, tok, texts, src, pred, type("A", (), {"out": str(tmp_path)}))
-    assert captured["src"] == ["a", "b", "c", "<pad>", "<pad>"]
+    args = type("A", (), {"out": str(tmp_path), "alphabet": "abcdefgh", "max_len": 6, "seed": 0})
+    demo.draw_attention(model, task, args)
+    letters = demo.picture_example("abcdefgh", 6, seed=0)
+    assert captured["src"] == [*letters, "<pad>", "<pad>"]
     assert "2 <pad> columns: nothing attends to them" in captured["title"]
     cross = captured["maps"]["decoder.layers.0.cross_attn"][0]
-    assert np.all(cross[..., 3:] == 0) and np.all(cross[..., :3].sum(-1) > 0.99)
+    assert np.all(cross[..., 4:] == 0) and np.all(cross[..., :4].sum(-1) > 0.99)
 
 
 def test_ablations_tiny_run_prints_the_table(tmp_path):
