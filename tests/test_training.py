@@ -148,6 +148,10 @@ def test_diagnostics_print_grad_norms_and_losses():
         print_fn=printed.append,
     )
     assert len(printed) == 2
+    from transformer.training import DIAGNOSTICS_LEGEND
+
+    # what the columns mean is said once, under the first table, not after every one
+    assert printed[0].endswith(DIAGNOSTICS_LEGEND) and DIAGNOSTICS_LEGEND not in printed[1]
     table = printed[-1]
     assert "step 4" in table and "embed" in table and "proj" in table and "val loss" in table
     norms = grad_norms_by_module(model)

@@ -246,11 +246,15 @@ def score_ranges(model):
     return out
 
 
-def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None, order=None):
+def diagnostics_table(
+    step, grad_norms, scores, train_loss, val=None, extra=None, order=None, legend=True
+):
     """The compact table `train` prints: one row per module, then the losses.
 
     order: module paths in data-flow order (``[name for name, _ in model.named_modules()]``);
     rows follow it, so the table reads from the embeddings to the output layer.
+    legend: end with DIAGNOSTICS_LEGEND, what the columns mean (`train` prints it under its
+    first table only: a paragraph after every table buried the numbers).
     """
     rank = {name: i for i, name in enumerate(order or [])}
 
@@ -282,7 +286,8 @@ def diagnostics_table(step, grad_norms, scores, train_loss, val=None, extra=None
     for k, v in (extra or {}).items():
         summary += " | " + _fmt(k, v)
     lines.append(summary)
-    lines.append(DIAGNOSTICS_LEGEND)
+    if legend:
+        lines.append(DIAGNOSTICS_LEGEND)
     return "\n".join(lines)
 
 
@@ -321,6 +326,7 @@ class History:
         self.seconds = 0.0
         self.stopped_early = False
         self.trace = None
+        self.legend_shown = False  # the diagnostics legend is printed once, under the first table
 
     @property
     def last_step(self):
@@ -551,8 +557,10 @@ def _evaluate_and_report(
                 val,
                 extra,
                 order=[name for name, _ in model.named_modules()],
+                legend=not history.legend_shown,
             )
         )
+        history.legend_shown = True
     return metrics
 
 
