@@ -19,7 +19,8 @@ import numpy as np
 
 from . import autograd
 from .errors import ShapeError
-from .ops._axes import normalize_axis, shape_arg
+from .ops._axes import normalize_axis, shape_arg, torch_index_steps
+from .random import generator as _rng
 from .typing import ArrayLike, DType, Scalar, Shape
 
 if TYPE_CHECKING:  # for annotations only: function.py imports this module
@@ -575,6 +576,9 @@ class Tensor:
         return F.bitwise_and(self, other)
 
     def __rand__(self, other: Tensor | ArrayLike) -> Tensor:
+        target, steps = self._data, torch_index_steps(index)
+        if steps:  # integers beside index arrays: select with the integers first, as torch
+            target, index = target[steps[0]], steps[1]
         return F.bitwise_and(other, self)
 
     def __or__(self, other: Tensor | ArrayLike) -> Tensor:

@@ -19,7 +19,7 @@ _erf = np.vectorize(math.erf)
 
 
 def close(t, expected, tol=1e-10):
-    np.testing.assert_allclose(t.data, expected, rtol=tol, atol=tol)
+    np.testing.assert_allclose(t.numpy(), expected, rtol=tol, atol=tol)
 
 
 # ============================================================================ elementwise unary
@@ -56,7 +56,7 @@ UNARY = {
 def test_unary_forward_matches_numpy(name, leaf):
     fn, ref, positive = UNARY[name]
     x = leaf(3, 4, positive=positive)
-    close(fn(x), ref(x.data))
+    close(fn(x), ref(x.numpy()))
 
 
 @pytest.mark.parametrize("name", list(UNARY))
@@ -64,9 +64,9 @@ def test_unary_gradcheck(name, leaf):
     fn, _, positive = UNARY[name]
     x = leaf(2, 3, 4, positive=positive)
     if name.startswith("clip"):  # keep away from the clip bounds, where the slope jumps
-        x.data[np.abs(x.data - 0.9) < 0.05] += 0.1
-        x.data[np.abs(x.data + 0.7) < 0.05] -= 0.1
-        x.data[np.abs(x.data - 0.1) < 0.05] += 0.1
+        x.numpy()[np.abs(x.numpy() - 0.9) < 0.05] += 0.1
+        x.numpy()[np.abs(x.numpy() + 0.7) < 0.05] -= 0.1
+        x.numpy()[np.abs(x.numpy() - 0.1) < 0.05] += 0.1
     assert gradcheck(fn, x)
     assert gradcheck(lambda x: fn(x.T), x)  # non-contiguous input
     assert gradcheck(lambda x: fn(x.swapaxes(0, 1)[:, ::2]), x)
@@ -75,7 +75,7 @@ def test_unary_gradcheck(name, leaf):
 def test_gelu_variants_differ_slightly_and_unknown_variant_fails(leaf):
     x = leaf(50)
     exact, approx = F.gelu(x), F.gelu(x, approximate="tanh")
-    assert 0 < np.abs(exact.data - approx.data).max() < 1e-2
+    assert 0 < np.abs(exact.numpy() - approx.numpy()).max() < 1e-2
     with pytest.raises(ValueError, match="gelu"):
         F.gelu(x, approximate="fast")
 
@@ -83,14 +83,14 @@ def test_gelu_variants_differ_slightly_and_unknown_variant_fails(leaf):
 def test_sigmoid_is_stable_for_large_inputs():
     x = mt.tensor([-1000.0, -50.0, 0.0, 50.0, 1000.0])
     y = x.sigmoid()
-    assert np.isfinite(y.data).all()
-    np.testing.assert_allclose(y.data, [0, 1.9287e-22, 0.5, 1, 1], rtol=1e-3)
+    assert np.isfinite(y.numpy()).all()
+    np.testing.assert_allclose(y.numpy(), [0, 1.9287e-22, 0.5, 1, 1], rtol=1e-3)
 
 
 def test_clip_gradient_is_zero_outside_and_one_inside():
     x = mt.tensor([-2.0, -0.5, 0.0, 0.5, 2.0], requires_grad=True)
     x.clip(-1, 1).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [0, 1, 1, 1, 0])
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 1, 1, 1, 0])
 
 
 # ============================================================================ elementwise binary
@@ -122,7 +122,7 @@ def test_binary_forward_and_gradcheck_with_broadcasting(name, shapes, leaf):
     a, b = leaf(*shapes[0], positive=positive), leaf(*shapes[1], positive=positive)
     out = fn(a, b)
     assert out.shape == np.broadcast_shapes(*shapes)
-    close(out, ref(a.data, b.data))
+    close(out, ref(a.numpy(), b.numpy()))
     assert gradcheck(fn, a, b)
 
 
@@ -136,7 +136,7 @@ def test_binary_gradcheck_on_transposed_inputs(name, leaf):
 
 def test_scalar_and_reflected_operators(leaf):
     x = leaf(3)
-    d = x.data
+    d = x.numpy()
     for got, want in [
         (x + 2, d + 2),
         (2 + x, 2 + d),
@@ -158,8 +158,8 @@ def test_scalar_and_reflected_operators(leaf):
 def test_tensor_exponent_gradient_reaches_both_operands(leaf):
     a, b = leaf(3, positive=True), leaf(3)
     (a**b).sum().backward()
-    np.testing.assert_allclose(a.grad.data, b.data * a.data ** (b.data - 1))
-    np.testing.assert_allclose(b.grad.data, a.data**b.data * np.log(a.data))
+    np.testing.assert_allclose(a.grad.numpy(), b.numpy() * a.numpy() ** (b.numpy() - 1))
+    np.testing.assert_allclose(b.grad.numpy(), a.numpy() ** b.numpy() * np.log(a.numpy()))
 
 
 @pytest.mark.parametrize("op", [F.maximum, F.minimum])
@@ -167,8 +167,8 @@ def test_maximum_minimum_split_ties_evenly(op):
     a = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
     b = mt.tensor([1.0, 5.0, 0.0], requires_grad=True)
     op(a, b).sum().backward()
-    assert a.grad.data[0] == 0.5 and b.grad.data[0] == 0.5
-    np.testing.assert_array_equal(a.grad.data + b.grad.data, [1, 1, 1])
+    assert a.grad.numpy()[0] == 0.5 and b.grad.numpy()[0] == 0.5
+    np.testing.assert_array_equal(a.grad.numpy() + b.grad.numpy(), [1, 1, 1])
 
 
 # ============================================================================ comparisons, logic
@@ -177,20 +177,20 @@ def test_maximum_minimum_split_ties_evenly(op):
 @pytest.mark.parametrize("op", ["<", "<=", ">", ">=", "==", "!="])
 def test_comparisons_return_bool_without_grad(op, leaf):
     a, b = leaf(3, 4), leaf(4)
-    b.data[0] = a.data[0, 0]  # one tie, so == and != see both answers
+    b.numpy()[0] = a.numpy()[0, 0]  # one tie, so == and != see both answers
     out = eval(f"a {op} b")
     assert out.dtype == np.bool_ and not out.requires_grad and out.grad_fn is None
-    np.testing.assert_array_equal(out.data, eval(f"a.data {op} b.data"))
-    np.testing.assert_array_equal((a < 0.0).data, a.data < 0)
+    np.testing.assert_array_equal(out.numpy(), eval(f"a.numpy() {op} b.numpy()"))
+    np.testing.assert_array_equal((a < 0.0).numpy(), a.numpy() < 0)
 
 
 def test_logical_ops():
     p = mt.tensor([True, True, False, False])
     q = mt.tensor([True, False, True, False])
-    np.testing.assert_array_equal((p & q).data, [True, False, False, False])
-    np.testing.assert_array_equal((p | q).data, [True, True, True, False])
-    np.testing.assert_array_equal((p ^ q).data, [False, True, True, False])
-    np.testing.assert_array_equal((~p).data, [False, False, True, True])
+    np.testing.assert_array_equal((p & q).numpy(), [True, False, False, False])
+    np.testing.assert_array_equal((p | q).numpy(), [True, True, True, False])
+    np.testing.assert_array_equal((p ^ q).numpy(), [False, True, True, False])
+    np.testing.assert_array_equal((~p).numpy(), [False, False, True, True])
     assert (p & q).dtype == np.bool_
     assert bool(F.any(p)) and not bool(F.all(p))
 
@@ -201,7 +201,8 @@ def test_logical_ops():
 def test_float32_defaults():
     assert mt.tensor(1.5).dtype == mt.float32
     assert mt.tensor([1.0, 2.0]).dtype == mt.float32
-    assert mt.tensor(np.zeros(3)).dtype == mt.float32  # float64 array → float32
+    assert mt.tensor(np.zeros(3)).dtype == mt.float64  # a numpy array keeps its dtype (torch's)
+    assert mt.Tensor(np.zeros(3)).dtype == mt.float32  # the legacy constructor: float32
     assert mt.tensor(np.zeros(3), dtype=mt.float64).dtype == mt.float64
     assert mt.tensor([1, 2]).dtype == mt.int64
     assert mt.tensor([True]).dtype == mt.bool_
@@ -245,6 +246,7 @@ def test_float32_is_kept_through_ops():
 
 # ============================================================================ reductions
 
+
 def _axes(axis):
     return (axis,) if isinstance(axis, int) else axis
 
@@ -284,7 +286,7 @@ def test_reduction_forward_and_gradcheck(name, axis, keepdims, leaf):
     fn, ref = REDUCTIONS[name]
     x = leaf(2, 3, 4)
     out = fn(x, axis=axis, keepdims=keepdims)
-    expected = ref(x.data, axis=axis, keepdims=keepdims)
+    expected = ref(x.numpy(), axis=axis, keepdims=keepdims)
     assert out.shape == np.shape(expected)
     close(out, expected)
     assert gradcheck(lambda x: fn(x, axis=axis, keepdims=keepdims), x)
@@ -297,9 +299,9 @@ def test_max_min_split_the_gradient_evenly_between_ties(name):
     out = getattr(x, name)(axis=(1,))  # a tuple: amax's reduction (max(x, 1) is torch's)
     out.backward(mt.tensor([3.0, 2.0]))
     if name == "max":
-        np.testing.assert_allclose(x.grad.data, [[0, 1, 1, 1], [1, 0, 0, 1]])
+        np.testing.assert_allclose(x.grad.numpy(), [[0, 1, 1, 1], [1, 0, 0, 1]])
     else:
-        np.testing.assert_allclose(x.grad.data, [[3, 0, 0, 0], [0, 1, 1, 0]])
+        np.testing.assert_allclose(x.grad.numpy(), [[3, 0, 0, 0], [0, 1, 1, 0]])
 
 
 def test_logsumexp_is_stable():
@@ -307,7 +309,7 @@ def test_logsumexp_is_stable():
     out = x.logsumexp()
     np.testing.assert_allclose(out.item(), 1000 + math.log(2))
     out.backward()
-    np.testing.assert_allclose(x.grad.data, [0.5, 0.5, 0])
+    np.testing.assert_allclose(x.grad.numpy(), [0.5, 0.5, 0])
 
 
 @pytest.mark.parametrize("fn", ["argmax", "argmin"])
@@ -315,7 +317,7 @@ def test_logsumexp_is_stable():
 def test_argmax_argmin(fn, axis, leaf):
     x = leaf(3, 5)
     out = getattr(x, fn)(axis=axis)
-    np.testing.assert_array_equal(out.data, getattr(np, fn)(x.data, axis=axis))
+    np.testing.assert_array_equal(out.numpy(), getattr(np, fn)(x.numpy(), axis=axis))
     assert out.dtype.kind == "i" and not out.requires_grad
     assert getattr(x, fn)(axis=1, keepdims=True).shape == (3, 1)
 
@@ -338,7 +340,7 @@ def test_reshape_view_flatten(leaf):
     assert x.flatten().shape == (24,)
     assert x.flatten(1).shape == (2, 12)
     assert x.flatten(0, -2).shape == (6, 4)
-    close(x.reshape(4, 6), x.data.reshape(4, 6))
+    close(x.reshape(4, 6), x.numpy().reshape(4, 6))
     assert gradcheck(lambda x: x.reshape(4, 6) * mt.arange(6.0, dtype=mt.float64), x)
     assert gradcheck(lambda x: x.T.reshape(-1, 2), x)  # reshape of a transpose copies
     assert gradcheck(lambda x: x.flatten(1, 2), x)
@@ -346,13 +348,13 @@ def test_reshape_view_flatten(leaf):
 
 def test_transpose_permute_swapaxes_T_mT(leaf):
     x = leaf(2, 3, 4)
-    close(x.T, x.data.T)
-    close(x.mT, np.swapaxes(x.data, -1, -2))
-    close(x.transpose(), x.data.T)
-    close(x.transpose(0, 2), np.swapaxes(x.data, 0, 2))
-    close(x.permute(2, 0, 1), np.transpose(x.data, (2, 0, 1)))
-    close(x.permute((1, -1, 0)), np.transpose(x.data, (1, 2, 0)))
-    close(x.swapaxes(-1, 0), np.swapaxes(x.data, -1, 0))
+    close(x.T, x.numpy().T)
+    close(x.mT, np.swapaxes(x.numpy(), -1, -2))
+    close(x.transpose(), x.numpy().T)
+    close(x.transpose(0, 2), np.swapaxes(x.numpy(), 0, 2))
+    close(x.permute(2, 0, 1), np.transpose(x.numpy(), (2, 0, 1)))
+    close(x.permute((1, -1, 0)), np.transpose(x.numpy(), (1, 2, 0)))
+    close(x.swapaxes(-1, 0), np.swapaxes(x.numpy(), -1, 0))
     w = mt.tensor(np.arange(24.0).reshape(4, 3, 2), dtype=mt.float64)
     for fn in (
         lambda x: x.T,
@@ -366,7 +368,7 @@ def test_transpose_permute_swapaxes_T_mT(leaf):
 def test_expand_and_broadcast_to(leaf):
     x = leaf(3, 1)
     e = x.expand(2, 3, 4)
-    close(e, np.broadcast_to(x.data, (2, 3, 4)))
+    close(e, np.broadcast_to(x.numpy(), (2, 3, 4)))
     assert x.expand(-1, 5).shape == (3, 5)
     assert x.broadcast_to((4, 3, 2)).shape == (4, 3, 2)
     w = mt.tensor(np.arange(24.0).reshape(2, 3, 4), dtype=mt.float64)
@@ -390,14 +392,17 @@ def test_squeeze_unsqueeze(leaf):
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat_and_stack(axis, leaf):
     a, b, c = leaf(2, 3), leaf(2, 3), leaf(2, 3)
-    close(mt.concat([a, b, c], axis=axis), np.concatenate([a.data, b.data, c.data], axis=axis))
-    close(mt.stack([a, b, c], axis=axis), np.stack([a.data, b.data, c.data], axis=axis))
-    assert mt.cat([a, b], axis=axis).shape == np.concatenate([a.data, b.data], axis).shape
+    close(
+        mt.concat([a, b, c], axis=axis),
+        np.concatenate([a.numpy(), b.numpy(), c.numpy()], axis=axis),
+    )
+    close(mt.stack([a, b, c], axis=axis), np.stack([a.numpy(), b.numpy(), c.numpy()], axis=axis))
+    assert mt.cat([a, b], axis=axis).shape == np.concatenate([a.numpy(), b.numpy()], axis).shape
     w = mt.tensor(np.random.default_rng(0).standard_normal((3, 2, 3)), dtype=mt.float64)
     assert gradcheck(lambda a, b, c: mt.concat([a, b.T.T, c], axis=axis) ** 2, a, b, c)
     assert gradcheck(
         lambda a, b, c: (
-            mt.stack([a, b, c], axis=axis) * w.reshape(np.stack([a.data] * 3, axis=axis).shape)
+            mt.stack([a, b, c], axis=axis) * w.reshape(np.stack([a.numpy()] * 3, axis=axis).shape)
         ),
         a,
         b,
@@ -423,7 +428,7 @@ def test_split_and_chunk(leaf):
     assert [p.shape for p in parts] == [(7, 1), (7, 1)]
     chunks = x.chunk(3)
     assert [c.shape for c in chunks] == [(3, 2), (3, 2), (1, 2)]
-    close(mt.concat(chunks), x.data)
+    close(mt.concat(chunks), x.numpy())
     assert gradcheck(lambda x: tuple(p * (i + 1) for i, p in enumerate(x.split([2, 5]))), x)
     assert gradcheck(lambda x: x.chunk(2, axis=1)[1].exp(), x)
     assert gradcheck(lambda x: mt.chunk(x.T, 2, axis=0)[0], x)
@@ -454,11 +459,11 @@ def test_getitem(name, leaf):
     x = leaf(4, 3)
     index = INDICES[name]
     if isinstance(index, str):
-        index = x.data > 0
+        index = x.numpy() > 0
         index[0, 0] = True  # never empty
     out = x[index]
-    np_index = index.data if isinstance(index, mt.Tensor) else index
-    close(out, x.data[np_index])
+    np_index = index.numpy() if isinstance(index, mt.Tensor) else index
+    close(out, x.numpy()[np_index])
     assert gradcheck(lambda x: x[index], x)
     assert gradcheck(lambda x: x.T.T[index] * 2, x)
 
@@ -466,7 +471,7 @@ def test_getitem(name, leaf):
 def test_getitem_with_repeated_indices_adds_gradients():
     x = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x[[0, 0, 2, 0]].sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [3, 0, 1])
+    np.testing.assert_array_equal(x.grad.numpy(), [3, 0, 1])
 
 
 def test_getitem_of_a_transposed_input(leaf):
@@ -477,28 +482,28 @@ def test_getitem_of_a_transposed_input(leaf):
 def test_where(leaf):
     cond = mt.tensor([[True, False, True]])
     a, b = leaf(2, 3), leaf(3)
-    close(mt.where(cond, a, b), np.where(cond.data, a.data, b.data))
+    close(mt.where(cond, a, b), np.where(cond.numpy(), a.numpy(), b.numpy()))
     assert gradcheck(lambda a, b: mt.where(cond, a, b), a, b)
     assert gradcheck(lambda a: mt.where(a > 0, a, 0.0), a)
-    assert gradcheck(lambda a, b: F.where(cond.data.T, a.T, b[:, None]), a, b)
+    assert gradcheck(lambda a, b: F.where(cond.numpy().T, a.T, b[:, None]), a, b)
 
 
 def test_masked_fill(leaf):
     x = leaf(2, 3)
     mask = mt.tensor([False, True, False])
     y = x.masked_fill(mask, -1e9)
-    close(y, np.where(mask.data, -1e9, x.data))
+    close(y, np.where(mask.numpy(), -1e9, x.numpy()))
     assert gradcheck(lambda x: x.masked_fill(mask, 0.0), x)
     assert gradcheck(lambda x: x.T.masked_fill(mask[:, None], 5.0), x)
     x.masked_fill(mask, 0.0).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [[1, 0, 1], [1, 0, 1]])
+    np.testing.assert_array_equal(x.grad.numpy(), [[1, 0, 1], [1, 0, 1]])
 
 
 @pytest.mark.parametrize("k", [0, 1, -1])
 def test_tril_triu(k, leaf):
     x = leaf(2, 4, 4)
-    close(x.tril(k), np.tril(x.data, k))
-    close(x.triu(k), np.triu(x.data, k))
+    close(x.tril(k), np.tril(x.numpy(), k))
+    close(x.triu(k), np.triu(x.numpy(), k))
     assert gradcheck(lambda x: x.tril(k), x)
     assert gradcheck(lambda x: F.triu(x.mT, k), x)
 
@@ -523,7 +528,7 @@ MATMUL_SHAPES = [
 def test_matmul_forward_and_gradcheck(shapes, leaf):
     a, b = leaf(*shapes[0]), leaf(*shapes[1])
     out = a @ b
-    expected = np.matmul(a.data, b.data)
+    expected = np.matmul(a.numpy(), b.numpy())
     assert out.shape == expected.shape
     close(out, expected)
     assert gradcheck(lambda a, b: a @ b, a, b)
@@ -548,9 +553,9 @@ def softmax_ref(x, axis=-1):
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax_and_log_softmax(axis, leaf):
     x = leaf(3, 4, 5)
-    close(F.softmax(x, axis=axis), softmax_ref(x.data, axis))
-    close(x.softmax(axis), softmax_ref(x.data, axis))
-    close(F.log_softmax(x, axis=axis), np.log(softmax_ref(x.data, axis)))
+    close(F.softmax(x, axis=axis), softmax_ref(x.numpy(), axis))
+    close(x.softmax(axis), softmax_ref(x.numpy(), axis))
+    close(F.log_softmax(x, axis=axis), np.log(softmax_ref(x.numpy(), axis)))
     assert gradcheck(lambda x: F.softmax(x, axis=axis), x)
     assert gradcheck(lambda x: F.log_softmax(x, axis=axis), x)
     assert gradcheck(lambda x: F.softmax(x.mT, axis=axis), x)
@@ -560,7 +565,7 @@ def test_softmax_with_scale_and_masks(leaf):
     x = leaf(2, 3, 4)
     blocked = np.array([False, True, False, True])  # True = blocked
     y = F.softmax(x, scale=0.5, mask=mt.tensor(blocked))
-    expected = softmax_ref(np.where(blocked, -np.inf, 0.5 * x.data))
+    expected = softmax_ref(np.where(blocked, -np.inf, 0.5 * x.numpy()))
     close(y, expected)
     additive = np.where(blocked, -np.inf, 0.0)
     close(F.softmax(x, scale=0.5, mask=additive), expected)
@@ -574,10 +579,10 @@ def test_fully_masked_softmax_row_is_zero_not_nan(leaf):
     x = leaf(2, 3)
     mask = np.array([[True, True, True], [False, True, False]])
     y = F.softmax(x, mask=mask)
-    assert np.isfinite(y.data).all()
-    np.testing.assert_array_equal(y.data[0], 0)
+    assert np.isfinite(y.numpy()).all()
+    np.testing.assert_array_equal(y.numpy()[0], 0)
     (y * mt.tensor(np.arange(6.0).reshape(2, 3))).sum().backward()
-    np.testing.assert_array_equal(x.grad.data[0], 0)
+    np.testing.assert_array_equal(x.grad.numpy()[0], 0)
 
 
 @pytest.mark.parametrize("norm_shape", [(5,), (4, 5)])
@@ -585,11 +590,11 @@ def test_layer_norm(norm_shape, leaf):
     x = leaf(2, 4, 5)
     w, b = leaf(*norm_shape), leaf(*norm_shape)
     axes = tuple(range(-len(norm_shape), 0))
-    mu = x.data.mean(axis=axes, keepdims=True)
-    var = x.data.var(axis=axes, keepdims=True)
-    expected = (x.data - mu) / np.sqrt(var + 1e-5) * w.data + b.data
+    mu = x.numpy().mean(axis=axes, keepdims=True)
+    var = x.numpy().var(axis=axes, keepdims=True)
+    expected = (x.numpy() - mu) / np.sqrt(var + 1e-5) * w.numpy() + b.numpy()
     close(F.layer_norm(x, norm_shape, w, b), expected, 1e-8)
-    close(F.layer_norm(x, norm_shape), (x.data - mu) / np.sqrt(var + 1e-5), 1e-8)
+    close(F.layer_norm(x, norm_shape), (x.numpy() - mu) / np.sqrt(var + 1e-5), 1e-8)
     assert gradcheck(lambda x, w, b: F.layer_norm(x, norm_shape, w, b), x, w, b)
     assert gradcheck(lambda x: F.layer_norm(x, norm_shape), x)
     assert gradcheck(lambda x, w: F.layer_norm(x[:, ::-1], norm_shape, weight=w), x, w)
@@ -599,22 +604,22 @@ def test_dropout():
     x = mt.ones(200, 50)
     mt.manual_seed(3)
     y = F.dropout(x, p=0.2)
-    kept = y.data != 0
+    kept = y.numpy() != 0
     assert 0.75 < kept.mean() < 0.85  # about 1 − p survive
-    np.testing.assert_allclose(y.data[kept], 1 / 0.8)  # inverted scaling
+    np.testing.assert_allclose(y.numpy()[kept], 1 / 0.8)  # inverted scaling
     mt.manual_seed(3)
-    np.testing.assert_array_equal(F.dropout(x, p=0.2).data, y.data)  # seeded
-    assert not np.array_equal(F.dropout(x, p=0.2).data, y.data)  # fresh mask next call
+    np.testing.assert_array_equal(F.dropout(x, p=0.2).numpy(), y.numpy())  # seeded
+    assert not np.array_equal(F.dropout(x, p=0.2).numpy(), y.numpy())  # fresh mask next call
     assert F.dropout(x, p=0.2, training=False) is x
     assert F.dropout(x, p=0.0) is x
-    np.testing.assert_array_equal(F.dropout(x, p=1.0).data, 0)
+    np.testing.assert_array_equal(F.dropout(x, p=1.0).numpy(), 0)
 
 
 def test_dropout_gradient_uses_the_same_mask():
     x = mt.randn(30, 40, dtype=mt.float64, requires_grad=True)
     y = F.dropout(x, p=0.5)
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.data, (y.data != 0) * 2.0)
+    np.testing.assert_allclose(x.grad.numpy(), (y.numpy() != 0) * 2.0)
 
     def fn(x):  # the same mask on every evaluation, so gradcheck can run
         mt.manual_seed(7)
@@ -627,16 +632,16 @@ def test_embedding(leaf):
     table = leaf(5, 3)
     ids = mt.tensor([[0, 4, 4], [1, 0, 0]])
     out = F.embedding(ids, table)
-    close(out, table.data[ids.data])
+    close(out, table.numpy()[ids.numpy()])
     assert out.shape == (2, 3, 3)
     assert gradcheck(lambda t: F.embedding(ids, t), table)
     assert gradcheck(lambda t: F.embedding(ids, t.T), leaf(3, 5))  # a transposed table
     table.grad = None
     F.embedding(ids, table).sum().backward()
-    np.testing.assert_array_equal(table.grad.data[:, 0], [3, 1, 0, 0, 2])  # counts of each id
+    np.testing.assert_array_equal(table.grad.numpy()[:, 0], [3, 1, 0, 0, 2])  # counts of each id
     table.grad = None
     F.embedding(ids, table, padding_idx=0).sum().backward()
-    np.testing.assert_array_equal(table.grad.data[0], 0)
+    np.testing.assert_array_equal(table.grad.numpy()[0], 0)
 
 
 def cross_entropy_ref(logits, targets, ignore_index=-100, smoothing=0.0, reduction="mean"):
@@ -667,7 +672,9 @@ def test_cross_entropy(shape, reduction, smoothing, leaf, rng):
     targets.reshape(-1)[1] = -100  # one ignored target
     kw = dict(label_smoothing=smoothing, reduction=reduction)
     out = F.cross_entropy(logits, mt.tensor(targets), **kw)
-    want = cross_entropy_ref(np.moveaxis(logits.data, 1, -1), targets, -100, smoothing, reduction)
+    want = cross_entropy_ref(
+        np.moveaxis(logits.numpy(), 1, -1), targets, -100, smoothing, reduction
+    )
     close(out, want, 1e-8)
     assert gradcheck(lambda x: F.cross_entropy(x, targets, **kw), logits)
     reverse = tuple(reversed(range(len(shape))))  # logits as a non-contiguous view
@@ -680,7 +687,7 @@ def test_cross_entropy_mean_is_over_non_ignored_targets(leaf):
     logits = leaf(4, 3)
     targets = mt.tensor([0, 2, 1, 1])
     ignored = mt.tensor([0, 7, 1, 7])
-    full = F.cross_entropy(logits, targets, reduction="none").data
+    full = F.cross_entropy(logits, targets, reduction="none").numpy()
     loss = F.cross_entropy(logits, ignored, ignore_index=7)
     np.testing.assert_allclose(loss.item(), (full[0] + full[2]) / 2)
     all_ignored = F.cross_entropy(logits, mt.tensor([7, 7, 7, 7]), ignore_index=7)
@@ -689,11 +696,11 @@ def test_cross_entropy_mean_is_over_non_ignored_targets(leaf):
 
 def test_mse_loss(leaf):
     a, b = leaf(3, 4), leaf(3, 4)
-    close(F.mse_loss(a, b), np.mean((a.data - b.data) ** 2))
-    close(F.mse_loss(a, b, reduction="sum"), np.sum((a.data - b.data) ** 2))
-    close(F.mse_loss(a, b, reduction="none"), (a.data - b.data) ** 2)
+    close(F.mse_loss(a, b), np.mean((a.numpy() - b.numpy()) ** 2))
+    close(F.mse_loss(a, b, reduction="sum"), np.sum((a.numpy() - b.numpy()) ** 2))
+    close(F.mse_loss(a, b, reduction="none"), (a.numpy() - b.numpy()) ** 2)
     assert gradcheck(lambda a, b: F.mse_loss(a, b), a, b)
-    assert gradcheck(lambda a: F.mse_loss(a.T, b.data.T, reduction="sum"), a)
+    assert gradcheck(lambda a: F.mse_loss(a.T, b.numpy().T, reduction="sum"), a)
 
 
 def test_cast_is_differentiable_between_float_types(leaf):
@@ -702,7 +709,7 @@ def test_cast_is_differentiable_between_float_types(leaf):
     assert y.dtype == mt.float32
     y.sum().backward()
     assert x.grad.dtype == mt.float64
-    np.testing.assert_array_equal(x.grad.data, 1)
+    np.testing.assert_array_equal(x.grad.numpy(), 1)
     assert not x.long().requires_grad
 
 
@@ -710,7 +717,7 @@ def test_numbers_and_arrays_take_a_float64_tensors_dtype_without_rounding():
     x = mt.zeros(2, dtype=mt.float64)
     for y in (x + 0.1, x + np.array([0.1, 0.1]), x + [0.1, 0.1], 0.1 + x, np.array([0.1]) + x):
         assert y.dtype == mt.float64
-        np.testing.assert_array_equal(y.data, 0.1)  # not float32's 0.10000000149
+        np.testing.assert_array_equal(y.numpy(), 0.1)  # not float32's 0.10000000149
 
 
 def test_integer_operands():
@@ -771,22 +778,22 @@ def test_gradcheck_catches_a_missing_chain_rule(leaf):
 
 def test_gradcheck_restores_inputs_and_their_grads(leaf):
     x = leaf(3, 2)
-    before = x.data.copy()
+    before = x.numpy().copy()
     x.grad = mt.tensor(np.ones((3, 2)), dtype=mt.float64)
     assert gradcheck(lambda x: (x.exp(), x.sum(axis=0)), x)  # several outputs are fine
-    np.testing.assert_array_equal(x.data, before)
-    np.testing.assert_array_equal(x.grad.data, 1)
+    np.testing.assert_array_equal(x.numpy(), before)
+    np.testing.assert_array_equal(x.grad.numpy(), 1)
 
 
 def test_std_of_equal_elements_has_zero_gradient_not_nan():
     x = mt.tensor([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], dtype=mt.float64, requires_grad=True)
     x.std(axis=1).sum().backward()
-    np.testing.assert_array_equal(x.grad.data[0], 0)
-    xc = x.data[1] - x.data[1].mean()
-    np.testing.assert_allclose(x.grad.data[1], xc / ((3 - 1) * np.std(x.data[1], ddof=1)))
+    np.testing.assert_array_equal(x.grad.numpy()[0], 0)
+    xc = x.numpy()[1] - x.numpy()[1].mean()
+    np.testing.assert_allclose(x.grad.numpy()[1], xc / ((3 - 1) * np.std(x.numpy()[1], ddof=1)))
 
 
 def test_power_zero_has_zero_gradient_even_at_zero():
     x = mt.tensor([0.0, 2.0], requires_grad=True)
     (x**0).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [0, 0])  # not NaN (0 · 0⁻¹)
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0])  # not NaN (0 · 0⁻¹)

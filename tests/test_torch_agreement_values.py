@@ -2,6 +2,8 @@
 `torch` bound to the real torch and to minitensor, and the results compared (values, dtypes,
 gradients). Each case gave other numbers, without any error, before its fix."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -282,3 +284,45 @@ def test_clamp_of_float32_with_integer_tensor_bounds_stays_float32():
         return [x.clamp(lo, hi), torch.clamp(x, 0, 2), torch.tensor([-1, 5]).clamp(0.5, 2)]
 
     both(case)
+
+
+# ---------------------------------------------------------------- 2. integers beside index tensors
+INDEXES = {
+    "int, slice, tensor": lambda torch: (0, slice(None), torch.tensor([0, 1, 2])),
+    "0-d tensor, slice, tensor": lambda torch: (torch.tensor(1), slice(None), torch.tensor([2, 0])),
+    "int, None, slice, tensor": lambda torch: (1, None, slice(None), torch.tensor([0, 2])),
+    "int, slice, list": lambda torch: (1, slice(0, 2), [0, 2, 2]),
+    "int, slice, mask": lambda torch: (0, slice(None), torch.tensor([True, False, True])),
+    "slice, int, tensor": lambda torch: (slice(None), 1, torch.tensor([[0], [2]])),
+    "tensor, int, tensor": lambda torch: (torch.tensor([[0], [1]]), 0, torch.tensor([0, 2, 1])),
+    "tensor, slice, int": lambda torch: (torch.tensor([1, 0]), slice(1, None), 1),
+    "ellipsis, int, tensor": lambda torch: (Ellipsis, 0, torch.tensor([2, 2, 0])),
+}
+
+
+@pytest.mark.parametrize("index", INDEXES.values(), ids=INDEXES.keys())
+def test_mixed_integer_slice_tensor_index_values_and_gradient(index):
+    def case(torch, F):
+        y = torch.arange(18.0, dtype=torch.float64).reshape(2, 3, 3).requires_grad_()
+        out = y[index(torch)]
+        weights = torch.arange(1.0, out.numel() + 1.0, dtype=torch.float64).reshape(out.shape)
+        (out * weights).sum().backward()
+        return [out, y.grad]
+
+    both(case)
+
+
+@pytest.mark.parametrize("index", INDEXES.values(), ids=INDEXES.keys())
+def test_mixed_integer_slice_tensor_index_assignment(index):
+    def case(torch, F):
+        y = torch.zeros(2, 3, 3)
+        shape = y[index(torch)].shape
+        y[index(torch)] = torch.arange(1.0, 1.0 + math.prod(shape)).reshape(shape)
+        return y
+
+    both(case)
+
+
+def test_mixed_index_gradcheck():
+    y = mt.randn(2, 3, 4, dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(lambda t: t[1, :, mt.tensor([0, 3, 3])], y)

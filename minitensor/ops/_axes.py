@@ -84,3 +84,45 @@ def torch_names(fn):
         return fn(*args, **kwargs)
 
     return accept_torch_names
+
+
+def torch_index_steps(index):
+    """torch's reading of an index that mixes integers with index arrays, as two numpy
+    indexings `x[first][second]`; None when numpy already reads `index` as torch does.
+
+    numpy counts an integer beside an index array as one more advanced index, and puts the
+    advanced axes first when a slice separates them: y[0, :, [0, 1, 2]] comes out
+    transposed. torch selects with the integers first (a 0-d integer tensor counts as an
+    integer) and indexes what is left with the arrays. So `first` applies the integers and
+    slices (a view) and `second` the arrays (with slice(None) for every axis kept)."""
+    if not isinstance(index, tuple):
+        return None
+    items = tuple(_int_or_item(i) for i in index)
+    if not any(_is_int(i) for i in items) or not any(_is_array(i) for i in items):
+        return None
+    first, second = [], []
+    for item in items:
+        if _is_array(item):
+            mask_axes = np.ndim(item) if np.asarray(item).dtype == np.bool_ else 1
+            first += [slice(None)] * mask_axes  # a bool mask spans its number of axes
+            second.append(item)
+        elif _is_int(item):
+            first.append(item)  # the axis is gone after `first`
+        else:  # slice, None (a new axis of size 1) or Ellipsis: applied by `first`
+            first.append(item)
+            second.append(Ellipsis if item is Ellipsis else slice(None))
+    return tuple(first), tuple(second)
+
+
+def _is_int(item):
+    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+
+
+def _is_array(item):
+    return isinstance(item, (np.ndarray, list))
+
+
+def _int_or_item(item):
+    if isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind in "iu":
+        return int(item)
+    return item

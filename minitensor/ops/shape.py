@@ -19,7 +19,7 @@ from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, Scalar
 from ._args import _constant, _data, _keep_float_dtype, _operand
-from ._axes import normalize_axis, shape_arg, torch_names
+from ._axes import normalize_axis, shape_arg, torch_index_steps, torch_names
 from .reduce import ValuesIndices
 
 
@@ -241,8 +241,9 @@ class GetItem(Function):
         # saved so that an index tensor edited in place before backward is caught
         items = index if isinstance(index, tuple) else (index,)
         ctx.save_for_backward(*(i for i in items if isinstance(i, np.ndarray)))
+        ctx.steps = torch_index_steps(index)  # integers beside arrays: torch's reading
         try:
-            return x[index]
+            return x[ctx.steps[0]][ctx.steps[1]] if ctx.steps else x[index]
         except IndexError as e:
             raise IndexError(f"{e} (indexing a tensor of shape {x.shape})") from None
 
@@ -251,6 +252,8 @@ class GetItem(Function):
         g = np.zeros(ctx.in_shape, dtype=grad.dtype)
         if ctx.basic:
             g[ctx.index] = grad
+        elif ctx.steps:
+            np.add.at(g[ctx.steps[0]], ctx.steps[1], grad)  # g[first] is a view into g
         else:
             np.add.at(g, ctx.index, grad)
         return g
@@ -265,7 +268,8 @@ def _index_arg(index):
 
 def getitem(x: Tensor, index: Any) -> Tensor:
     """x[index]: ints, slices, None, Ellipsis, integer arrays/lists/tensors and boolean masks,
-    as in numpy. Repeated indices receive the sum of their gradients."""
+    as in torch (integers select first, so y[0, :, idx] is y[0][:, idx]; otherwise numpy's
+    rules, which are torch's). Repeated indices receive the sum of their gradients."""
     return GetItem.apply(x, index=_index_arg(index))
 
 
