@@ -148,13 +148,13 @@ class BackwardStep:
 
 def _initial_grad(tensor, grad):
     if grad is None:
-        if tensor.data.size != 1:
+        if tensor.numel() != 1:
             raise RuntimeError(
                 f"backward: a gradient can be implied only for a single-element output, but this "
                 f"tensor has shape {tensor.shape}. Pass grad= with that shape (or reduce it, "
                 f"e.g. loss.sum())."
             )
-        return np.ones_like(tensor.data)
+        return np.ones_like(tensor.numpy())
     g = grad if isinstance(grad, np.ndarray) else np.asarray(getattr(grad, "data", grad))
     if g.shape != tensor.shape:
         raise ValueError(
@@ -164,8 +164,11 @@ def _initial_grad(tensor, grad):
 
 
 def _check_versions(node):
-    for counter, version, what, kind in node._saved_versions:
+    for counter, version, what, dtype, shape in node._saved_versions:
         if counter[0] != version:
+            if isinstance(what, int):  # recorded as the input's position
+                what = f"input {what}"
+            kind = f"{dtype} of shape {shape}"
             raise RuntimeError(
                 f"backward: one of the variables needed for gradient computation has been "
                 f"modified by an inplace operation: {what} of {node.where()} — {kind} — was "
@@ -189,7 +192,8 @@ def _normalise_grads(node, grads):
         if g is None or t is None or not t.requires_grad:
             out.append(None)
             continue
-        g = np.asarray(g)
+        if type(g) is not np.ndarray:
+            g = np.asarray(g)
         if g.shape != t.shape:
             raise RuntimeError(
                 f"backward of {node.where()} returned a gradient of shape {g.shape} for input {i} "
@@ -244,7 +248,7 @@ def run_grad_hooks(owner, grad):
     for hook in list(hooks):
         replaced = hook(Tensor._make(grad))
         if replaced is not None:
-            grad = replaced.data if isinstance(replaced, Tensor) else np.asarray(replaced)
+            grad = replaced.numpy() if isinstance(replaced, Tensor) else np.asarray(replaced)
     return grad
 
 
@@ -321,11 +325,12 @@ def _walk(order, g0, retain_graph, record=None):
                     prev = grads.get(key)
                     grads[key] = g if prev is None else prev + g
             run.append(id(node))
-            if record is not None:
+            if record is not None:  # a step-through: `backward()` has no one to show a step
                 record[id(node)] = (len(run) - 1, g_out)
-            step = BackwardStep(index, len(order), node, g_out, g_in, saved, run, len(run), record)
-            step.root = order[0]
-            yield step
+                n = len(run)
+                step = BackwardStep(index, len(order), node, g_out, g_in, saved, run, n, record)
+                step.root = order[0]
+                yield step
             if not retain_graph:
                 node.release()
         leaves.flush()

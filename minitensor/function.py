@@ -26,16 +26,14 @@ from __future__ import annotations
 import linecache
 import weakref
 from collections.abc import Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from . import hooks
 from .errors import ShapeError, named_error, op_error, op_in_scope
-from .grad_mode import is_grad_enabled
 from .scope import current_scope
-from .source import describe_inputs, describe_source, user_frame
+from .source import describe_inputs, describe_source, user_line
 from .state import state
 from .tensor import Tensor
 
@@ -66,21 +64,40 @@ class Context:
     output during the last ``backward(retain_graph=True)``), ``needs_input_grad``.
     """
 
+    # A Context is made for every op, so the fields a node starts with are class attributes:
+    # an instance stores only what it sets (an op that is not recorded sets none of these).
+    inputs = ()
+    scope = ""
+    out_shape = None
+    out_dtype = None
+    grad = None
+    _saved = ()
+    _saved_versions = ()  # (version counter, version then, which input, dtype, shape)
+    _released = False
+    _retained = None  # weakref to the output, set by Tensor.retain_grad()
+    _grad_dtype = None  # float32 when forward computed float16 inputs in float32
+    _src = None  # (code object, line number) of the user's line; `source` formats it
+
     def __init__(self, fn: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
         self.fn = fn
         self.name = fn.op_name()
         self.needs_input_grad = needs_input_grad
-        self.inputs = ()
-        self.scope = ""
-        self.source = None
-        self.out_shape = None
-        self.out_dtype = None
-        self.grad = None
-        self._saved = ()
-        self._saved_versions = ()
-        self._released = False
-        self._retained = None  # weakref to the output, set by Tensor.retain_grad()
-        self._grad_dtype = None  # float32 when forward computed float16 inputs in float32
+
+    @property
+    def source(self) -> tuple[str, int, str] | None:
+        """(filename, lineno, function) of the user's line that created this node, or None.
+
+        Recording keeps the line's code object and number, and this formats them when read:
+        most nodes are never asked where they came from."""
+        src = self._src
+        if src is None or len(src) == 3:
+            return src
+        code, lineno = src
+        return (code.co_filename, lineno, code.co_name)
+
+    @source.setter
+    def source(self, value: tuple[str, int, str] | None) -> None:
+        self._src = None if value is None else tuple(value)
 
     def save_for_backward(self, *arrays: Any) -> None:
         """Keep arrays (inputs, outputs or intermediates) for backward."""
@@ -165,7 +182,7 @@ class NodeInput:
     def data(self) -> np.ndarray | None:
         """The input's array if anything still holds it, else None."""
         tensor = self._tensor()
-        return tensor.data if tensor is not None else self._data()
+        return tensor._data if tensor is not None else self._data()
 
     def __repr__(self) -> str:
         held = "held" if self._data() is not None else "freed"
@@ -220,44 +237,63 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **params: Any) -> Tensor:
-        """Run the op on Tensors (or arrays and numbers): unwrap → forward → wrap → record."""
-        arrays, params, tensors = _unwrap(args, params)
-        arrays, out_dtype = _as_float(cls, arrays)
-        ctx = Context(cls, tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
-        ctx._grad_dtype = None if out_dtype is None else np.dtype(np.float32)
-        with _naming_errors(cls, arrays):
+        """Run the op on Tensors (or arrays and numbers): unwrap → forward → wrap → record.
+
+        This runs once per op, so it does per node what can be done per node: the inputs are
+        unwrapped in one pass, nothing is recorded when no gradient is wanted (grad mode off,
+        or no input requires grad), and what a node records is formatted only when read."""
+        arrays, needs, params, tensors = _unwrap(args, params)
+        out_dtype = None
+        if cls.float_inputs:
+            arrays, out_dtype = _as_float(cls, arrays)
+        ctx = Context(cls, needs)
+        if out_dtype is not None:
+            ctx._grad_dtype = np.dtype(np.float32)
+        try:
             out = cls.forward(ctx, *arrays, **params)
-        record = is_grad_enabled() and any(ctx.needs_input_grad)
+        except (ValueError, IndexError, TypeError) as e:
+            _raise_named(cls, e, arrays)
+        record = True in needs and state.grad_enabled
         result = _wrap(cls, out, args, arrays, record, out_dtype)
         if record:
             _record(ctx, args, tensors, result)
-        if hooks.active():
+        if hooks._forward_hooks or state.anomaly:
             hooks.run_forward_hooks(cls, ctx, arrays, result, record)
         return result
 
 
 def _unwrap(args, params):
-    """The op's arguments as plain arrays, and every Tensor among them as (what, tensor).
+    """The op's arguments as plain arrays, which of them require grad, the keyword arguments
+    as plain values, and every Tensor among them as (what, tensor).
 
-    A Tensor may come as a positional input (``input 1``), as a keyword argument
+    A Tensor may come as a positional input (what: its position), as a keyword argument
     (``argument `index```) or inside a tuple or list given as one (``argument `index`[0]``):
     whatever of its data forward saves is version-checked before backward, whether it
     requires grad or not (a mask, targets, ids, an index).
     """
-    tensors = [(f"input {i}", a) for i, a in enumerate(args) if isinstance(a, Tensor)]
-    arrays = [a.data if isinstance(a, Tensor) else a for a in args]
+    arrays, needs, tensors = [], [], []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            tensors.append((i, a))
+            arrays.append(a._data)
+            needs.append(a.requires_grad)
+        else:
+            arrays.append(a)
+            needs.append(False)
+    if not params:
+        return arrays, tuple(needs), params, tensors
     plain = {}
     for name, value in params.items():
         if isinstance(value, Tensor):
             tensors.append((f"argument `{name}`", value))
-            value = value.data
+            value = value._data
         elif isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value):
             tensors += [
                 (f"argument `{name}`[{j}]", v) for j, v in enumerate(value) if isinstance(v, Tensor)
             ]
-            value = type(value)(v.data if isinstance(v, Tensor) else v for v in value)
+            value = type(value)(v._data if isinstance(v, Tensor) else v for v in value)
         plain[name] = value
-    return arrays, plain, tensors
+    return arrays, tuple(needs), plain, tensors
 
 
 _COMPUTE_DTYPE = {
@@ -293,22 +329,19 @@ def _as_float(cls, arrays):
     return arrays, out_dtype
 
 
-@contextmanager
-def _naming_errors(cls, arrays):
+def _raise_named(cls, e, arrays):
     """Errors raised by forward leave with the op's name, scope and input shapes."""
-    try:
-        yield
-    except (ValueError, IndexError, TypeError) as e:
-        err = _op_error(cls, e, arrays)
-        if err is e or isinstance(e, ShapeError):
-            raise err from None  # a deliberate, complete message: no traceback noise
-        raise err from e  # keep the original traceback: it may be a bug in forward
+    err = _op_error(cls, e, arrays)
+    if err is e or isinstance(e, ShapeError):
+        raise err from None  # a deliberate, complete message: no traceback noise
+    raise err from e  # keep the original traceback: it may be a bug in forward
 
 
 def _wrap(cls, out, args, arrays, record, out_dtype=None):
     """forward's array as a Tensor (cast to `out_dtype` if given); a view of the first input
     shares its version counter, so an in-place change to either is a change to both."""
-    out = np.asarray(out)
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
     if out_dtype is not None and out.dtype.kind == "f":
         out = out.astype(out_dtype)
     if not cls.is_view and _aliases_an_input(out, arrays):
@@ -316,58 +349,60 @@ def _wrap(cls, out, args, arrays, record, out_dtype=None):
         # op that is not a declared view returns fresh memory, as torch's does, so writing
         # to its result never changes an input
         out = out.copy()
-    result = Tensor._make(out, requires_grad=record)
+    result = Tensor._make(out, record)
     if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
         result._vc = args[0]._vc
     return result
 
 
 def _aliases_an_input(out, arrays):
+    """Does `out` share memory with an input array? An array that owns its memory (no
+    ``base``) can share it only with an input that is that array or a view of it (numpy sets
+    a view's base to the array owning the memory), so only views need the memory test."""
+    if out.base is None:
+        return any(a is out or (isinstance(a, np.ndarray) and a.base is out) for a in arrays)
     return any(isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in arrays)
 
 
 def _record(ctx, args, tensors, result):
     """Make ctx the graph node that produced `result`."""
-    ctx.inputs = tuple(_node_input(a) for a in args)
-    ctx.scope = current_scope()
-    ctx.source = user_frame()
-    ctx.out_shape = result.shape
-    ctx.out_dtype = result.dtype
-    ctx._saved_versions = _saved_versions(ctx, tensors, result)
+    s = state
+    keep = s.keep_intermediates
+    # what the node keeps of each argument: a leaf Tensor itself, a `NodeInput` for a tensor
+    # made by another op (so the node does not keep its data alive), None for the rest; under
+    # `autograd.keep_intermediates()` every tensor argument is kept itself
+    ctx.inputs = tuple(
+        (a if a._grad_fn is None or keep else NodeInput(a)) if isinstance(a, Tensor) else None
+        for a in args
+    )
+    ctx.scope = s.scopes[-1]
+    ctx._src = user_line()
+    data = result._data
+    ctx.out_shape = data.shape
+    ctx.out_dtype = data.dtype
+    if ctx._saved:
+        ctx._saved_versions = _saved_versions(ctx, tensors, result)
     result._grad_fn = ctx
-
-
-def _node_input(arg: Any) -> Tensor | NodeInput | None:
-    """What the node keeps of one argument: a leaf Tensor itself, a `NodeInput` for a tensor
-    made by another op (so the node does not keep its data alive), None for the rest. Under
-    `autograd.keep_intermediates()` every tensor argument is kept itself."""
-    if not isinstance(arg, Tensor):
-        return None
-    if arg.grad_fn is None or state.keep_intermediates:
-        return arg
-    return NodeInput(arg)
 
 
 def _saved_versions(ctx, tensors, result):
     """For each saved array that is (a view of) the output's or an argument Tensor's data,
-    remember that tensor's version: backward checks it did not change (the in-place check)."""
+    remember that tensor's version: backward checks it did not change (the in-place check).
+    Each entry is (counter, version, what, dtype, shape); the message is written only if the
+    check fails."""
     tracked = []
-    candidates = [("its output", result)] + tensors
+    candidates = [("its output", result), *tensors]
     for arr in ctx._saved:
         if not isinstance(arr, np.ndarray):
             continue
+        is_view = arr.base is not None  # only a view can share memory without being the array
         for what, t in candidates:
-            if _same_memory(arr, t.data):
-                tracked.append((t._vc, t._vc[0], what, f"{t.dtype} of shape {t.shape}"))
+            data = t._data
+            if arr is data or (is_view and np.may_share_memory(arr, data)):
+                vc = t._vc
+                tracked.append((vc, vc[0], what, data.dtype, data.shape))
                 break
     return tuple(tracked)
-
-
-def _same_memory(saved, data):
-    """Is `saved` the array `data` itself, or a view into it (e.g. its reshape)?"""
-    if saved is data:
-        return True
-    return saved.base is not None and np.may_share_memory(saved, data)
 
 
 def _op_error(cls, err, arrays):

@@ -26,6 +26,20 @@ def user_frame():
     return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
 
 
+def user_line():
+    """(code object, line number) of the first caller outside the minitensor package, or
+    None: what `user_frame` formats, kept as is by every recorded op (a node formats it only
+    when asked for its source). Neither keeps the frame, whose locals would stay alive."""
+    f = sys._getframe(1)
+    inside = _PACKAGE_DIR
+    while f is not None:
+        code = f.f_code
+        if not code.co_filename.startswith(inside):
+            return (code, f.f_lineno)
+        f = f.f_back
+    return None
+
+
 def _shape_of(a):
     return tuple(a.shape) if hasattr(a, "shape") else type(a).__name__
 

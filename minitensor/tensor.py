@@ -383,8 +383,9 @@ class Tensor:
         grad = self.grad
         if grad is None:
             self.grad = Tensor._make(np.array(g, dtype=self.dtype, copy=True))
-        elif grad._data.flags.writeable and np.broadcast_shapes(grad.shape, np.shape(g)) == (
-            grad.shape
+        elif grad._data.flags.writeable and (
+            np.shape(g) == grad._data.shape
+            or np.broadcast_shapes(grad._data.shape, np.shape(g)) == grad._data.shape
         ):
             # in place, as torch: a reference to .grad kept from before stays this .grad
             np.add(grad._data, g, out=grad._data, casting="same_kind")

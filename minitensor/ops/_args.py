@@ -24,7 +24,7 @@ def _operand(x, like=None):
             return arr.astype(like.dtype, copy=False)
         if like.dtype.kind in "iu" and isinstance(x, int) and not isinstance(x, bool):
             return np.asarray(x, dtype=like.dtype)
-    return Tensor(x).data
+    return Tensor(x).numpy()
 
 
 def _keep_float_dtype(*xs):
@@ -32,6 +32,8 @@ def _keep_float_dtype(*xs):
     operands take the widest float dtype among them, as in PyTorch (numpy would turn
     float32 + int64 into float64); they carry no gradient, so they become plain arrays.
     float32 beside float64 stays for numpy to promote (float64)."""
+    if len(xs) == 2 and xs[0].dtype is xs[1].dtype:  # the common case: nothing to promote
+        return xs
     floats = [x.dtype for x in xs if x.dtype.kind == "f"]
     if not floats:
         return xs
@@ -40,7 +42,7 @@ def _keep_float_dtype(*xs):
 
 
 def _data(x):
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
+    return x.numpy() if isinstance(x, Tensor) else np.asarray(x)
 
 
 def _constant(x):
