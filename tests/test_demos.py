@@ -117,6 +117,12 @@ def test_addition_tiny_run_writes_everything_then_resumes_and_evaluates(tmp_path
     )
     assert "12+345=357" in text
     assert len([f for f in os.listdir(maps) if f.endswith(".png")]) == 3
+    several = tmp_path / "several"  # several inputs share one start-up: a folder each
+    text = run_demo("attention_maps.py", "--checkpoint", out / "checkpoint.npz", "--input",
+                    "12+345", "999+1", "--out", several)  # fmt: skip
+    assert "12+345=357" in text and "999+1=1000" in text
+    assert sorted(os.listdir(several)) == ["12+345", "999+1"]
+    assert all(len(os.listdir(several / d)) == 3 for d in ("12+345", "999+1"))
 
 
 def test_addition_is_deterministic_per_seed(tmp_path):

@@ -69,6 +69,16 @@ def _numba():
     return numba
 
 
+def _one_blas_thread():
+    """numpy's BLAS held at one thread for a block (fast_matmul/blas.py): a parallel kernel's
+    threads may call BLAS themselves, and two thread pools on the same cores fight."""
+    global _one_blas_thread
+    from .fast_matmul.blas import one_blas_thread
+
+    _one_blas_thread = one_blas_thread  # bound once: this runs before every parallel call
+    return one_blas_thread()
+
+
 def _start_pool():
     """First call: start numba's pool, register the fork hook, note the CPUs this process may
     run on (taskset, a container's CPU set) and whether the polite-threads rule is on."""
@@ -199,7 +209,10 @@ class Kernel:
         """Run the kernel; `work` (default: the first argument's size) is what is compared
         with PARALLEL_MIN_WORK."""
         big = (args[0].size if work is None else work) >= PARALLEL_MIN_WORK and threads() > 1
-        return (self.parallel if big else self.serial)(*args)
+        if not big:
+            return self.serial(*args)
+        with _one_blas_thread():  # numba's threads own the cores now (they may call BLAS)
+            return self.parallel(*args)
 
 
 def kernel(parallel=False, lazy=True, flags=None):

@@ -14,9 +14,11 @@ thread its own matrices of a stack, or its own block of rows of a large product.
 MINITENSOR_NO_BLAS_KERNELS=1 (read at import) leaves GEMM empty: every product then goes to
 np.matmul — an escape hatch should a numpy build ship an OpenBLAS we misread.
 
-While numba's threads call gemm, OpenBLAS's own threads must stay out of the way (two pools
-on the same cores), so the caller holds BLAS at one thread for the call (`one_blas_thread`)
-and gives it back its count afterwards: numpy's BLAS elsewhere keeps the threads it has.
+While numba's threads run — a parallel kernel, which may call gemm — OpenBLAS's own threads
+must stay out of the way (two pools on the same cores), so every parallel kernel call holds
+BLAS at one thread (`one_blas_thread`, kernels/jit.py) and gives it back its count afterwards;
+minitensor's own np.matmul calls run BLAS on at most numba's thread count (one while the
+machine is busy: products.py). numpy's BLAS elsewhere keeps the threads it has.
 
 The call goes through a small @intrinsic that turns the integer address into a function
 pointer: numba's own ctypes support would bake the address into the compiled code, which then
@@ -82,7 +84,7 @@ def _thread_count_functions():
     return get, set_
 
 
-_get_threads, _set_threads = _thread_count_functions() if GEMM else (None, None)
+_get_threads, _set_threads = _thread_count_functions()
 
 
 def blas_threads() -> int:
@@ -91,18 +93,23 @@ def blas_threads() -> int:
 
 
 @contextlib.contextmanager
-def one_blas_thread():
-    """OpenBLAS on one thread for the block, then its thread count as it was (two ctypes
-    calls, well under a microsecond each)."""
+def blas_threads_at_most(count: int):
+    """OpenBLAS on at most `count` threads for the block, then its thread count as it was
+    (one ctypes call to read it, two more only when it must change: well under a µs each)."""
     before = blas_threads()
-    if before == 1:
+    if before <= count:
         yield
         return
-    _set_threads(1)
+    _set_threads(count)
     try:
         yield
     finally:
         _set_threads(before)
+
+
+def one_blas_thread():
+    """OpenBLAS on one thread for the block: numba's threads are about to call it."""
+    return blas_threads_at_most(1)
 
 
 @intrinsic

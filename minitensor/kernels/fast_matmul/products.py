@@ -16,8 +16,9 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   Linear layer, (B, L, d) @ (d, e) folded into (B·L, d) @ (d, e) — by blocks of rows, a stack
   of matrices larger than the tiles take by matrix. Transposed views (Wᵀ, Xᵀ) are read in
   place: BLAS is told the operand is transposed. While numba's threads call it, BLAS's own
-  threads are held at one (two thread pools on the same cores fight).
-* **"numpy": np.matmul**, with numpy's BLAS at its own thread count: integer or mixed dtypes,
+  threads are held at one (two thread pools on the same cores fight: kernels/jit.py).
+* **"numpy": np.matmul**, with BLAS on as many threads as numba has (at most BLAS's own
+  count; one while the machine is busy, as every kernel): integer or mixed dtypes,
   products too small to share (under 2¹⁸ multiply-adds in a stack, under 2²⁰ in a single
   product, where starting threads costs more than it saves), and every product on one thread.
 
@@ -38,7 +39,7 @@ from numba import prange
 
 from ..backend import are_deterministic_algorithms_enabled
 from ..jit import kernel, threads
-from .blas import GEMM, NO_TRANS, TRANS, blas_threads, gemm, one_blas_thread
+from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
 
 # A stack goes to the tile kernel when each matrix is at most this many multiply-adds (beyond,
@@ -457,13 +458,14 @@ def _best_time(product, a, b, repeats=3):
     return best
 
 
-def _gemm_one_blas_thread(a, b):
-    """gemm_product with BLAS's own threads held at one while numba's threads call it."""
-    with one_blas_thread():
-        return gemm_product(a, b)
+def numpy_product(a, b):
+    """np.matmul with BLAS on at most as many threads as minitensor's (one while the machine
+    is busy): on a shared machine a BLAS thread that waits for a core stalls every product."""
+    with blas_threads_at_most(threads()):
+        return np.matmul(a, b)
 
 
-_PRODUCTS = {"tiles": tiled_matmul, "gemm": _gemm_one_blas_thread, "numpy": np.matmul}
+_PRODUCTS = {"tiles": tiled_matmul, "gemm": gemm_product, "numpy": numpy_product}
 
 
 def _product(a, b):
