@@ -206,3 +206,19 @@ def test_an_attention_softmax_shows_its_weights_and_a_view_can_be_linked(browser
     assert len(cells) == soft["heat"]["rows"] * soft["heat"]["cols"] == 9
     assert browser.find_element(By.ID, "slider").get_attribute("value") == "1"
     assert not _errors(browser)
+
+
+def test_inline_in_a_notebook_the_page_runs_inside_its_iframe(browser, page, tmp_path):
+    """What Jupyter shows (_repr_html_): an iframe whose srcdoc is the page, scripts allowed."""
+    notebook = tmp_path / "cell.html"
+    notebook.write_text(f"<html><body>{page[0]._repr_html_()}</body></html>", encoding="utf-8")
+    browser.get(notebook.as_uri())
+    browser.get_log("browser")
+    browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
+    try:
+        assert _boxes(browser)  # the script ran and drew the start level
+        assert browser.execute_script("return window.mtExplorer.level") == page[0].data["start"]
+        assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    finally:
+        browser.switch_to.default_content()
+    assert not _errors(browser)
