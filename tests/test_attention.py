@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from transformer import masks as M
 from minitensor.ops.attention import attention
+from transformer import masks as M
 from transformer.attention import AttentionCache, MultiHeadAttention
 from transformer.embeddings import RotaryEmbedding
 
@@ -39,9 +39,9 @@ def test_sdpa_matches_the_formula(rng):
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(8) + np.where(mask, -np.inf, 0.0)
     ref_w = _softmax(scores)
     assert out.shape == (2, 3, 4, 5) and w.shape == (2, 3, 4, 6)
-    np.testing.assert_allclose(w.data, ref_w, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(out.data, ref_w @ v, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(w.data.sum(-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out.numpy(), ref_w @ v, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-12)
 
 
 def test_sdpa_shape_errors_name_the_shapes():
@@ -55,9 +55,7 @@ def test_sdpa_gradcheck_with_mask(leaf):
     mask = np.zeros((2, 3, 5), dtype=bool)
     mask[0, :, 3:] = True
     mask[1, 2] = True  # one fully masked row too
-    assert mt.gradcheck(
-        lambda q, k, v: _attention(q, k, v, mask=mask)[0], q, k, v
-    )
+    assert mt.gradcheck(lambda q, k, v: _attention(q, k, v, mask=mask)[0], q, k, v)
 
 
 def _mha64(**kw):
@@ -92,16 +90,18 @@ def test_mha_returns_per_head_weights_and_records_them(rng):
     mem = mt.tensor(rng.standard_normal((2, 7, 12)))
     out, w = mha(x, mem)
     assert out.shape == (2, 5, 12) and w.shape == (2, 3, 5, 7)  # cross: (L_q, L_k)
-    np.testing.assert_array_equal(mha.last_weights, w.data)
-    np.testing.assert_allclose(w.data.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(mha.last_weights, w.numpy())
+    np.testing.assert_allclose(w.numpy().sum(-1), 1.0, rtol=1e-5)
 
 
 def test_self_attention_equals_attention_to_a_copy(rng):
     mha = MultiHeadAttention(8, 2).double()
     x = mt.tensor(rng.standard_normal((2, 3, 8)), dtype=mt.float64)
     fused, _ = mha(x)  # key is query: projections share x2
-    separate, _ = mha(x, mt.tensor(x.data, dtype=mt.float64), mt.tensor(x.data, dtype=mt.float64))
-    np.testing.assert_allclose(fused.data, separate.data, rtol=1e-12)
+    separate, _ = mha(
+        x, mt.tensor(x.numpy(), dtype=mt.float64), mt.tensor(x.numpy(), dtype=mt.float64)
+    )
+    np.testing.assert_allclose(fused.numpy(), separate.numpy(), rtol=1e-12)
 
 
 def test_score_stats_see_the_scale(rng):
@@ -134,15 +134,15 @@ def test_rotary_scores_depend_only_on_the_offset(rng):
     k = rng.standard_normal(8)
 
     def score(m, n):
-        qm = rope(mt.tensor(np.tile(q, (1, 1, m + 1, 1)), dtype=mt.float64)).data[0, 0, m]
-        kn = rope(mt.tensor(np.tile(k, (1, 1, n + 1, 1)), dtype=mt.float64)).data[0, 0, n]
+        qm = rope(mt.tensor(np.tile(q, (1, 1, m + 1, 1)), dtype=mt.float64)).numpy()[0, 0, m]
+        kn = rope(mt.tensor(np.tile(k, (1, 1, n + 1, 1)), dtype=mt.float64)).numpy()[0, 0, n]
         return qm @ kn
 
     assert score(5, 2) == pytest.approx(score(13, 10), rel=1e-10)
     assert score(5, 2) != pytest.approx(score(5, 4), rel=1e-3)
     # rotation keeps lengths
     x = rng.standard_normal((1, 1, 6, 8))
-    y = rope(mt.tensor(x, dtype=mt.float64)).data
+    y = rope(mt.tensor(x, dtype=mt.float64)).numpy()
     np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-12)
 
 
@@ -152,11 +152,11 @@ def test_self_attention_cache_matches_full_attention(rng):
     full, _ = mha(x, attn_mask=M.causal_mask(5))
     cache = AttentionCache()
     steps = [
-        mha(mt.tensor(x.data[:, t : t + 1], dtype=mt.float64), cache=cache)[0].data
+        mha(mt.tensor(x.numpy()[:, t : t + 1], dtype=mt.float64), cache=cache)[0].numpy()
         for t in range(5)
     ]
     assert len(cache) == 5
-    np.testing.assert_allclose(np.concatenate(steps, axis=1), full.data, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_mha_input_errors():
@@ -180,7 +180,7 @@ def test_mha_matches_torch_multihead_attention(rng, dtype, tol, kind):
     # and back: a fresh module loaded from torch's weights must equal the original
     again = mha_from_torch(MultiHeadAttention(16, 4).to(dtype), twin)
     for (n, a), (_, b) in zip(ours.named_parameters(), again.named_parameters()):
-        np.testing.assert_array_equal(a.data, b.data, err_msg=n)
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=n)
 
     x = rng.standard_normal((3, 5, 16)).astype(dtype)
     mem = rng.standard_normal((3, 6, 16)).astype(dtype) if kind == "cross" else x
@@ -211,11 +211,11 @@ def test_mha_matches_torch_multihead_attention(rng, dtype, tol, kind):
         scale = np.abs(b).max()
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, err_msg=what)
 
-    close(out.data, tout.detach().numpy(), "output")
-    close(w.data, tw.detach().numpy(), "weights")
-    close(xt.grad.data, tx.grad.numpy(), "input grad")
+    close(out.numpy(), tout.detach().numpy(), "output")
+    close(w.numpy(), tw.detach().numpy(), "weights")
+    close(xt.grad.numpy(), tx.grad.numpy(), "input grad")
     if kind == "cross":
-        close(mt_mem.grad.data, tmem.grad.numpy(), "memory grad")
+        close(mt_mem.grad.numpy(), tmem.grad.numpy(), "memory grad")
     d = 16
     tgrad = {
         "w_q.weight": twin.in_proj_weight.grad[:d],
@@ -228,9 +228,9 @@ def test_mha_matches_torch_multihead_attention(rng, dtype, tol, kind):
     }
     params = dict(ours.named_parameters())
     for name, g in tgrad.items():
-        close(params[name].grad.data, g.numpy(), name)
+        close(params[name].grad.numpy(), g.numpy(), name)
     # the key bias gets no gradient in exact arithmetic (softmax ignores a per-row constant)
     assert (
-        np.abs(params["w_k.bias"].grad.data).max()
+        np.abs(params["w_k.bias"].grad.numpy()).max()
         < 1e3 * tol * np.abs(tgrad["w_q.weight"].numpy()).max()
     )

@@ -1,7 +1,7 @@
-"""Fused attention (minitensor/kernels/flash_attention.py, ops/attention.py): the numba kernel against
-its numpy twin, the twin against the three-step formula, gradcheck in float64, masks (padding,
-causal, is_causal, additive, fully masked rows, inf/NaN under a blocked score), dropout that
-drops the entries F.dropout drops, and parity with torch (skipped without torch)."""
+"""Fused attention (minitensor/kernels/flash_attention.py, ops/attention.py): the numba kernel
+against its numpy twin, the twin against the three-step formula, gradcheck in float64, masks
+(padding, causal, is_causal, additive, fully masked rows, inf/NaN under a blocked score),
+dropout that drops the entries F.dropout drops, and parity with torch (skipped without torch)."""
 
 import math
 
@@ -130,12 +130,12 @@ def test_fully_masked_rows_give_zero_output_and_zero_gradient(rng, backend):
     with mt.kernels.use_backend(backend):
         out = _fused_op(q, k, v, mask=mask)
         (out * out).sum().backward()
-    assert np.all(np.isfinite(out.data)) and np.all(out.data[0, :, 1] == 0)
-    assert np.all(out.data[1] == 0) and np.any(out.data[0, :, 0] != 0)
+    assert np.all(np.isfinite(out.numpy())) and np.all(out.numpy()[0, :, 1] == 0)
+    assert np.all(out.numpy()[1] == 0) and np.any(out.numpy()[0, :, 0] != 0)
     for t in (q, k, v):
-        assert np.all(np.isfinite(t.grad.data))
-    assert np.all(q.grad.data[0, :, 1] == 0) and np.all(q.grad.data[1] == 0)
-    assert np.all(k.grad.data[1] == 0) and np.all(v.grad.data[1] == 0)
+        assert np.all(np.isfinite(t.grad.numpy()))
+    assert np.all(q.grad.numpy()[0, :, 1] == 0) and np.all(q.grad.numpy()[1] == 0)
+    assert np.all(k.grad.numpy()[1] == 0) and np.all(v.grad.numpy()[1] == 0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -205,9 +205,9 @@ def test_gradcheck_float64(leaf, rng, backend, case):
 def test_three_dimensional_inputs_are_one_head_each(rng):
     q, k, v = (mt.tensor(x[:, 0], dtype=mt.float64) for x in _qkv(rng, dtype=np.float64))
     out, _ = attention(q, k, v)
-    ref, _ = _three_steps(q.data, k.data, v.data)
+    ref, _ = _three_steps(q.numpy(), k.numpy(), v.numpy())
     assert out.shape == (2, 5, 6)
-    np.testing.assert_allclose(out.data, ref, rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12)
 
 
 # ---- torch parity ---------------------------------------------------------------------------
@@ -236,9 +236,9 @@ def test_matches_torch_scaled_dot_product_attention(rng, backend):
         with mt.kernels.use_backend(backend):
             out = _fused_op(*ours, mask=mask, is_causal=causal)
             out.backward(mt.tensor(dout, dtype=mt.float64))
-        np.testing.assert_allclose(out.data, t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
         for a, t in zip(ours, (tq, tk, tv)):
-            np.testing.assert_allclose(a.grad.data, t.grad.numpy(), rtol=1e-9, atol=1e-11)
+            np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-11)
 
 
 # ---- MultiHeadAttention: the fused path and the explicit one -----------------------------------
@@ -254,6 +254,7 @@ def _mha_pair(rng, **kw):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
     from transformer import masks as M
+
     mha = _mha_pair(rng)
     L = FUSED_MIN_KEYS + 3
     x = rng.standard_normal((2, L, 12))
@@ -268,9 +269,9 @@ def test_mha_fused_equals_explicit_and_keeps_the_maps(rng, backend):
             (out * out).sum().backward()
             results.append(
                 (
-                    out.data,
-                    xt.grad.data,
-                    mha.w_q.weight.grad.data.copy(),
+                    out.numpy(),
+                    xt.grad.numpy(),
+                    mha.w_q.weight.grad.numpy().copy(),
                     w,
                     mha.last_weights.copy(),
                     mha.score_stats(),
@@ -292,11 +293,11 @@ def test_mha_module_switch_and_model_logits(rng):
 
     model = Transformer(TransformerConfig.tiny(7, 9, num_encoder_layers=2, max_len=64))
     src, tgt = rng.integers(1, 7, (3, 40)), rng.integers(1, 9, (3, 36))
-    explicit = model(src, tgt).data
+    explicit = model(src, tgt).numpy()
     for m in model.modules():
         if isinstance(m, MultiHeadAttention):
             m.need_weights = False
-    fused_logits = model(src, tgt).data
+    fused_logits = model(src, tgt).numpy()
     np.testing.assert_allclose(fused_logits, explicit, rtol=2e-5, atol=2e-6)
     assert model.attention_maps()["decoder.layers.0.cross_attn"].shape == (3, 2, 36, 40)
 
@@ -332,7 +333,7 @@ def test_short_sequences_keep_the_explicit_path_but_return_no_weights(rng):
     x = mt.tensor(rng.standard_normal((2, FUSED_MIN_KEYS - 1, 8)))
     out, w = mha(x, need_weights=False)
     assert w is None and mha.last_weights is not None
-    np.testing.assert_allclose(out.data, mha(x)[0].data, rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), mha(x)[0].numpy(), rtol=1e-6)
 
 
 def test_a_mask_that_blocks_the_future_lets_the_kernel_skip_tiles(rng):
@@ -357,7 +358,7 @@ def test_same_seed_same_dropout_as_the_explicit_path(rng, backend):
         explicit, _ = attention(q, k, v, dropout=0.3, need_weights=True)  # the five steps
         mt.manual_seed(3)
         fused = _fused_op(q, k, v, dropout=0.3)
-    np.testing.assert_allclose(fused.data, explicit.data, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(fused.numpy(), explicit.numpy(), rtol=1e-12, atol=1e-14)
 
 
 def test_integer_masks_are_refused_by_the_core_rule(rng):

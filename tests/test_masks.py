@@ -6,9 +6,9 @@ import pytest
 
 import minitensor as mt
 import minitensor.functional as F
+from minitensor.ops.attention import attention
 from transformer import DecoderOnlyLM, EncoderOnly, Transformer, TransformerConfig
 from transformer import masks as M
-from minitensor.ops.attention import attention
 from transformer.attention import MultiHeadAttention
 
 PAD = 0
@@ -62,9 +62,9 @@ def test_to_additive_and_float_masks_give_the_same_attention(rng):
     q, k, v = (mt.tensor(rng.standard_normal((2, 4, 3))) for _ in range(3))
     out_b, w_b = _attention(q, k, v, mask=blocked)
     out_f, w_f = _attention(q, k, v, mask=add)
-    np.testing.assert_allclose(out_b.data, out_f.data, rtol=1e-6)
-    np.testing.assert_allclose(w_b.data, w_f.data, rtol=1e-6)
-    assert np.all(w_b.data[:, 0, 1:] == 0)
+    np.testing.assert_allclose(out_b.numpy(), out_f.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(w_b.numpy(), w_f.numpy(), rtol=1e-6)
+    assert np.all(w_b.numpy()[:, 0, 1:] == 0)
 
 
 def test_combine_masks_ors_bools_and_broadcasts_to_scores():
@@ -107,15 +107,15 @@ def test_source_padding_never_leaks(rng, norm_first):
     src[0, 4:] = PAD
     tgt = rng.integers(1, 11, (2, 4))
     spm = M.padding_mask(src, PAD)
-    memory = model.encode(src, spm).data
-    logits = model(src, tgt, spm).data
+    memory = model.encode(src, spm).numpy()
+    logits = model(src, tgt, spm).numpy()
     src2 = src.copy()
     src2[0, 4:] = [3, 7]  # change what sits under the padding mask
-    memory2 = model.encode(src2, spm).data
+    memory2 = model.encode(src2, spm).numpy()
     np.testing.assert_allclose(memory2[0, :4], memory[0, :4], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(model(src2, tgt, spm).data, logits, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(model(src2, tgt, spm).numpy(), logits, rtol=0, atol=1e-12)
     # and without the mask the padded tokens would leak: the test can fail
-    assert not np.allclose(model.encode(src2).data[0, :4], model.encode(src).data[0, :4])
+    assert not np.allclose(model.encode(src2).numpy()[0, :4], model.encode(src).numpy()[0, :4])
 
 
 def test_target_padding_never_leaks_into_real_positions(rng):
@@ -124,10 +124,10 @@ def test_target_padding_never_leaks_into_real_positions(rng):
     tgt = rng.integers(1, 11, (2, 5))
     tgt[1, 3:] = PAD
     tpm = M.padding_mask(tgt, PAD)
-    logits = model(src, tgt, None, tpm).data
+    logits = model(src, tgt, None, tpm).numpy()
     tgt2 = tgt.copy()
     tgt2[1, 3:] = [4, 5]
-    logits2 = model(src, tgt2, None, tpm).data
+    logits2 = model(src, tgt2, None, tpm).numpy()
     np.testing.assert_allclose(logits2[1, :3], logits[1, :3], atol=1e-12)
     np.testing.assert_allclose(logits2[0], logits[0], atol=1e-12)
 
@@ -137,11 +137,11 @@ def test_causal_mask_never_looks_ahead(rng, positional):
     model = _model(positional=positional)
     src = rng.integers(1, 9, (2, 5))
     tgt = rng.integers(1, 11, (2, 6))
-    logits = model(src, tgt).data
+    logits = model(src, tgt).numpy()
     for t in range(1, 6):
         tgt2 = tgt.copy()
         tgt2[:, t:] = rng.integers(1, 11, (2, 6 - t))
-        logits2 = model(src, tgt2).data
+        logits2 = model(src, tgt2).numpy()
         np.testing.assert_allclose(logits2[:, :t], logits[:, :t], atol=1e-12)
         assert not np.allclose(logits2[:, t:], logits[:, t:])
 
@@ -149,10 +149,10 @@ def test_causal_mask_never_looks_ahead(rng, positional):
 def test_decoder_only_lm_is_causal(rng):
     lm = DecoderOnlyLM(TransformerConfig.tiny(0, 10, num_decoder_layers=2)).double().eval()
     ids = rng.integers(1, 10, (3, 7))
-    out = lm(ids).data
+    out = lm(ids).numpy()
     ids2 = ids.copy()
     ids2[:, 4] = (ids2[:, 4] % 9) + 1
-    out2 = lm(ids2).data
+    out2 = lm(ids2).numpy()
     np.testing.assert_allclose(out2[:, :4], out[:, :4], atol=1e-12)
     assert not np.allclose(out2[:, 4:], out[:, 4:])
 
@@ -162,10 +162,10 @@ def test_encoder_only_padding_never_leaks(rng):
     ids = rng.integers(1, 9, (2, 5))
     ids[1, 3:] = PAD
     pm = M.padding_mask(ids, PAD)
-    out = enc(ids, pm).data
+    out = enc(ids, pm).numpy()
     ids2 = ids.copy()
     ids2[1, 3:] = 6
-    np.testing.assert_allclose(enc(ids2, pm).data, out, atol=1e-12)
+    np.testing.assert_allclose(enc(ids2, pm).numpy(), out, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------- fully masked rows
@@ -179,11 +179,11 @@ def test_fully_masked_row_gives_zeros_not_nan_forward_and_backward(rng):
         with pytest.warns(mt.autograd.AnomalyWarning, match="1 of 6 rows"):  # but a report
             out, w = _attention(q, k, v, mask=mask)
         (out * out).sum().backward()
-    assert np.all(np.isfinite(out.data)) and np.all(out.data[0, 1] == 0)
-    assert np.all(w.data[0, 1] == 0)
+    assert np.all(np.isfinite(out.numpy())) and np.all(out.numpy()[0, 1] == 0)
+    assert np.all(w.numpy()[0, 1] == 0)
     for t in (q, k, v):
-        assert np.all(np.isfinite(t.grad.data))
-    assert np.all(q.grad.data[0, 1] == 0)
+        assert np.all(np.isfinite(t.grad.numpy()))
+    assert np.all(q.grad.numpy()[0, 1] == 0)
 
 
 def test_model_with_an_all_pad_source_has_no_nan(rng):
@@ -194,9 +194,9 @@ def test_model_with_an_all_pad_source_has_no_nan(rng):
     logits = model(src, tgt, M.padding_mask(src, PAD))
     loss = F.cross_entropy(logits.transpose(1, 2), rng.integers(1, 11, (2, 3)))
     loss.backward()
-    assert np.all(np.isfinite(logits.data))
+    assert np.all(np.isfinite(logits.numpy()))
     for name, p in model.named_parameters():
-        assert p.grad is None or np.all(np.isfinite(p.grad.data)), name
+        assert p.grad is None or np.all(np.isfinite(p.grad.numpy())), name
 
 
 def test_mha_rejects_an_allowed_style_int_mask():

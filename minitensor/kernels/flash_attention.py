@@ -502,9 +502,7 @@ def fused_attention_backward_numba(
     """Numba twin of fused_attention_backward_numpy. dq, dk, dv are laid out heads-last in
     memory like the forward's output."""
     if q.dtype not in _blas().GEMM:
-        return fused_attention_backward_numpy(
-            q, k, v, out, lse, dout, mask, scale, causal, seed, p
-        )
+        return fused_attention_backward_numpy(q, k, v, out, lse, dout, mask, scale, causal, seed, p)
     add = additive_mask(mask, q, k)
     (B, H, Lq, d), Lk, dvn = q.shape, k.shape[2], v.shape[3]
     dq, dk, dv = (_heads_last_zeros(B, H, n, w, q.dtype) for n, w in ((Lq, d), (Lk, d), (Lk, dvn)))
