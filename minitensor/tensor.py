@@ -328,6 +328,14 @@ class Tensor:
         """This tensor: minitensor's tensors are always on the CPU (torch's x.cpu())."""
         return self
 
+    def reshape_as(self, other: Tensor) -> Tensor:
+        """self reshaped to other's shape."""
+        return F.reshape(self, other.shape)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        """self viewed with other's shape (as reshape: a view where the data allows)."""
+        return F.view(self, other.shape)
+
     def nelement(self) -> int:
         """Number of elements (torch's older name for numel)."""
         return self._data.size
@@ -907,7 +915,13 @@ _OP_METHODS = (
     "isneginf", "equal", "prod", "cumprod", "amax", "amin", "median", "diagonal", "movedim",
     "narrow", "repeat_interleave", "tile", "unbind", "mm", "mv", "dot", "vdot", "inner",
     "outer", "addmm", "addmv", "addr", "baddbmm", "addbmm", "logical_and", "logical_or",
-    "logical_xor", "logical_not", "permute",
+    "logical_xor", "logical_not", "permute", "sgn", "true_divide", "xlogy", "logit", "sinc",
+    "heaviside", "copysign", "signbit", "fmax", "fmin", "float_power", "logaddexp2", "ravel",
+    "fliplr", "flipud", "rot90", "diag", "diag_embed", "diagflat", "trace", "take",
+    "take_along_dim", "select", "unflatten", "split_with_sizes", "tensor_split", "hsplit",
+    "vsplit", "dsplit", "scatter_add", "index_add", "index_copy", "index_fill", "aminmax",
+    "nansum", "nanmean", "count_nonzero", "cummax", "cummin", "logcumsumexp", "kthvalue",
+    "msort", "diff", "kron", "cross",
 )  # fmt: skip
 
 

@@ -1150,3 +1150,151 @@ def equal(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> bool:
     torch.equal; NaN is never equal to itself)."""
     a, b = _data(a), _data(b)
     return bool(a.shape == b.shape and np.array_equal(a, b))
+
+
+# --------------- more of torch's elementwise functions (found missing by the OpInfo walk)
+def sgn(x: Tensor) -> Tensor:
+    """sign(x) (torch's name that also covers complex numbers)."""
+    return sign(x)
+
+
+def true_divide(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a / b (torch's older name for div)."""
+    return div(a, b)
+
+
+def xlogy(x: Tensor | ArrayLike, y: Tensor | ArrayLike) -> Tensor:
+    """x·ln y, and 0 where x = 0 (unless y is NaN), as torch and scipy."""
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = Tensor(x)
+    x, y = _keep_float_dtype(_operand(x, y), _operand(y, x))
+    if _dtype_kind(x) in "iub" and _dtype_kind(y) in "iub":
+        x, y = _data(x).astype(np.float32), _data(y).astype(np.float32)
+    zero = logical_and(eq(x, 0), logical_not(isnan(y)))
+    return _where(zero, 0.0, mul(x, log(y)))
+
+
+def logit(x: Tensor, eps: float | None = None) -> Tensor:
+    """ln(x / (1 − x)); with eps, x is first clamped to [eps, 1 − eps] (no gradient outside)."""
+    x = x if eps is None else clip(x, eps, 1 - eps)
+    return sub(log(x), log1p(neg(x)))
+
+
+def sinc(x: Tensor) -> Tensor:
+    """sin(πx)/(πx), and 1 at 0 (the normalised sinc)."""
+    px = mul(x, math.pi)
+    return _where(eq(x, 0), 1.0, div(sin(px), px))
+
+
+def heaviside(x: Tensor, values: Tensor | ArrayLike) -> Tensor:
+    """0 where x < 0, 1 where x > 0, `values` where x = 0 (no gradient)."""
+    return Tensor._make(np.heaviside(_data(x), _data(values)).astype(_data(x).dtype))
+
+
+def copysign(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """|a| with the sign of b, elementwise (the gradient flows to a only, as torch)."""
+    if _dtype_kind(a) in "iub":
+        a = cast(a if isinstance(a, Tensor) else Tensor(a), np.float32)
+    if not isinstance(a, Tensor):
+        a = Tensor(a)
+    negative = Tensor._make(np.signbit(_data(b)))
+    return _where(negative, neg(abs(a)), abs(a))
+
+
+def signbit(x: Tensor | ArrayLike) -> Tensor:
+    """Where the sign bit is set (x < 0, and −0.0), elementwise."""
+    return Tensor._make(np.signbit(_data(x)))
+
+
+class _NanPick(Function):
+    """fmax/fmin: the larger (smaller) of a and b, the other where one is NaN. The gradient
+    goes wholly to the one picked, to a on ties, as torch."""
+
+    pick = None
+    a_wins = None
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return cls.pick(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        take_a = ctx.fn.a_wins(a, b) | np.isnan(b)
+        zero = np.zeros((), grad.dtype)
+        return (
+            unbroadcast(np.where(take_a, grad, zero), np.shape(a)),
+            unbroadcast(np.where(take_a, zero, grad), np.shape(b)),
+        )
+
+
+class Fmax(_NanPick):
+    pick = staticmethod(np.fmax)
+    a_wins = staticmethod(np.greater_equal)
+
+
+class Fmin(_NanPick):
+    pick = staticmethod(np.fmin)
+    a_wins = staticmethod(np.less_equal)
+
+
+def fmax(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """max(a, b) elementwise, ignoring a NaN on one side (NaN only where both are)."""
+    return _binary(Fmax, a, b)
+
+
+def fmin(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """min(a, b) elementwise, ignoring a NaN on one side (NaN only where both are)."""
+    return _binary(Fmin, a, b)
+
+
+def float_power(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """a ** b computed in float64 (torch's float_power), whatever the inputs' dtypes."""
+    a = cast(a, np.float64) if isinstance(a, Tensor) else np.asarray(a, np.float64)
+    b = cast(b, np.float64) if isinstance(b, Tensor) else np.asarray(b, np.float64)
+    return pow(a if isinstance(a, Tensor) else Tensor._make(a), b)
+
+
+class LogAddExp2(Function):
+    """log₂(2ᵃ + 2ᵇ) without overflow; d/da = 2^(a − out), d/db = 2^(b − out)."""
+
+    float_inputs = (0, 1)
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = np.logaddexp2(a, b)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, out = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            return (
+                unbroadcast(grad * np.exp2(a - out), a.shape),
+                unbroadcast(grad * np.exp2(b - out), b.shape),
+            )
+
+
+def logaddexp2(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
+    """log₂(2ᵃ + 2ᵇ), elementwise with broadcasting, computed without overflow."""
+    return _binary(LogAddExp2, a, b)
+
+
+def isin(
+    elements: Tensor | ArrayLike,
+    test_elements: Tensor | ArrayLike,
+    *,
+    assume_unique: bool = False,
+    invert: bool = False,
+) -> Tensor:
+    """Whether each element of `elements` is among `test_elements` (a bool tensor)."""
+    found = np.isin(_data(elements), _data(test_elements), assume_unique=assume_unique)
+    return Tensor._make(np.asarray(np.logical_not(found) if invert else found))
+
+
+def _where(cond, a, b):
+    from .shape import where  # shape.py imports this module
+
+    return where(cond, a, b)

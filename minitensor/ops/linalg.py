@@ -11,6 +11,7 @@ After each class comes the public function that checks its arguments and applies
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -224,3 +225,48 @@ def addbmm(
     _need("addbmm", ("batch1", batch1, 3), ("batch2", batch2, 3))
     product = matmul(batch1, batch2).sum(0)
     return _scaled_sum("addbmm", x, product, beta, alpha)
+
+
+def kron(a: Tensor, b: Tensor) -> Tensor:
+    """The Kronecker product: every element of a times the whole of b, as blocks."""
+    nd = max(a.ndim, b.ndim)
+    a = a.reshape((1,) * (nd - a.ndim) + a.shape)
+    b = b.reshape((1,) * (nd - b.ndim) + b.shape)
+    # a's axis i next to b's: (a0, 1, a1, 1, …) · (1, b0, 1, b1, …) → (a0·b0, a1·b1, …)
+    wide_a = a.reshape(tuple(v for n in a.shape for v in (n, 1)))
+    wide_b = b.reshape(tuple(v for n in b.shape for v in (1, n)))
+    return mul(wide_a, wide_b).reshape(tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def cross(a: Tensor, b: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along `dim` (None: the first axis of size 3), a and b
+    broadcast."""
+    from .shape import broadcast_tensors, getitem, stack
+
+    a, b = broadcast_tensors(a, b)
+    if dim is None:
+        dim = next((i for i, n in enumerate(a.shape) if n == 3), None)
+    if dim is None or a.shape[dim] != 3:
+        raise op_error("cross", f"needs an axis of size 3, got shapes {a.shape} and {b.shape}")
+    pick = [(slice(None),) * (dim % a.ndim) + (i,) for i in range(3)]
+    (a0, a1, a2), (b0, b1, b2) = ([getitem(t, p) for p in pick] for t in (a, b))
+    parts = [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
+    return stack(parts, dim % a.ndim)
+
+
+def tensordot(a: Tensor, b: Tensor, dims: int | Sequence = 2) -> Tensor:
+    """Σ over a's last `dims` axes against b's first ones (or the axis lists dims gives)."""
+    from .reduce import einsum
+
+    if isinstance(dims, int):
+        axes_a, axes_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        axes_a, axes_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    sa = [next(letters) for _ in range(a.ndim)]
+    sb = [next(letters) for _ in range(b.ndim)]
+    for i, j in zip(axes_a, axes_b):
+        sb[j % b.ndim] = sa[i % a.ndim]
+    kept = [c for k, c in enumerate(sa) if k % a.ndim not in {i % a.ndim for i in axes_a}]
+    kept += [c for k, c in enumerate(sb) if k not in {j % b.ndim for j in axes_b}]
+    return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(kept)}", a, b)

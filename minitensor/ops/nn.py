@@ -24,7 +24,21 @@ from ..tensor import Tensor
 from ..typing import ArrayLike, DType, Scalar
 from ._args import _constant, _data
 from ._axes import normalize_axis, torch_names
-from .elementwise import abs, cast, clamp_min, clone, exp, log, log1p, sigmoid, sub, tanh
+from .elementwise import (
+    abs,
+    cast,
+    clamp_min,
+    clone,
+    exp,
+    log,
+    log1p,
+    minimum,
+    relu,
+    sigmoid,
+    sqrt,
+    sub,
+    tanh,
+)
 from .reduce import mean, norm, sum
 from .shape import concat, getitem, index_select, permute, reshape, swapaxes, where
 
@@ -883,7 +897,7 @@ def hardtanh(
     if min_val > max_val:
         raise op_error("hardtanh", f"min_val {min_val} is above max_val {max_val}")
     if x.dtype.kind in "iu":  # integers stay integers (and have no gradient), as torch
-        return Tensor._make(np.clip(x.data, min_val, max_val).astype(x.dtype))
+        return Tensor._make(np.clip(x.numpy(), min_val, max_val).astype(x.dtype))
     return where(x <= min_val, min_val, where(x >= max_val, max_val, x))
 
 
@@ -1056,3 +1070,266 @@ def binary_cross_entropy_with_logits(
     pw = np.ones((), input.dtype) if pos_weight is None else pos_weight
     losses = BCEWithLogits.apply(input, target, pw)
     return _reduce(losses if weight is None else losses * weight, reduction)
+
+
+# --------------- more of torch.nn.functional's losses and layers (found missing by the OpInfo walk)
+def _same_shape(op, input, target):
+    if tuple(input.shape) != tuple(np.shape(_data(target))):
+        raise op_error(
+            op, f"input {tuple(input.shape)} and target {tuple(np.shape(_data(target)))} differ"
+        )
+
+
+def l1_loss(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Mean (or sum) absolute error |input − target| (shapes must match)."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "l1_loss")
+    _same_shape("l1_loss", input, target)
+    return _reduce(abs(sub(input, target)), reduction)
+
+
+def smooth_l1_loss(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> Tensor:
+    """|d| − beta/2 where |d| ≥ beta, d²/(2·beta) below (d = input − target); beta = 0: L1."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "smooth_l1_loss")
+    _same_shape("smooth_l1_loss", input, target)
+    d = sub(input, target)
+    if beta == 0:
+        return _reduce(abs(d), reduction)
+    a = abs(d)
+    return _reduce(where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta), reduction)
+
+
+def huber_loss(
+    input: Tensor,
+    target: Tensor | ArrayLike,
+    reduction: str = "mean",
+    delta: float = 1.0,
+    weight: Tensor | None = None,
+) -> Tensor:
+    """d²/2 where |d| ≤ delta, delta·(|d| − delta/2) beyond (d = input − target)."""
+    _same_shape("huber_loss", input, target)
+    d = sub(input, target)
+    a = abs(d)
+    losses = where(a <= delta, d * d * 0.5, (a - 0.5 * delta) * delta)
+    return _reduce(losses if weight is None else losses * weight, reduction)
+
+
+def softmin(
+    input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: DType | None = None
+) -> Tensor:
+    """softmax(−input) along `dim`."""
+    return softmax(-input, -1 if dim is None else dim, dtype=dtype)
+
+
+def pairwise_distance(
+    x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+) -> Tensor:
+    """‖x1 − x2 + eps‖_p over the last axis (torch's: eps keeps the gradient finite at 0)."""
+    d = sub(x1, x2) + eps
+    return norm(d, p, -1, keepdims=keepdim) if d.ndim else norm(d, p)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, weight·x elsewhere; weight has 1 or C (axis 1) elements."""
+    w = weight
+    if weight.numel() != 1 and input.ndim >= 2:
+        w = reshape(weight, (1, -1) + (1,) * (input.ndim - 2))
+    return where(input > 0, input, input * w)
+
+
+def rms_norm(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    """x / √(mean(x²) + eps) over the last len(normalized_shape) axes, times weight."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    axes = tuple(range(input.ndim - len(shape), input.ndim))
+    eps = np.finfo(input.dtype).eps if eps is None else eps
+    out = input / sqrt(mean(input * input, axes, keepdims=True) + eps)
+    return out if weight is None else out * weight
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(…, C·r², H, W) → (…, C, H·r, W·r): channels rearranged into r×r blocks."""
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise op_error(
+            "pixel_shuffle", f"channels {c} are not divisible by {r}² (input {tuple(input.shape)})"
+        )
+    n = len(lead)
+    x = reshape(input, (*lead, c // (r * r), r, r, h, w))
+    x = permute(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
+    return reshape(x, (*lead, c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(…, C, H·r, W·r) → (…, C·r², H, W): the inverse of pixel_shuffle."""
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise op_error("pixel_unshuffle", f"height {h} and width {w} must divide by {r}")
+    n = len(lead)
+    x = reshape(input, (*lead, c, h // r, r, w // r, r))
+    x = permute(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
+    return reshape(x, (*lead, c * r * r, h // r, w // r))
+
+
+def margin_ranking_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """max(0, −target·(input1 − input2) + margin)."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "margin_ranking_loss")
+    return _reduce(relu(-target * (input1 - input2) + margin), reduction)
+
+
+def hinge_embedding_loss(
+    input: Tensor,
+    target: Tensor,
+    margin: float = 1.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """input where target = 1, max(0, margin − input) where target = −1."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "hinge_embedding_loss")
+    t = _data(target)
+    margin_part = where(t == -1, relu(margin - input), 0.0)
+    return _reduce(where(t == 1, input, 0.0) + margin_part, reduction)
+
+
+def soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """ln(1 + e^(−target·input)), computed without overflow."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "soft_margin_loss")
+    return _reduce(softplus(-target * input), reduction)
+
+
+def cosine_embedding_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """1 − cos(x1, x2) where target = 1, max(0, cos(x1, x2) − margin) where target = −1."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "cosine_embedding_loss")
+    eps = 1e-12  # torch's: added to each squared norm before the square root
+    dot = sum(input1 * input2, -1)
+    mag = sqrt((sum(input1 * input1, -1) + eps) * (sum(input2 * input2, -1) + eps))
+    cos = dot / mag
+    t = _data(target)
+    losses = where(t == 1, 1 - cos, where(t == -1, relu(cos - margin), 0.0))
+    return _reduce(losses, reduction)
+
+
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,
+    size_average: bool | None = None,
+    eps: float = 1e-8,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Poisson negative log-likelihood: e^input − target·input (log_input), or
+    input − target·ln(input + eps); full adds Stirling's term where target > 1."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "poisson_nll_loss")
+    losses = exp(input) - target * input if log_input else input - target * log(input + eps)
+    if full:  # Stirling's approximation of ln(target!), where target > 1 (a function of it)
+        t = target if isinstance(target, Tensor) else Tensor._make(np.asarray(target))
+        safe = where(t > 1, t, 2.0)  # ln of the unused branch stays finite
+        stirling = safe * log(safe) - safe + log(safe * (2 * math.pi)) * 0.5
+        losses = losses + where(t > 1, stirling, 0.0)
+    return _reduce(losses, reduction)
+
+
+def gaussian_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    var: Tensor | float,
+    full: bool = False,
+    eps: float = 1e-6,
+    reduction: str = "mean",
+) -> Tensor:
+    """½(ln max(var, eps) + (input − target)² / max(var, eps)), + ½ln 2π with full."""
+    v = var if isinstance(var, Tensor) else Tensor._make(np.asarray(var, _data(input).dtype))
+    if v.ndim == input.ndim - 1 or (
+        v.ndim == input.ndim and v.shape[-1] == 1 and input.shape[-1] != 1
+    ):
+        v = reshape(v, v.shape[: input.ndim - 1] + (1,)) if v.ndim == input.ndim - 1 else v
+    if (_data(v) < 0).any():
+        raise op_error("gaussian_nll_loss", "var has negative entries")
+    # clamped as torch clamps it, under no_grad: the gradient still reaches var unchanged
+    v = v + (clamp_min(v, eps) - v).detach()
+    d = input - target
+    losses = (log(v) + d * d / v) * 0.5
+    if full:
+        losses = losses + 0.5 * math.log(2 * math.pi)
+    return _reduce(losses, reduction)
+
+
+def multilabel_soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Binary cross-entropy of σ(input) against each label, averaged over the C classes."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "multilabel_soft_margin_loss")
+    losses = target * softplus(-input) + (1 - target) * softplus(input)
+    if weight is not None:
+        losses = losses * weight
+    return _reduce(mean(losses, -1), reduction)
+
+
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2.0,
+    eps: float = 1e-6,
+    swap: bool = False,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """max(d(a, p) − d(a, n) + margin, 0), d the pairwise p-distance (swap: the closer of
+    d(a, n) and d(p, n))."""
+    reduction = legacy_reduction(size_average, reduce, reduction, "triplet_margin_loss")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(relu(d_pos - d_neg + margin), reduction)

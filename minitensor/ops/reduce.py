@@ -629,21 +629,19 @@ def _median_index(d, axis):
 
 
 @torch_names
-def median(
-    x: Tensor, axis: int | None = None, keepdims: bool = False
-) -> Tensor | ValuesIndices:
+def median(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor | ValuesIndices:
     """The lower median (for an even count, the smaller of the two middle values, as torch).
     median(x) → a 0-d tensor; median(x, dim) → (values, indices). The gradient goes to the
     median's element."""
     if axis is None:
         flat = x.reshape(-1)
         check_nonempty_axes("median", flat.shape, (0,))
-        return MedianAt.apply(flat, _median_index(flat.data, 0), axis=0, keepdims=False)
+        return MedianAt.apply(flat, _median_index(flat.numpy(), 0), axis=0, keepdims=False)
     if x.ndim == 0:
         return ValuesIndices(x * 1, Tensor._make(np.zeros((), np.int64)))
     axis = normalize_axis(axis, x.ndim, "median", x.shape)
     check_nonempty_axes("median", x.shape, (axis,))
-    index = _median_index(x.data, axis)
+    index = _median_index(x.numpy(), axis)
     values = MedianAt.apply(x, index, axis=axis, keepdims=keepdims)
     indices = index if keepdims else np.squeeze(index, axis)
     return ValuesIndices(values, Tensor._make(indices.astype(np.int64, copy=False)))
@@ -674,9 +672,7 @@ class PNorm(Function):
 
 
 @torch_names
-def vector_norm(
-    x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = False
-) -> Tensor:
+def vector_norm(x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """The vector p-norm over `axis` (None: all elements), torch.linalg.vector_norm:
     (Σ |x|^ord)^(1/ord); ord=inf is max |x|, -inf min |x|, 0 the count of non-zeros."""
     if x.dtype.kind != "f":
@@ -704,3 +700,224 @@ def norm(
     if p == "nuc":
         raise op_error("norm", "p='nuc' (the nuclear norm) is not provided", NotImplementedError)
     return vector_norm(_in_dtype(x, dtype), 2 if p == "fro" else p, axis, keepdims)
+
+
+# --------------- more reductions and scans (found missing by the OpInfo walk)
+@torch_names
+def var_mean(
+    x: Tensor,
+    axis: Axis = None,
+    unbiased: bool = True,
+    keepdims: bool = False,
+    *,
+    correction: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """(var, mean) over `axis`, var as `var` (correction= too)."""
+    axis, unbiased = _correction("var_mean", axis, unbiased, correction)
+    return var(x, axis, unbiased, keepdims), mean(x, axis, keepdims)
+
+
+@torch_names
+def std_mean(
+    x: Tensor,
+    axis: Axis = None,
+    unbiased: bool = True,
+    keepdims: bool = False,
+    *,
+    correction: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """(std, mean) over `axis`, std as `std` (correction= too)."""
+    axis, unbiased = _correction("std_mean", axis, unbiased, correction)
+    return std(x, axis, unbiased, keepdims), mean(x, axis, keepdims)
+
+
+MinMax = collections.namedtuple("MinMax", ["min", "max"])
+
+
+@torch_names
+def aminmax(x: Tensor, *, axis: int | None = None, keepdims: bool = False) -> MinMax:
+    """(min, max) over `axis` (None: all), as torch.aminmax; ties share the gradient."""
+    return MinMax(amin(x, axis, keepdims), amax(x, axis, keepdims))
+
+
+@torch_names
+def nansum(
+    x: Tensor, axis: Axis = None, keepdims: bool = False, *, dtype: DType | None = None
+) -> Tensor:
+    """Sum with NaNs counted as 0 (they get no gradient)."""
+    from .shape import where
+
+    x = _in_dtype(x, dtype)
+    clean = where(np.isnan(_data(x)), 0.0, x) if x.dtype.kind == "f" else x
+    return sum(clean, axis, keepdims)
+
+
+@torch_names
+def nanmean(
+    x: Tensor, axis: Axis = None, keepdims: bool = False, *, dtype: DType | None = None
+) -> Tensor:
+    """Mean of the non-NaN elements (NaN where there are none)."""
+    x = _in_dtype(x, dtype)
+    count = np.sum(
+        ~np.isnan(_data(x)),
+        axis=normalize_axes(axis, x.ndim, "nanmean", x.shape),
+        keepdims=keepdims,
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return nansum(x, axis, keepdims) / count.astype(x.dtype)
+
+
+@torch_names
+def count_nonzero(x: Tensor | ArrayLike, axis: Axis = None) -> Tensor:
+    """How many elements are not 0 over `axis` (int64, no gradient)."""
+    d = _data(x)
+    axes = normalize_axes(axis, d.ndim, "count_nonzero", d.shape)
+    return Tensor._make(np.asarray(np.count_nonzero(d, axis=axes)).astype(np.int64))
+
+
+def _cum_index(x, values, axis, reached):
+    """Where each running extremum was reached: the latest index among ties, and every NaN
+    (a NaN, once met, is the extremum from there on), as torch."""
+    at = np.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
+    hit = reached(x, values)
+    if x.dtype.kind == "f":
+        hit |= np.isnan(x)
+    return np.maximum.accumulate(np.where(hit, at, 0), axis=axis)
+
+
+class _CumExtremum(Function):
+    """cummax / cummin along `axis` (NaN propagates); the gradient of each output goes to
+    the element it was read from."""
+
+    accumulate = None
+    reached = None
+
+    @classmethod
+    def forward(cls, ctx, x, index, axis):
+        ctx.index, ctx.shape, ctx.axis = index, x.shape, axis
+        return cls.accumulate(x, axis=axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = np.zeros(ctx.shape, grad.dtype)
+        where = list(np.indices(ctx.shape, sparse=True))
+        where[ctx.axis] = ctx.index
+        np.add.at(g, tuple(where), grad)
+        return g, None
+
+
+class CumMax(_CumExtremum):
+    name = "cummax"
+    accumulate = staticmethod(np.maximum.accumulate)
+    reached = staticmethod(np.greater_equal)
+
+
+class CumMin(_CumExtremum):
+    name = "cummin"
+    accumulate = staticmethod(np.minimum.accumulate)
+    reached = staticmethod(np.less_equal)
+
+
+def _cum_extremum(cls, x, dim):
+    if x.ndim == 0:
+        return ValuesIndices(x * 1, Tensor._make(np.zeros((), np.int64)))
+    axis = normalize_axis(dim, x.ndim, cls.name, x.shape)
+    d = _data(x)
+    index = _cum_index(d, cls.accumulate(d, axis=axis), axis, cls.reached)
+    values = cls.apply(x, index, axis=axis)
+    return ValuesIndices(values, Tensor._make(index.astype(np.int64)))
+
+
+def cummax(x: Tensor, dim: int) -> ValuesIndices:
+    """(values, indices): the running maximum along `dim` and where it was reached."""
+    return _cum_extremum(CumMax, x, dim)
+
+
+def cummin(x: Tensor, dim: int) -> ValuesIndices:
+    """(values, indices): the running minimum along `dim` and where it was reached."""
+    return _cum_extremum(CumMin, x, dim)
+
+
+class LogCumSumExp(Function):
+    """ln Σ_{j ≤ i} e^(x_j) along `axis`, without overflow (np.logaddexp.accumulate). The
+    gradient: Σ_{k ≥ i} g_k·e^(x_i − out_k), a reversed running sum, taken in log space."""
+
+    float_inputs = (0,)
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        out = np.logaddexp.accumulate(x, axis=axis) if x.ndim else x.copy()
+        ctx.save_for_backward(x, out)
+        ctx.axis = axis
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        if x.ndim == 0:
+            return grad
+        a = ctx.axis
+
+        def part(g):  # e^x · Σ_{k ≥ i} g_k e^(−out_k), for g ≥ 0, summed in log space
+            with np.errstate(divide="ignore", invalid="ignore"):
+                logs = np.flip(np.logaddexp.accumulate(np.flip(np.log(g) - out, a), axis=a), a)
+                return np.where(np.isneginf(logs), 0.0, np.exp(x + logs))
+
+        # the positive and the negative upstream gradients apart: each sum is then one of
+        # exponentials (a logcumsumexp of its own), which stays in range where e^x would not
+        return (part(np.maximum(grad, 0)) - part(np.maximum(-grad, 0))).astype(grad.dtype)
+
+
+def logcumsumexp(x: Tensor, dim: int) -> Tensor:
+    """ln of the running sum of e^x along `dim` (a running logsumexp)."""
+    axis = normalize_axis(dim, x.ndim, "logcumsumexp", x.shape) if x.ndim else 0
+    return LogCumSumExp.apply(x, axis=axis)
+
+
+class KthValueAt(MedianAt):
+    name = "kthvalue"
+
+
+def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """(values, indices) of the k-th smallest element along `dim` (k from 1)."""
+    if x.ndim == 0:
+        if k != 1:
+            raise op_error("kthvalue", f"k {k} is out of range for a 0-d tensor")
+        return ValuesIndices(x * 1, Tensor._make(np.zeros((), np.int64)))
+    axis = normalize_axis(dim, x.ndim, "kthvalue", x.shape)
+    if not 1 <= k <= x.shape[axis]:
+        raise op_error("kthvalue", f"k {k} is out of range for axis {axis} of size {x.shape[axis]}")
+    d = _data(x)
+    index = np.take(np.argsort(d, axis=axis, kind="stable"), [k - 1], axis=axis)
+    values = KthValueAt.apply(x, index, axis=axis, keepdims=keepdim)
+    indices = index if keepdim else np.squeeze(index, axis)
+    return ValuesIndices(values, Tensor._make(indices.astype(np.int64, copy=False)))
+
+
+def msort(x: Tensor) -> Tensor:
+    """x sorted along axis 0 (the values of sort(x, 0))."""
+    from .shape import sort
+
+    return sort(x, 0).values
+
+
+def diff(
+    x: Tensor,
+    n: int = 1,
+    dim: int = -1,
+    prepend: Tensor | None = None,
+    append: Tensor | None = None,
+) -> Tensor:
+    """The n-th forward difference along `dim` (prepend/append joined first)."""
+    from .shape import concat, getitem
+
+    axis = normalize_axis(dim, x.ndim, "diff", x.shape)
+    parts = [p for p in (prepend, x, append) if p is not None]
+    x = concat(parts, axis) if len(parts) > 1 else x
+    for _ in range(n):
+        if x.shape[axis] == 0:
+            break
+        lo = getitem(x, (slice(None),) * axis + (slice(0, -1),))
+        hi = getitem(x, (slice(None),) * axis + (slice(1, None),))
+        x = (hi != lo) if x.dtype.kind == "b" else hi - lo
+    return x

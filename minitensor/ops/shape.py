@@ -913,3 +913,395 @@ def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
     return permute(x, order) if x.ndim else x
+
+
+# --------------- stacking, splitting, diagonals and indices (found missing by the OpInfo walk)
+def ravel(x: Tensor) -> Tensor:
+    """x flattened to 1-D."""
+    return reshape(x, (-1,))
+
+
+def atleast_1d(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
+    """Each tensor with at least one axis (a 0-d one becomes (1,))."""
+    return _each(tensors, lambda t: reshape(t, (1,)) if t.ndim == 0 else t)
+
+
+def atleast_2d(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
+    """Each tensor with at least two axes: (n,) becomes (1, n)."""
+    return _each(tensors, lambda t: reshape(t, (1,) * (2 - t.ndim) + t.shape) if t.ndim < 2 else t)
+
+
+def atleast_3d(*tensors: Tensor) -> Tensor | tuple[Tensor, ...]:
+    """Each tensor with at least three axes: (n,) becomes (1, n, 1), (m, n) becomes (m, n, 1)."""
+    shapes = {0: lambda s: (1, 1, 1), 1: lambda s: (1, s[0], 1), 2: lambda s: s + (1,)}
+    return _each(tensors, lambda t: reshape(t, shapes[t.ndim](t.shape)) if t.ndim < 3 else t)
+
+
+def _each(tensors, fn):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tuple(fn(t) for t in tensors[0])
+    out = tuple(fn(t) for t in tensors)
+    return out[0] if len(out) == 1 else out
+
+
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Concatenated along axis 1 (axis 0 for 1-D tensors)."""
+    tensors = atleast_1d(tuple(tensors))
+    return concat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Concatenated along axis 0, 1-D tensors first made rows (1, n)."""
+    return concat(atleast_2d(tuple(tensors)), 0)
+
+
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Concatenated along axis 2, after atleast_3d."""
+    return concat(atleast_3d(tuple(tensors)), 2)
+
+
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    """1-D and 0-d tensors as columns (n, 1), then hstack."""
+    cols = [reshape(t, (t.numel(), 1)) if t.ndim < 2 else t for t in tensors]
+    return concat(cols, 1)
+
+
+def fliplr(x: Tensor) -> Tensor:
+    """x with its columns (axis 1) reversed; needs at least 2 axes."""
+    if x.ndim < 2:
+        raise op_error("fliplr", f"needs a tensor of at least 2 axes, got shape {tuple(x.shape)}")
+    return flip(x, 1)
+
+
+def flipud(x: Tensor) -> Tensor:
+    """x with its rows (axis 0) reversed; needs at least 1 axis."""
+    if x.ndim < 1:
+        raise op_error("flipud", "needs a tensor of at least 1 axis, got a 0-d tensor")
+    return flip(x, 0)
+
+
+def rot90(x: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """x rotated by 90° k times in the plane of `dims`, from the first axis toward the second."""
+    if len(dims) != 2 or x.ndim < 2:
+        raise op_error("rot90", f"needs 2 dims and a tensor of ≥ 2 axes (shape {tuple(x.shape)})")
+    a, b = (normalize_axis(d, x.ndim, "rot90", x.shape) for d in dims)
+    if a == b:
+        raise op_error("rot90", f"dims {tuple(dims)} name the same axis")
+    k %= 4
+    if k == 0:
+        return flip(x, ())  # a copy, as torch's
+    if k == 2:
+        return flip(x, (a, b))
+    return transpose(flip(x, b), a, b) if k == 1 else flip(transpose(x, a, b), b)
+
+
+def diag(x: Tensor, diagonal: int = 0) -> Tensor:
+    """1-D x: a square matrix with x on its `diagonal`; 2-D x: that diagonal, as a 1-D tensor."""
+    if x.ndim == 2:
+        return globals()["diagonal"](x, diagonal)  # the function: `diagonal` is the offset here
+    if x.ndim != 1:
+        raise op_error("diag", f"needs a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
+    return diag_embed(x, diagonal)
+
+
+def diag_embed(x: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """The last axis of x written onto the `offset` diagonal of new (dim1, dim2) planes."""
+    n = x.shape[-1] + builtins.abs(offset)
+    eye = np.zeros((x.shape[-1], n, n), x.dtype)
+    i = np.arange(x.shape[-1])
+    eye[i, i + builtins.max(-offset, 0), i + builtins.max(offset, 0)] = 1
+    out = einsum_of("...k,kij->...ij", x, eye)
+    nd = out.ndim
+    a1, a2 = dim1 % nd, dim2 % nd
+    if (a1, a2) == (nd - 2, nd - 1):
+        return out
+    rest = [d for d in range(nd - 2)]
+    order = [None] * nd
+    for d, src in zip(sorted((a1, a2)), ((nd - 2, nd - 1) if a1 < a2 else (nd - 1, nd - 2))):
+        order[d] = src
+    it = iter(rest)
+    order = [next(it) if o is None else o for o in order]
+    return permute(out, order)
+
+
+def einsum_of(eq, a, b):
+    from .reduce import einsum
+
+    if a.dtype.kind != "f":  # integers: no gradient to keep, exact integer arithmetic
+        return Tensor._make(np.einsum(eq, _data(a), b).astype(a.dtype))
+    return einsum(eq, a, Tensor._make(b))
+
+
+def diagflat(x: Tensor, offset: int = 0) -> Tensor:
+    """x flattened, then written onto the `offset` diagonal of a square matrix."""
+    return diag_embed(reshape(x, (-1,)), offset)
+
+
+def trace(x: Tensor) -> Tensor:
+    """The sum of the main diagonal of a 2-D tensor."""
+    if x.ndim != 2:
+        raise op_error("trace", f"needs a 2-D tensor, got shape {tuple(x.shape)}")
+    from .reduce import sum as _sum
+
+    d = diagonal(x)
+    return _sum(d) if d.dtype.kind == "f" else Tensor._make(np.asarray(np.sum(_data(d))))
+
+
+def _indices(op, row, col, offset, keep):
+    r, c = np.indices((row, col)).reshape(2, -1)
+    mask = keep(c - r, offset)
+    return Tensor._make(np.stack([r[mask], c[mask]]).astype(np.int64))
+
+
+def tril_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """(2, N): the row and column of each element on or below the `offset` diagonal."""
+    return _indices("tril_indices", row, col, offset, lambda d, k: d <= k)
+
+
+def triu_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """(2, N): the row and column of each element on or above the `offset` diagonal."""
+    return _indices("triu_indices", row, col, offset, lambda d, k: d >= k)
+
+
+def take(x: Tensor, index: Tensor | ArrayLike) -> Tensor:
+    """x flattened, read at `index` (any shape; the result has index's shape)."""
+    idx = _data(index)
+    n = x.numel()
+    if idx.size and (idx.max() >= n or idx.min() < -n):
+        raise op_error("take", f"index out of range for a tensor of {n} elements")
+    return getitem(reshape(x, (-1,)), idx)
+
+
+def take_along_dim(x: Tensor, indices: Tensor | ArrayLike, dim: int | None = None) -> Tensor:
+    """x read at `indices` along `dim` (indices broadcast against x on the other axes); dim
+    None: x flattened, read at indices flattened."""
+    idx = _data(indices)
+    if dim is None:
+        return take(x, idx.reshape(-1))
+    axis = normalize_axis(dim, x.ndim, "take_along_dim", x.shape)
+    shape = list(
+        np.broadcast_shapes(
+            *(tuple(s if d != axis else 1 for d, s in enumerate(t)) for t in (x.shape, idx.shape))
+        )
+    )
+    xs, ids = list(shape), list(shape)
+    xs[axis], ids[axis] = x.shape[axis], idx.shape[axis]
+    return gather(expand(x, xs) if tuple(xs) != x.shape else x, axis, np.broadcast_to(idx, ids))
+
+
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """The slice x[…, index, …] at `index` of axis `dim`, that axis removed."""
+    axis = normalize_axis(dim, x.ndim, "select", x.shape)
+    return getitem(x, (slice(None),) * axis + (int(index),))
+
+
+def unflatten(x: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Axis `dim` split into `sizes` (one may be −1)."""
+    axis = normalize_axis(dim, x.ndim, "unflatten", x.shape)
+    return reshape(x, x.shape[:axis] + tuple(sizes) + x.shape[axis + 1 :])
+
+
+def split_with_sizes(x: Tensor, split_sizes: Sequence[int], dim: int = 0) -> list[Tensor]:
+    """Pieces of `split_sizes` along `dim` (they must add up to its size)."""
+    return split(x, list(split_sizes), dim)
+
+
+def tensor_split(
+    x: Tensor, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0
+) -> tuple[Tensor, ...]:
+    """x cut along `dim` into n nearly equal pieces (the first n mod size one longer), or at
+    the given indices."""
+    axis = normalize_axis(dim, x.ndim, "tensor_split", x.shape)
+    size, cuts = x.shape[axis], _data(indices_or_sections)
+    if cuts.ndim == 0:
+        n = int(cuts)
+        if n <= 0:
+            raise op_error("tensor_split", f"sections must be ≥ 1, got {n}")
+        lengths = [size // n + (1 if i < size % n else 0) for i in range(n)]
+        cuts = np.cumsum(lengths)[:-1]
+    bounds = [0, *(builtins.min(builtins.max(int(c), 0), size) for c in cuts), size]
+    return tuple(
+        getitem(x, (slice(None),) * axis + (slice(lo, builtins.max(lo, hi)),))
+        for lo, hi in zip(bounds[:-1], bounds[1:])
+    )
+
+
+def _split_axis(op, axis, min_ndim):
+    def split_(x: Tensor, sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+        if x.ndim < min_ndim:
+            raise op_error(op, f"needs a tensor of at least {min_ndim} axes, got {tuple(x.shape)}")
+        a = axis if x.ndim > 1 or op != "hsplit" else 0
+        if isinstance(sections, int) and x.shape[a] % sections:
+            raise op_error(op, f"axis {a} of size {x.shape[a]} does not split into {sections}")
+        return tensor_split(x, sections, a)
+
+    split_.__name__ = op
+    return split_
+
+
+hsplit = _split_axis("hsplit", 1, 1)
+vsplit = _split_axis("vsplit", 0, 2)
+dsplit = _split_axis("dsplit", 2, 3)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The shape the given shapes broadcast to (numpy's rules, which are torch's)."""
+    return tuple(np.broadcast_shapes(*((s,) if isinstance(s, int) else tuple(s) for s in shapes)))
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Each tensor expanded to the shape they all broadcast to."""
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(expand(t, shape) if t.shape != shape else t for t in tensors)
+
+
+def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors: 'ij' (matrix) or 'xy' (Cartesian) indexing."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise op_error("meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [reshape(t, (-1,)) for t in tensors]
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.shape[0] for t in ts)
+    grids = [
+        expand(reshape(t, (1,) * i + (-1,) + (1,) * (len(ts) - i - 1)), shape)
+        for i, t in enumerate(ts)
+    ]
+    if indexing == "xy" and len(ts) >= 2:
+        grids = [swapaxes(g, 0, 1) for g in grids]
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """Every combination of one element of each 1-D tensor, as rows (N, k); k = 1: (N,)."""
+    grids = meshgrid(*tensors, indexing="ij")
+    out = stack([reshape(g, (-1,)) for g in grids], 1)
+    return reshape(out, (-1,)) if len(tensors) == 1 else out
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """The tensors (0-d, 1-D as rows, or 2-D) as blocks along the diagonal of one matrix."""
+    blocks = [reshape(t, (1, -1)) if t.ndim < 2 else t for t in tensors]
+    if not blocks:
+        return Tensor._make(np.zeros((0, 0), np.float32))
+    cols = builtins.sum(b.shape[1] for b in blocks)
+    dtype = np.result_type(*(b.dtype for b in blocks))
+    rows, left = [], 0
+    for b in blocks:
+        right = cols - left - b.shape[1]
+        parts = [Tensor._make(np.zeros((b.shape[0], n), dtype)) for n in (left, right)]
+        rows.append(concat([parts[0], b if b.dtype == dtype else b.astype(dtype), parts[1]], 1))
+        left += b.shape[1]
+    return concat(rows, 0)
+
+
+class ScatterAdd(Function):
+    """A copy of x with src added at `index` along `dim` (repeated positions add up). The
+    gradient of x is the output's; src's is the output's read at the positions."""
+
+    @staticmethod
+    def forward(ctx, x, index, src, dim):
+        out = x.copy()
+        where = scatter_into(np.zeros(x.shape, bool), dim, index, True)
+        ctx.where, ctx.src_shape = where, np.shape(src)
+        part = src[tuple(slice(0, n) for n in index.shape)] if np.ndim(src) else src
+        np.add.at(out, where, np.broadcast_to(part, index.shape).astype(out.dtype))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dsrc = None
+        if ctx.needs_input_grad[2]:
+            dsrc = np.zeros(ctx.src_shape, grad.dtype)  # src beyond index's size: 0
+            index_shape = np.broadcast(*ctx.where).shape
+            dsrc[tuple(slice(0, n) for n in index_shape)] = grad[ctx.where]
+        return grad, None, dsrc
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor | ArrayLike, src: Tensor) -> Tensor:
+    """A copy of x with each src element added at the position `index` names along `dim`
+    (torch.scatter_add: repeated positions accumulate). Differentiable in x and src."""
+    dim = normalize_axis(dim, x.ndim, "scatter_add", x.shape)
+    if x.ndim == 0 or np.ndim(_data(index)) == 0:
+        x1, index1, src1 = (_at_least_1d(v) for v in (x, index, src))
+        return reshape(ScatterAdd.apply(x1, _constant(index1), src1, dim=dim), x.shape)
+    return ScatterAdd.apply(x, _constant(index), src, dim=dim)
+
+
+class IndexAdd(Function):
+    """x + alpha·source placed at `index` along `axis` (repeats add up); gradients: x's is
+    the output's, source's the output's rows at `index`, times alpha."""
+
+    @staticmethod
+    def forward(ctx, x, index, source, axis, alpha):
+        ctx.index, ctx.axis, ctx.alpha = index, axis, alpha
+        out = np.moveaxis(x.copy(), axis, 0)
+        np.add.at(out, index, np.moveaxis(source, axis, 0) * alpha)
+        return np.moveaxis(out, 0, axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = np.take(grad, ctx.index, axis=ctx.axis) * ctx.alpha
+        return grad, None, g if ctx.needs_input_grad[2] else None
+
+
+def index_add(
+    x: Tensor, dim: int, index: Tensor | ArrayLike, source: Tensor, *, alpha: Scalar = 1
+) -> Tensor:
+    """A copy of x with alpha·source[i] added to x[index[i]] along `dim` (repeats add up)."""
+    axis = normalize_axis(dim, x.ndim, "index_add", x.shape) if x.ndim else 0
+    idx = _data(index).reshape(-1)
+    x1 = reshape(x, (1,)) if x.ndim == 0 else x
+    src = reshape(source, (1,)) if source.ndim == 0 else source
+    if src.shape[axis] != idx.size:
+        raise op_error(
+            "index_add", f"source {tuple(source.shape)} has not {idx.size} slices on axis {axis}"
+        )
+    out = IndexAdd.apply(x1, _constant(idx), src, axis=axis, alpha=alpha)
+    return reshape(out, x.shape) if x.ndim == 0 else out
+
+
+class IndexCopy(Function):
+    """x with the slices at `index` along `axis` replaced by source's; gradients: x's is the
+    output's with those slices zeroed, source's the output's at them."""
+
+    @staticmethod
+    def forward(ctx, x, index, source, axis):
+        ctx.index, ctx.axis = index, axis
+        out = np.moveaxis(x.copy(), axis, 0)
+        out[index] = np.moveaxis(source, axis, 0)
+        return np.moveaxis(out, 0, axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx = np.moveaxis(grad.copy(), ctx.axis, 0)
+        gx[ctx.index] = 0
+        gs = np.take(grad, ctx.index, axis=ctx.axis) if ctx.needs_input_grad[2] else None
+        return np.moveaxis(gx, 0, ctx.axis), None, gs
+
+
+def index_copy(x: Tensor, dim: int, index: Tensor | ArrayLike, source: Tensor) -> Tensor:
+    """A copy of x whose slices index[i] along `dim` are source's slices i."""
+    axis = normalize_axis(dim, x.ndim, "index_copy", x.shape) if x.ndim else 0
+    idx = _data(index).reshape(-1)
+    x1 = reshape(x, (1,)) if x.ndim == 0 else x
+    src = reshape(source, (1,)) if source.ndim == 0 else source
+    out = IndexCopy.apply(x1, _constant(idx), src, axis=axis)
+    return reshape(out, x.shape) if x.ndim == 0 else out
+
+
+def index_fill(x: Tensor, dim: int, index: Tensor | ArrayLike, value: Scalar | Tensor) -> Tensor:
+    """A copy of x with the slices at `index` along `dim` set to `value`."""
+    axis = normalize_axis(dim, x.ndim, "index_fill", x.shape) if x.ndim else 0
+    mask = np.zeros(x.shape[axis] if x.ndim else 1, bool)
+    mask[_data(index).reshape(-1)] = True
+    shape = [1] * builtins.max(x.ndim, 1)
+    shape[axis] = mask.size
+    return masked_fill(x, mask.reshape(shape) if x.ndim else mask.reshape(()), value)
