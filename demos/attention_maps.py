@@ -3,6 +3,7 @@
     python demos/addition_task.py                      # train first (writes the checkpoint)
     python demos/attention_maps.py --input "123+456"
     python demos/attention_maps.py --input "999+1" --out runs/maps_999
+    python demos/attention_maps.py --input "999+1" "123+456" "500+500"   # one folder per input
     python demos/attention_maps.py --checkpoint runs/copy/checkpoint.npz --input "abcdef"
 
 The model answers with greedy decoding; its own answer is then replayed through the decoder
@@ -11,7 +12,9 @@ model produced that token. Three PNGs: encoder self-attention, decoder self-atte
 empty upper triangle: the causal mask) and cross-attention (which source digits each output
 digit reads — for reversed sums, the units digits first).
 
-Only our own .npz checkpoints are loaded (no pickle).
+Only our own .npz checkpoints are loaded (no pickle). It runs on the numpy backend: for one
+example, loading numba and its compiled kernels takes longer than the arithmetic. Most of the
+time left is matplotlib drawing the panels; several inputs in one run share the start-up.
 """
 
 import argparse
@@ -41,7 +44,10 @@ def parse_args(argv=None):
         help="a checkpoint.npz written by addition_task.py or copy_task.py",
     )
     p.add_argument(
-        "--input", default="123+456", help='e.g. "123+456" (or a string for a copy/reverse model)'
+        "--input",
+        nargs="+",
+        default=["123+456"],
+        help='e.g. "123+456" (or a string for a copy/reverse model); several: one subfolder each',
     )
     p.add_argument("--out", default="runs/attention_maps", help="folder for the PNGs")
     return p.parse_args(argv)
@@ -84,8 +90,25 @@ def main(argv=None):
     args = parse_args(argv)
     model, config, ckpt = common.load_model(args.checkpoint)
     task = task_from_checkpoint(ckpt)
+    inputs = [(text, *encode_input(task, text)) for text in args.input]  # all checked first
+    files = []
+    # one example at a time: loading numba and its kernels would cost more than it saves
+    with mt.kernels.use_backend("numpy"):
+        for text, src, problem in inputs:
+            out = args.out if len(inputs) == 1 else os.path.join(args.out, _folder_name(text))
+            files += draw_one(model, task, src, problem, out)
+    return files
+
+
+def _folder_name(text):
+    """A folder name for an input: '999+1' → '999+1', 'a b/c' → 'a_b_c'."""
+    return re.sub(r"[^0-9A-Za-z+=._-]", "_", text.strip()) or "input"
+
+
+def draw_one(model, task, src, problem, out):
+    """Answer one input by greedy decoding, replay the answer through the decoder and write its
+    three heatmap PNGs into `out`; print the answer and each module's sharpness."""
     tok = task.tokenizer
-    src, problem = encode_input(task, args.input)
     pad = src == tok.pad_id
     with mt.no_grad():
         out_ids = np.asarray(
@@ -111,7 +134,7 @@ def main(argv=None):
         maps,
         token_labels(tok, src[0], keep_pad=True),
         token_labels(tok, out_ids[0]),
-        args.out,
+        out,
         title=f"{tok.decode(src[0])} → {answer!r}",
     )
     for name, w in maps.items():
