@@ -306,7 +306,8 @@ def _walk(order, g0, retain_graph, record=None):
             if g_out is None:  # no gradient reached this node (e.g. an unused branch)
                 continue
             saved = node.saved_tensors
-            g_out = _incoming(node, g_out)
+            if node._grad_dtype is not None or node._grad_hooks:
+                g_out = _incoming(node, g_out)
             g_in = _normalise_grads(node, node.fn.backward(node, g_out))
             if anomaly:
                 check_backward(node, g_in)

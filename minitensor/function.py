@@ -32,7 +32,6 @@ import numpy as np
 
 from . import hooks
 from .errors import ShapeError, named_error, op_error, op_in_scope
-from .scope import current_scope
 from .source import describe_inputs, describe_source, user_line
 from .state import state
 from .tensor import Tensor
@@ -77,6 +76,7 @@ class Context:
     _retained = None  # weakref to the output, set by Tensor.retain_grad()
     _grad_dtype = None  # float32 when forward computed float16 inputs in float32
     _src = None  # (code object, line number) of the user's line; `source` formats it
+    _grad_hooks = None  # set by Tensor.register_hook on the node's output
 
     def __init__(self, fn: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
         self.fn = fn
@@ -359,9 +359,15 @@ def _aliases_an_input(out, arrays):
     """Does `out` share memory with an input array? An array that owns its memory (no
     ``base``) can share it only with an input that is that array or a view of it (numpy sets
     a view's base to the array owning the memory), so only views need the memory test."""
-    if out.base is None:
-        return any(a is out or (isinstance(a, np.ndarray) and a.base is out) for a in arrays)
-    return any(isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in arrays)
+    owner = out.base is None
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            if owner:
+                if a is out or a.base is out:
+                    return True
+            elif np.may_share_memory(out, a):
+                return True
+    return False
 
 
 def _record(ctx, args, tensors, result):
@@ -371,36 +377,46 @@ def _record(ctx, args, tensors, result):
     # what the node keeps of each argument: a leaf Tensor itself, a `NodeInput` for a tensor
     # made by another op (so the node does not keep its data alive), None for the rest; under
     # `autograd.keep_intermediates()` every tensor argument is kept itself
-    ctx.inputs = tuple(
-        (a if a._grad_fn is None or keep else NodeInput(a)) if isinstance(a, Tensor) else None
-        for a in args
-    )
+    inputs = []
+    for a in args:
+        if not isinstance(a, Tensor):
+            inputs.append(None)
+        elif a._grad_fn is None or keep:
+            inputs.append(a)
+        else:
+            inputs.append(NodeInput(a))
+    ctx.inputs = tuple(inputs)
     ctx.scope = s.scopes[-1]
-    ctx._src = user_line()
+    ctx._src = user_line(3)  # past _record and apply: the op's own function is the first
     data = result._data
     ctx.out_shape = data.shape
     ctx.out_dtype = data.dtype
     if ctx._saved:
-        ctx._saved_versions = _saved_versions(ctx, tensors, result)
+        ctx._saved_versions = _saved_versions(ctx._saved, tensors, result)
     result._grad_fn = ctx
 
 
-def _saved_versions(ctx, tensors, result):
+def _saved_versions(saved, tensors, result):
     """For each saved array that is (a view of) the output's or an argument Tensor's data,
     remember that tensor's version: backward checks it did not change (the in-place check).
     Each entry is (counter, version, what, dtype, shape); the message is written only if the
     check fails."""
     tracked = []
-    candidates = [("its output", result), *tensors]
-    for arr in ctx._saved:
+    out = result._data
+    for arr in saved:
         if not isinstance(arr, np.ndarray):
             continue
+        if arr is out:
+            tracked.append((result._vc, result._vc[0], "its output", out.dtype, out.shape))
+            continue
         is_view = arr.base is not None  # only a view can share memory without being the array
-        for what, t in candidates:
+        if is_view and np.may_share_memory(arr, out):
+            tracked.append((result._vc, result._vc[0], "its output", out.dtype, out.shape))
+            continue
+        for what, t in tensors:
             data = t._data
             if arr is data or (is_view and np.may_share_memory(arr, data)):
-                vc = t._vc
-                tracked.append((vc, vc[0], what, data.dtype, data.shape))
+                tracked.append((t._vc, t._vc[0], what, data.dtype, data.shape))
                 break
     return tuple(tracked)
 

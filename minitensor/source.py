@@ -26,11 +26,12 @@ def user_frame():
     return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
 
 
-def user_line():
+def user_line(skip=1):
     """(code object, line number) of the first caller outside the minitensor package, or
     None: what `user_frame` formats, kept as is by every recorded op (a node formats it only
-    when asked for its source). Neither keeps the frame, whose locals would stay alive."""
-    f = sys._getframe(1)
+    when asked for its source). Neither keeps the frame, whose locals would stay alive.
+    `skip`: how many frames above this one are known to be inside the package."""
+    f = sys._getframe(skip)
     inside = _PACKAGE_DIR
     while f is not None:
         code = f.f_code

@@ -35,9 +35,11 @@ class Add(Function):
 def _binary(fn, a, b):
     """Apply an elementwise binary op with numpy's broadcasting (and a clear error if the
     shapes do not broadcast)."""
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        a = Tensor(a)
-    a, b = _keep_float_dtype(_operand(a, b), _operand(b, a))
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype):
+        # two tensors of one dtype (most calls) are operands as they are
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            a = Tensor(a)
+        a, b = _keep_float_dtype(_operand(a, b), _operand(b, a))
     try:
         return fn.apply(a, b)
     except ValueError:
@@ -548,7 +550,7 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
     if x.dtype == dtype:
         return x
     if dtype.kind != "f" and x.requires_grad:
-        return Tensor._make(x.data.astype(dtype))  # integer results carry no gradient
+        return Tensor._make(x.numpy().astype(dtype))  # integer results carry no gradient
     return Cast.apply(x, dtype=dtype)
 
 
@@ -1163,15 +1165,29 @@ def true_divide(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     return div(a, b)
 
 
+class Xlogy(Function):
+    """x·ln y, 0 where x = 0 (unless y is NaN). Gradients as torch's: d/dx = ln y (0 where
+    x = 0 and y ≤ 0, where ln y is −∞ or NaN), d/dy = x / y."""
+
+    float_inputs = (0, 1)
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        with np.errstate(all="ignore"):
+            return np.where((x == 0) & ~np.isnan(y), np.zeros((), x.dtype), x * np.log(y))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            gx = np.where((x == 0) & (y <= 0), 0, grad * np.log(y)).astype(grad.dtype)
+            return unbroadcast(gx, x.shape), unbroadcast(grad * x / y, y.shape)
+
+
 def xlogy(x: Tensor | ArrayLike, y: Tensor | ArrayLike) -> Tensor:
     """x·ln y, and 0 where x = 0 (unless y is NaN), as torch and scipy."""
-    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-        x = Tensor(x)
-    x, y = _keep_float_dtype(_operand(x, y), _operand(y, x))
-    if _dtype_kind(x) in "iub" and _dtype_kind(y) in "iub":
-        x, y = _data(x).astype(np.float32), _data(y).astype(np.float32)
-    zero = logical_and(eq(x, 0), logical_not(isnan(y)))
-    return _where(zero, 0.0, mul(x, log(y)))
+    return _binary(Xlogy, x, y)
 
 
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
