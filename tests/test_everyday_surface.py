@@ -331,3 +331,59 @@ def test_pad_modes_match_torch(mode, pad):
     _both(padded, data)
     with pytest.raises(mt.ShapeError, match="does not fit"):
         F.pad(mt.zeros(1, 2, 3), (3, 0), mode="reflect")
+
+
+# ------------------------------------------------------------------ the second batch's gradients
+SECOND = {
+    "fmax": (lambda x: F.fmax(x, mt.tensor(ANY * 0.5 + 0.3, dtype=mt.float64)), ANY),
+    "fmin with NaN": (lambda x: F.fmin(x, mt.tensor([np.nan, 0.1, 5.0, -9.0])), ANY),
+    "logaddexp2": (lambda x: F.logaddexp2(x, x * 2), ANY),
+    "xlogy": (lambda x: F.xlogy(x, mt.tensor(POSITIVE)), WITH_ZEROS),
+    "logit": (lambda x: F.logit(x / 2 + 0.5), INSIDE),
+    "sinc": (lambda x: F.sinc(x), ANY),
+    "copysign": (lambda x: F.copysign(x, mt.tensor(ANY[::-1].copy())), ANY),
+    "scatter_add": (
+        lambda x: F.scatter_add(x, 1, mt.tensor([[0, 0, 3], [1, 1, 1], [2, 0, 2]]), x * 2),
+        ANY,
+    ),
+    "index_add": (lambda x: F.index_add(x, 0, mt.tensor([2, 0, 2]), x * x, alpha=2), ANY),
+    "index_copy": (lambda x: F.index_copy(x, 1, mt.tensor([3, 0]), x[:, 1:3] * 3), ANY),
+    "cummax": (lambda x: F.cummax(x, 1).values, ANY),
+    "cummin": (lambda x: F.cummin(x, 0).values, ANY),
+    "logcumsumexp": (lambda x: F.logcumsumexp(x * 300, 1), ANY),
+    "kthvalue": (lambda x: F.kthvalue(x, 2, 0).values, ANY),
+    "kron": (lambda x: F.kron(x[:2, :2], x), ANY),
+    "cross": (lambda x: F.cross(x[:, :3], x[:, 1:], dim=1), ANY),
+    "tensordot": (lambda x: F.tensordot(x, x.T, 1), ANY),
+    "diag_embed": (lambda x: F.diag_embed(x, 1), ANY),
+    "rot90": (lambda x: F.rot90(x, 3), ANY),
+    "take_along_dim": (lambda x: F.take_along_dim(x, mt.tensor([[1], [3], [0]]), 1), ANY),
+    "nanmean": (lambda x: F.nanmean(F.where(x > 1, np.nan, x), 1), ANY),
+    "diff": (lambda x: F.diff(x, 2, 1, prepend=x[:, :1]), ANY),
+    "gaussian_nll_loss": (lambda x: F.gaussian_nll_loss(x, x * 0 + 0.3, abs(x) + 0.1), ANY),
+    "poisson_nll_loss full": (lambda x: F.poisson_nll_loss(x, abs(x) * 3, full=True), ANY),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND))
+def test_second_batch_gradients(name):
+    fn, data = SECOND[name]
+    assert mt.gradcheck(fn, mt.tensor(data, dtype=mt.float64, requires_grad=True))
+
+
+@pytest.mark.torch
+def test_cummax_ties_and_nan_match_torch():
+    data = [[1.0, 3.0, 3.0, 2.0, np.nan, 5.0], [0.5, -1.0, 4.0, 4.0, 4.0, -3.0]]
+    _both(lambda L, x: L.cummax(x, 1).values * L.arange(1.0, 7.0, dtype=L.float64), data)
+    _both(lambda L, x: L.cummin(x, 1).values.nan_to_num(0.0) * 2, data)
+    for lib in (torch, mt):
+        x = _t(lib, data)
+        assert (
+            _np(lib.cummax(x, 1).indices).tolist()
+            == torch.cummax(torch.tensor(data), 1).indices.tolist()
+        )
+
+
+@pytest.mark.torch
+def test_xlogy_at_zero_matches_torch():
+    _both(lambda L, x, y: L.xlogy(x, y), [0.0, 0.0, 0.0, 2.0, 0.0], [2.0, 0.0, -1.0, 3.0, np.nan])
