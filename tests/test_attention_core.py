@@ -364,6 +364,7 @@ def test_trace_of_a_model_shows_the_five_steps_with_their_ranges(rng):
     start = next(i for i in range(len(ops)) if ops[i : i + 5] == FIVE_STEPS)
     steps = t.records[start : start + 5]
     assert all(r.stats is not None for r in steps)  # each step's min / max / mean
+    assert steps[2].marks == []  # the causal mask's −∞ is by design: no ⚠
     scores, scaled = steps[0], steps[1]
     scale = 1 / np.sqrt(model.cfg.d_model // model.cfg.n_heads)
     np.testing.assert_allclose(

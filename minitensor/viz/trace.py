@@ -82,7 +82,9 @@ def _marks(op, out, saturation):
         n_nan, n_inf = int(np.isnan(out).sum()), int(np.isinf(out).sum())
         if n_nan:
             marks.append(f"NaN ×{n_nan}")
-        if n_inf:
+        # a mask's −∞ (attention's blocked scores) is by design, not an alarm; +∞ still is
+        blocking = op == "masked_fill" and not np.isposinf(out).any()
+        if n_inf and not blocking:
             marks.append(f"Inf ×{n_inf}")
     if op == "softmax" and out.ndim >= 1 and out.size:
         rows = out.reshape(-1, out.shape[-1])
@@ -121,7 +123,7 @@ class trace:
         scope = ctx.scope if recorded else current_scope()
         if not self._wanted(scope):
             return
-        out = result.data
+        out = result.numpy()
         op = fn.op_name()
         # a Linear's weight.T reads 'weightᵀ' (the scope column names the layer); under no_grad
         # the node is not recorded, its inputs are unknown and it stays 'permute'
