@@ -728,9 +728,7 @@ def _module_attrs(box, its, types, ins, outs, hl, consumers):
                 f"{it.title.rsplit('.', 1)[-1]}{it.suffix} {_shape_text(it.shape)}" for it in its
             )
         ]
-    bad = next(
-        (b for b in (_value_problem(it) or _nonfinite(it.grad()) for it in its) if b), ""
-    )
+    bad = next((b for b in (_value_problem(it) or _nonfinite(it.grad()) for it in its) if b), "")
     if bad:
         lines.append(f"⚠ {bad} inside")
     fill, attrs = _COLOURS[box[0]], {"shape": "box3d", "style": "filled"}
