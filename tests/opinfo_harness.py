@@ -220,6 +220,8 @@ TOL = {np.float64: (1e-7, 1e-7), np.float32: (1.3e-6, 1e-5)}
 
 def _as_numpy(x):
     if isinstance(x, torch.Tensor):
+        if x._is_zerotensor():  # torch's symbolic zeros (sgn's gradient, …) have no storage
+            return np.zeros(x.shape, DTYPES.get(x.dtype, np.float64))
         return x.detach().resolve_conj().resolve_neg().numpy()
     if isinstance(x, mt.Tensor):
         return x.numpy()
