@@ -292,7 +292,8 @@ def two_threads(monkeypatch):
 
     monkeypatch.setattr(jit, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
-    monkeypatch.setattr(matmul_module, "fastest", lambda a, b, candidate: candidate)  # as if it won
+    as_if_it_won = {"tiles": matmul_module.tiled_matmul, "gemm": matmul_module.gemm_product}
+    monkeypatch.setattr(matmul_module, "fastest", lambda a, b, c: (c, as_if_it_won[c]))
 
 
 GEMM_CASES = [  # (a, b) builders: every layout the BLAS-calling kernels read in place or copy
@@ -893,26 +894,65 @@ def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
     time a layout would go to it, keeps the answer, and sends the layout to np.matmul where the
     candidate loses."""
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "_FASTEST", {})
     calls = []
-    monkeypatch.setattr(
-        matmul_module,
-        "_best_time",
-        lambda product, a, b: calls.append(product) or (1.0 if product is np.matmul else 2.0),
-    )
+
+    def numpy_wins(products, a, b):
+        calls.append(len(products))
+        return [1.0 if p in NUMPY_PRODUCTS else 2.0 for p in products]
+
+    monkeypatch.setattr(matmul_module, "_timings", numpy_wins)
     q = np.zeros((256, 16, 16), np.float32)
     k_t = np.swapaxes(q, -1, -2)
-    assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2
-    assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 2  # remembered
+    # every tile shape and np.matmul on 2 BLAS threads and on 1, timed together
+    assert K.matmul_route(q, k_t) == "numpy" and calls == [len(matmul_module.TILE_SHAPES) + 2]
+    assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 1  # remembered
     x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
     if np.dtype(np.float32) in matmul_module.GEMM:
-        assert K.matmul_route(x, w) == "numpy" and len(calls) == 4  # gemm lost too
+        assert K.matmul_route(x, w) == "numpy" and calls[1:] == [3]  # gemm lost too
     monkeypatch.setattr(
-        matmul_module, "_best_time", lambda product, a, b: 2.0 if product is np.matmul else 1.0
+        matmul_module,
+        "_timings",
+        lambda products, a, b: [2.0 if p in NUMPY_PRODUCTS else 1.0 for p in products],
     )
     assert K.matmul_route(q, q) == "tiles"  # another layout: measured again
     if np.dtype(np.float32) in matmul_module.GEMM:
         assert K.matmul_route(x, w.T.copy().T) == "gemm"  # wᵀ stored transposed: another layout
+
+
+NUMPY_PRODUCTS = (matmul_module.numpy_product, matmul_module.numpy_one_thread)
+
+
+def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
+    """The autotuner: for a layout going to the tiles, every register tile of TILE_SHAPES and
+    np.matmul are timed (for real, on this machine), and the product kept is the fastest of
+    them, with the tile shape it names; it gives np.matmul's result."""
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_FASTEST", {})
+    measured = []
+    timings = matmul_module._timings
+    monkeypatch.setattr(
+        matmul_module,
+        "_timings",
+        lambda products, a, b: (
+            measured.append((products, timings(products, a, b))) or measured[-1][1]
+        ),
+    )
+    q = rng.standard_normal((256, 24, 16)).astype(np.float32)
+    k_t = np.swapaxes(rng.standard_normal((256, 24, 16)).astype(np.float32), -1, -2)
+    route = K.matmul_route(q, k_t)
+    ((products, times),) = measured
+    shapes = [p.keywords["tile"] for p in products if p not in NUMPY_PRODUCTS]
+    assert shapes == list(matmul_module.TILE_SHAPES)
+    best = products[times.index(min(times))]
+    assert route == ("numpy" if best in NUMPY_PRODUCTS else "tiles")
+    assert matmul_module._choose(q, k_t)[1] is best and len(measured) == 1  # kept
+    assert matmul_module.tile_shape(q, k_t) == (None if route == "numpy" else best.keywords["tile"])
+    for shape in matmul_module.TILE_SHAPES:  # every shape computes the same product
+        assert_agree(K.tiled_matmul(q, k_t, shape), np.matmul(q, k_t), np.float32)
+    with pytest.raises(ValueError, match=r"tiled_matmul: tile \(3, 3\) is not one of"):
+        K.tiled_matmul(q, k_t, (3, 3))
 
 
 def test_dropout_keep_draws_the_twins_mask():

@@ -33,12 +33,13 @@ itself (kernels/matmul.py).
 import functools
 import math
 import time
+import types
 
 import numpy as np
 from numba import prange
 
 from ..backend import are_deterministic_algorithms_enabled
-from ..jit import kernel, threads
+from ..jit import LazyKernel, kernel, threads
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
 
@@ -72,12 +73,13 @@ def _offsets(p, batch):
 
 # ---- the tile kernels: stacks of small matrices, each thread its own matrices -----------------
 
-# Rows and SIMD vectors of one tile of C (microkernel.py). Against 4 × 2, 6 × 2, 8 × 2, 12 × 1
-# and 4 × 4, 8 × 1 was fastest on the attention shapes but one (4 × 2 won q·kᵀ at L = 64 by
-# ~15%): 8 independent accumulators keep the FMA units busy, and one vector of columns wastes
-# the fewest lanes on short rows (L = 7 or 13).
-_TILE_ROWS, _TILE_VECTORS = 8, 1
-_TILE = tile_kernel(_TILE_ROWS, _TILE_VECTORS)
+# The register tiles tried (rows × SIMD vectors of columns of C, microkernel.py): which is
+# fastest depends on the core (its FMA units and registers, its vector width) and on the shape
+# (one vector of columns wastes the fewest lanes on short rows, L = 7 or 13; more rows reuse
+# each B vector more), so `fastest` times them all on each layout, as ATLAS and TVM tune
+# theirs, and keeps the best. Each is compiled once per machine (numba's on-disk cache).
+TILE_SHAPES = ((8, 1), (4, 2), (6, 2), (12, 1))
+_DEFAULT_TILE = TILE_SHAPES[0]
 _BLOCK = TRANSPOSE_BLOCK
 
 
@@ -104,7 +106,12 @@ def _pack_transposed(k, m, b, ld, panel, item, like):
             )
 
 
-@kernel()
+# The two functions below are templates: tile_stack_kernel compiles a copy of them per tile
+# shape, with the shape and its microkernel as the copy's globals _TILE_ROWS, _TILE_VECTORS
+# and _TILE (constants of the compiled code) under a name of its own (_tiled_stack_8x1, ...),
+# which is what numba's on-disk cache is keyed by.
+
+
 def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, like):
     """C = A @ B for one matrix, tile by tile: A (n, k) at a, A[i, p] at
     a + (i·a_row + p·a_col)·item; B (k, m) at b likewise; C (n, m) at c, rows contiguous.
@@ -114,10 +121,10 @@ def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, lik
     if b_col != 1:
         _pack_transposed(k, m, b, b_col, panel.ctypes.data, item, like)
         b, b_row = panel.ctypes.data, m
-    cols = _TILE_VECTORS * (VECTOR_BYTES // item)
+    cols = _TILE_VECTORS * (VECTOR_BYTES // item)  # noqa: F821 (see _with_globals)
     for j in range(0, m, cols):  # a column strip of B stays in L1 for all rows
-        for i in range(0, n, _TILE_ROWS):
-            _TILE(
+        for i in range(0, n, _TILE_ROWS):  # noqa: F821
+            _TILE(  # noqa: F821
                 k,
                 a + i * a_row * item,
                 a_row,
@@ -126,13 +133,12 @@ def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, lik
                 b_row,
                 c + (i * m + j) * item,
                 m,
-                min(_TILE_ROWS, n - i),
+                min(_TILE_ROWS, n - i),  # noqa: F821
                 min(cols, m - j),
                 like,
             )
 
 
-@kernel(parallel=True)
 def _tiled_stack(batch, k, a, a_row, a_col, b, b_row, b_col, c, tasks):
     """c[p] = A[p] @ B[p] for every matrix p of the batch (c is the (P, n, m) output). A[p]
     starts at the address a + the offset _offsets gives, with entry strides a_row, a_col;
@@ -160,6 +166,35 @@ def _tiled_stack(batch, k, a, a_row, a_col, b, b_row, b_col, c, tasks):
                 item,
                 like,
             )
+
+
+def _with_globals(py_func, suffix, **names):
+    """A copy of py_func named py_func's name + suffix, whose globals are its module's with
+    `names` put in (numba reads a function's globals as constants when it compiles it)."""
+    copy = types.FunctionType(
+        py_func.__code__, dict(py_func.__globals__, **names), py_func.__name__ + suffix
+    )
+    copy.__qualname__, copy.__doc__ = py_func.__qualname__ + suffix, py_func.__doc__
+    return copy
+
+
+def _built(lazy_kernel):
+    """A module-level kernel, built: it is still a jit.LazyKernel until something builds it,
+    after which the module holds numba's dispatcher in its place."""
+    return lazy_kernel.build() if isinstance(lazy_kernel, LazyKernel) else lazy_kernel
+
+
+@functools.cache
+def tile_stack_kernel(rows: int, vectors: int):
+    """_tiled_stack with register tiles of `rows` × `vectors` SIMD vectors, compiled (a
+    jit.Kernel, parallel and serial builds; loaded from numba's cache after the first time)."""
+    suffix = f"_{rows}x{vectors}"
+    constants = dict(_TILE=tile_kernel(rows, vectors), _TILE_ROWS=rows, _TILE_VECTORS=vectors)
+    matrix = kernel(lazy=False)(
+        _with_globals(_tiled_matrix, suffix, _pack_transposed=_built(_pack_transposed), **constants)
+    )
+    stack = _with_globals(_tiled_stack, suffix, _offsets=_built(_offsets), _tiled_matrix=matrix)
+    return kernel(parallel=True, lazy=False)(stack)
 
 
 # ---- the BLAS-calling kernels: each thread its own matrices, or its own block of rows ----------
@@ -357,11 +392,14 @@ def _check_tile_operands(a, b):
         )
 
 
-def tiled_matmul(a, b):
+def tiled_matmul(a, b, tile: tuple = _DEFAULT_TILE):
     """a @ b for float32 or float64 arrays of one dtype, at least 2-D (numpy broadcasting), by
-    the tile kernel whatever `route` says: the stack is cut into one run of matrices per
-    thread. Neither a transposed view nor a broadcast batch is copied."""
+    the tile kernel whatever `route` says, with register tiles of tile = (rows, vectors) (one
+    of TILE_SHAPES; `route` picks the fastest per layout): the stack is cut into one run of
+    matrices per thread. Neither a transposed view nor a broadcast batch is copied."""
     _check_tile_operands(a, b)
+    if tile not in TILE_SHAPES:
+        raise ValueError(f"tiled_matmul: tile {tile} is not one of TILE_SHAPES {TILE_SHAPES}")
     n, k = a.shape[-2:]
     m = b.shape[-1]
     try:
@@ -373,7 +411,7 @@ def tiled_matmul(a, b):
     a2, a_row, a_col = _tile_layout(a)
     b2, b_row, b_col = _tile_layout(b)
     out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
-    _tiled_stack(
+    tile_stack_kernel(*tile)(
         _batch_table(batch, a2, b2),
         k,
         data_address(a2),
@@ -389,18 +427,24 @@ def tiled_matmul(a, b):
     return out.reshape(batch + (n, m))
 
 
-def route(a, b):
+def route(a, b) -> str:
     """Who computes a @ b on the numba backend: "tiles" (the tile kernel: stacks of matrices
     up to 256³ multiply-adds each), "gemm" (the BLAS-calling kernels: larger products, spread
-    over numba's threads) or "numpy" (np.matmul, with BLAS's own threads: products too small
-    to share, integer dtypes, empty products, no OpenBLAS). Between a candidate and np.matmul
-    the running machine decides: both are timed the first time a layout is seen (`fastest`).
-    Under mt.use_deterministic_algorithms(True) the shape alone decides: "gemm" for every float
+    over numba's threads) or "numpy" (np.matmul: products too small to share, integer dtypes,
+    empty products, no OpenBLAS). Between a candidate and np.matmul the running machine
+    decides: they are timed the first time a layout is seen (`fastest`). Under
+    mt.use_deterministic_algorithms(True) the shape alone decides: "gemm" for every float
     product BLAS can take (its blocks are cut at fixed places), else "numpy"."""
+    return _choose(a, b)[0]
+
+
+def _choose(a, b):
+    """(route, product): route's answer and the function that computes a @ b on it (for the
+    tiles, the kernel of the fastest tile shape; for np.matmul, its fastest thread count)."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
     if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES or 0 in a.shape or 0 in b.shape:
-        return "numpy"
+        return _NUMPY
     if b.ndim == 2 or a.shape[:-2] == b.shape[:-2]:
         work = a.size * m  # multiply-adds: (a's rows) · m · k
     else:
@@ -408,27 +452,46 @@ def route(a, b):
     if are_deterministic_algorithms_enabled():
         # one route by shape alone: no thread count, no timing (np.matmul's result may change
         # with BLAS's thread count; gemm_product's blocks and BLAS's single thread do not)
-        return "gemm" if a.dtype in GEMM else "numpy"
+        return ("gemm", gemm_product) if a.dtype in GEMM else _NUMPY
     if threads() == 1:  # every candidate shares the work among numba's threads
-        return "numpy"
+        return _NUMPY
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
         return fastest(a, b, "tiles")
     if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
         return fastest(a, b, "gemm")
-    return "numpy"
+    return _NUMPY
 
 
-# Whether a candidate beats np.matmul depends on the machine — its vector width, its BLAS and
-# how many threads BLAS runs — so the first time a layout would go to a candidate, both are
-# timed on it (best of three, after one untimed call each) and the answer is kept for the
-# process. np.matmul runs as numpy is set up (BLAS at its own thread count): a route must beat
-# the best np.matmul the machine has, not a handicapped one.
+def numpy_product(a, b):
+    """np.matmul with BLAS on at most as many threads as minitensor's (one while the machine
+    is busy): on a shared machine a BLAS thread that waits for a core stalls every product."""
+    with blas_threads_at_most(threads()):
+        return np.matmul(a, b)
+
+
+def numpy_one_thread(a, b):
+    """np.matmul with BLAS on one thread: where waking BLAS's threads costs more than they
+    save (`fastest` measures where)."""
+    with blas_threads_at_most(1):
+        return np.matmul(a, b)
+
+
+_NUMPY = ("numpy", numpy_product)
+
+
+# Whether a candidate beats np.matmul depends on the machine — its vector width, its BLAS,
+# how many threads BLAS runs, how busy the cores are — so the first time a layout would go to
+# a candidate, every version of it (the tile kernel with each tile shape of TILE_SHAPES, or
+# gemm) and np.matmul in each configuration (BLAS at numba's thread count, and at one) are
+# timed on it, taking turns, and the fastest is kept for the process: a route must beat the
+# best np.matmul the machine has, not a handicapped one.
 _FASTEST = {}
 
 
 def fastest(a, b, candidate):
-    """`candidate` ("tiles" or "gemm") if it computed a @ b faster than np.matmul when this
-    layout (shapes, dtype, transposed or not, thread counts) was first seen, else "numpy"."""
+    """(route, product) for a @ b: `candidate` ("tiles" or "gemm") in its fastest version if
+    that computed a @ b faster than np.matmul's best configuration when this layout (shapes,
+    dtype, transposed or not, thread counts) was first seen, else "numpy" in its best."""
     key = (
         candidate,
         a.shape,
@@ -440,37 +503,43 @@ def fastest(a, b, candidate):
         blas_threads(),
     )
     if key not in _FASTEST:
-        ours = _PRODUCTS[candidate]
-        _FASTEST[key] = (
-            candidate if _best_time(ours, a, b) < _best_time(np.matmul, a, b) else "numpy"
-        )
+        if candidate == "tiles":
+            ours = [functools.partial(tiled_matmul, tile=shape) for shape in TILE_SHAPES]
+        else:
+            ours = [gemm_product]
+        named = [(candidate, f) for f in ours] + [("numpy", numpy_product)]
+        if min(threads(), blas_threads()) > 1:
+            named.append(("numpy", numpy_one_thread))
+        times = _timings([f for _, f in named], a, b)
+        _FASTEST[key] = named[times.index(min(times))]
     return _FASTEST[key]
 
 
-def _best_time(product, a, b, repeats=3):
-    """The fastest of `repeats` timed calls of product(a, b), after one untimed call."""
-    product(a, b)
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
+def _timings(products, a, b, rounds=3):
+    """The fastest of `rounds` timed calls of each product(a, b), after one untimed call of
+    each. The products take turns in every round: a moment when the shared machine is busy
+    then slows them all, not the one timed at that moment."""
+    for product in products:
         product(a, b)
-        best = min(best, time.perf_counter() - start)
+    best = [math.inf] * len(products)
+    for _ in range(rounds):
+        for i, product in enumerate(products):
+            start = time.perf_counter()
+            product(a, b)
+            best[i] = min(best[i], time.perf_counter() - start)
     return best
 
 
-def numpy_product(a, b):
-    """np.matmul with BLAS on at most as many threads as minitensor's (one while the machine
-    is busy): on a shared machine a BLAS thread that waits for a core stalls every product."""
-    with blas_threads_at_most(threads()):
-        return np.matmul(a, b)
-
-
-_PRODUCTS = {"tiles": tiled_matmul, "gemm": gemm_product, "numpy": numpy_product}
+def tile_shape(a, b):
+    """The register tile (rows, vectors) that `fastest` chose for a @ b's layout on this
+    machine, or None when the layout does not go to the tile kernel."""
+    name, product = _choose(a, b)
+    return product.keywords["tile"] if name == "tiles" else None
 
 
 def _product(a, b):
     """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks."""
-    return _PRODUCTS[route(a, b)](a, b)
+    return _choose(a, b)[1](a, b)
 
 
 def matmul(a, b):
