@@ -164,3 +164,64 @@ def test_backward_and_the_step_through_leave_the_same_gradients():
     assert steps and all(s.total == len(steps) for s in steps)
     np.testing.assert_array_equal(x.grad.numpy(), grads[0])
     np.testing.assert_array_equal(w.grad.numpy(), grads[1])
+
+
+# ---- nn.Linear / F.linear: x Wᵀ + b in one node after the transposed weight -----------------
+
+
+def test_linear_with_bias_is_one_node_after_the_transposed_weight():
+    lin = mt.nn.Linear(4, 3)
+    y = lin(mt.randn(2, 5, 4, requires_grad=True))
+    assert y.grad_fn.name == "matmul + bias"
+    x_in, wt, b = y.grad_fn.inputs
+    assert wt.grad_fn.name == "permute" and wt.grad_fn.inputs[0] is lin.weight
+    assert b is lin.bias and x_in.shape == (2, 5, 4)
+
+
+@pytest.mark.parametrize("x_shape", [(4,), (5, 4), (2, 5, 4), (0, 4)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.torch
+def test_linear_values_and_gradients_match_torch(x_shape, bias):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    xs, ws, bs = rng.standard_normal(x_shape), rng.standard_normal((3, 4)), rng.standard_normal(3)
+    seed = rng.standard_normal(x_shape[:-1] + (3,))
+    results = []
+    for lib in (mt, torch):
+        x = lib.tensor(xs, dtype=lib.float64, requires_grad=True)
+        w = lib.tensor(ws, dtype=lib.float64, requires_grad=True)
+        b = lib.tensor(bs, dtype=lib.float64, requires_grad=True) if bias else None
+        y = lib.nn.functional.linear(x, w, b)
+        (y * lib.tensor(seed, dtype=lib.float64)).sum().backward()
+        grads = [t.grad.numpy() for t in (x, w, b) if t is not None]
+        results.append([y.detach().numpy(), *grads])
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_linear_gradcheck_and_float32_matches_the_unfused_composition():
+    x = mt.randn(3, 4, dtype=mt.float64, requires_grad=True)
+    w = mt.randn(2, 4, dtype=mt.float64, requires_grad=True)
+    b = mt.randn(2, dtype=mt.float64, requires_grad=True)
+    assert mt.gradcheck(mt.nn.functional.linear, x, w, b)
+    mt.manual_seed(0)
+    x, w, b = (mt.randn(*s, requires_grad=True) for s in ((6, 8), (5, 8), (5,)))
+    fused = mt.nn.functional.linear(x, w, b)
+    unfused = x @ w.T + b
+    np.testing.assert_array_equal(fused.numpy(), unfused.numpy())  # the same arithmetic
+    grads = []
+    for y in (fused, unfused):
+        x.grad = w.grad = b.grad = None
+        (y * y).sum().backward()
+        grads.append([t.grad.numpy().copy() for t in (x, w, b)])
+    for ours, composed in zip(*grads):
+        np.testing.assert_array_equal(ours, composed)
+
+
+def test_linear_refuses_a_saved_input_changed_in_place():
+    lin = mt.nn.Linear(4, 3)
+    x = mt.randn(2, 4)
+    y = lin(x)
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match=r"input 0 of `matmul \+ bias`.*\(2, 4\)"):
+        y.sum().backward()

@@ -162,7 +162,7 @@ def test_parameter_names_leaf_names_and_shapes():
     # op nodes: name and output shape; the Linear's weight.T folded into the parameter's box
     assert find(g, "softmax\n(2, 3, 3)")
     assert not find(g, "permute\n(8, 8)")
-    assert len(find(g, "matmul\n(2, 3, 2)")) == 1
+    assert len(find(g, "matmul + bias\n(2, 3, 2)")) == 1  # the head's x Wᵀ + b: one node
 
 
 def test_dtype_shown_only_when_not_float32():
@@ -219,8 +219,8 @@ def test_collapse_at_each_depth_box_counts():
     }
     # depth 0: x, encoder, head, pow, mean
     assert counts[0] == 5
-    # depth 1: x, 3 layers, encoder.norm, head's bias, weight.T, matmul, add, pow, mean
-    assert counts[1] == 11
+    # depth 1: x, 3 layers, encoder.norm, head's bias, weight.T, matmul + bias, pow, mean
+    assert counts[1] == 10
     assert counts[0] < counts[1] < counts[2] < counts[3] < counts[None]
     # every parameter (weight.T boxes included) and every op drawn at full depth
     n_params = len(list(model.parameters()))
@@ -249,7 +249,7 @@ def test_identical_layers_fold():
     model, x, loss = make(n=3)
     g = draw_graph(loss, depth=1)
     assert find(g, "Layer × 3\nencoder.layers.0–2")
-    assert count_boxes(g) == 9  # 11 without folding, minus 2
+    assert count_boxes(g) == 8  # 10 without folding, minus 2
     # shown in detail: layers.0 in full, layers.1–2 as one box
     g = draw_graph(loss, max_nodes=None)
     parent, _ = structure(g)
@@ -525,7 +525,7 @@ def test_trace_prints_one_line_per_op_with_scope_shapes_and_ranges():
     assert sm[0].input_shapes == [(2, 3, 3)] and sm[0].output_shape == (2, 3, 3)
     assert 0 <= sm[0].stats[0] <= sm[0].stats[1] <= 1
     assert abs(sm[0].stats[2] - 1 / 3) < 1e-6  # rows of 3 sum to 1
-    head = [r for r in t.records if r.scope == "head" and r.op == "add"][0]
+    head = [r for r in t.records if r.scope == "head" and r.op == "matmul + bias"][0]
     assert head.stats == pytest.approx(
         (float(y.data.min()), float(y.data.max()), float(y.data.mean())), rel=1e-5
     )
@@ -704,7 +704,7 @@ def test_linear_weight_shows_as_the_layers_transposed_weight(capsys):
     x = mt.randn(5, 64)
     with trace(quiet=True) as t:
         loss = model(x).sum()
-    assert [r.op for r in t.records][:2] == ["weightᵀ", "matmul"]
+    assert [r.op for r in t.records][:2] == ["weightᵀ", "matmul + bias"]
     assert "0  " in t.records[0].line() and "weightᵀ" in t.records[0].line()
     loss.backward(retain_graph=True)
     g = draw_graph(loss, show_grad=True, max_nodes=None)

@@ -114,6 +114,41 @@ def _matrix_grad(a, grad, b):
     return K.matmul_grad_b(a_rows, g_rows)
 
 
+class LinearBias(Function):
+    """x Wᵀ + b as one node: the product, then b added into the product's own output (no
+    second array, no second node). Inputs: x (…, in), wt = Wᵀ (in, out), the transposed
+    weight, which the graph shows as the layer's ``weightᵀ``, and b (out,).
+    dL/dx = grad·W, dL/dW = gradᵀ·x (summed over the batch), dL/db = grad summed over the batch."""
+
+    name = "matmul + bias"
+
+    @staticmethod
+    def forward(ctx, x, wt, b):
+        _check_matmul_shapes(x, wt)
+        x2 = x[None, :] if x.ndim == 1 else x  # a 1-D x is one row, removed again below
+        ctx.save_for_backward(x2, wt)
+        ctx.x_shape = x.shape
+        out = K.matmul(x2, wt)
+        if out.base is None and out.flags.writeable and out.dtype == np.result_type(out, b):
+            np.add(out, b, out=out)  # the product's output is fresh: the bias goes in place
+        else:
+            out = out + b
+        return out[0] if x.ndim == 1 else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x2, wt = ctx.saved_tensors
+        g = grad[None, :] if len(ctx.x_shape) == 1 else grad
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = K.matmul_grad_a(g, wt).reshape(ctx.x_shape)
+        if ctx.needs_input_grad[1]:
+            gw = _matrix_grad(x2, g, wt)
+        if ctx.needs_input_grad[2]:
+            gb = unbroadcast(grad, (wt.shape[1],))
+        return gx, gw, gb
+
+
 # --------------- no Function of their own: compositions of the ops above, or no gradient
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """torch.nn.functional.linear: input Wᵀ + b, with weight (out, in) as torch lays it out (one
@@ -133,8 +168,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"last axis, expected {weight.shape[-1]} (weight {weight.shape}: "
             f"(out_features, in_features))",
         )
-    y = matmul(input, transpose(weight))
-    return y if bias is None else y + bias
+    wt = transpose(weight)  # a view: the graph shows it as the layer's weightᵀ
+    if bias is None or weight.ndim != 2 or tuple(bias.shape) != (weight.shape[0],):
+        y = matmul(input, wt)
+        return y if bias is None else y + bias
+    return LinearBias.apply(*_keep_float_dtype(input, wt, _operand(bias, wt)))
 
 
 def _need(op, *pairs):
