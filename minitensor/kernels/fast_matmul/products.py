@@ -433,8 +433,9 @@ def route(a, b) -> str:
     over numba's threads) or "numpy" (np.matmul: products too small to share, integer dtypes,
     empty products, no OpenBLAS). Between a candidate and np.matmul the running machine
     decides: they are timed the first time a layout is seen (`fastest`). Under
-    mt.use_deterministic_algorithms(True) the shape alone decides: "gemm" for every float
-    product BLAS can take (its blocks are cut at fixed places), else "numpy"."""
+    mt.use_deterministic_algorithms(True) the shape alone decides, with neither timing nor
+    thread counts: "gemm" (its blocks cut at fixed places) where the default would consider
+    it, else "numpy"; BLAS runs on one thread for both."""
     return _choose(a, b)[0]
 
 
@@ -450,9 +451,11 @@ def _choose(a, b):
     else:
         work = math.prod(_batch_shape(a, b)) * n * m * k
     if are_deterministic_algorithms_enabled():
-        # one route by shape alone: no thread count, no timing (np.matmul's result may change
-        # with BLAS's thread count; gemm_product's blocks and BLAS's single thread do not)
-        return ("gemm", gemm_product) if a.dtype in GEMM else _NUMPY
+        # one route by shape alone, BLAS on one thread: BLAS's own threads split a product by
+        # their count, and BLAS may round a block of 9 rows otherwise than one of 17
+        if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
+            return "gemm", gemm_one_blas_thread
+        return "numpy", numpy_one_thread
     if threads() == 1:  # every candidate shares the work among numba's threads
         return _NUMPY
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
@@ -474,6 +477,13 @@ def numpy_one_thread(a, b):
     save (`fastest` measures where)."""
     with blas_threads_at_most(1):
         return np.matmul(a, b)
+
+
+def gemm_one_blas_thread(a, b):
+    """gemm_product with BLAS on one thread even where its kernel runs serially (the
+    deterministic route: a result that does not depend on BLAS's thread count)."""
+    with blas_threads_at_most(1):
+        return gemm_product(a, b)
 
 
 _NUMPY = ("numpy", numpy_product)
