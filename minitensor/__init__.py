@@ -46,6 +46,7 @@ from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 from . import functional  # noqa: E402
 from . import functional as F  # noqa: E402,F401
+from . import methods  # noqa: E402,F401  (binds the op functions as Tensor methods)
 from .functional import (
     abs,
     allclose,

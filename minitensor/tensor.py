@@ -4,8 +4,10 @@
 ``.requires_grad`` whether gradients flow to it; ``.grad_fn`` the graph node that made it (None
 for leaves); ``.name`` an optional label that the graph viewer shows.
 
-Every operator here is a thin call into `minitensor.functional` (F), whose functions sit in
-`minitensor.ops` right after the `Function` each applies.
+This module knows nothing of the ops: it stands below them (the ops import Tensor). The op
+methods and operators (``x.sum(1)``, ``x + y``) are the op functions themselves, bound onto
+the class by `minitensor.methods` once the ops have loaded (``Tensor.sum is F.sum``); what is
+written here is the tensor's own state, conversions, in-place writes and autograd.
 """
 
 from __future__ import annotations
@@ -229,9 +231,6 @@ class Tensor:
         t._vc = self._vc
         return t
 
-    def clone(self, *, memory_format: Any = None) -> Tensor:
-        return F.clone(self, memory_format=memory_format)
-
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
@@ -261,10 +260,6 @@ class Tensor:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use .detach()")
         self.requires_grad = bool(requires_grad)
         return self
-
-    def astype(self, dtype: DType) -> Tensor:
-        """Convert to `dtype` (differentiable between float types)."""
-        return F.cast(self, dtype)
 
     def to(
         self,
@@ -328,21 +323,9 @@ class Tensor:
         """This tensor: minitensor's tensors are always on the CPU (torch's x.cpu())."""
         return self
 
-    def reshape_as(self, other: Tensor) -> Tensor:
-        """self reshaped to other's shape."""
-        return F.reshape(self, other.shape)
-
-    def view_as(self, other: Tensor) -> Tensor:
-        """self viewed with other's shape (as reshape: a view where the data allows)."""
-        return F.view(self, other.shape)
-
     def nelement(self) -> int:
         """Number of elements (torch's older name for numel)."""
         return self._data.size
-
-    def where(self, condition: Tensor | ArrayLike, other: Tensor | ArrayLike) -> Tensor:
-        """self where `condition` holds, `other` elsewhere (torch's x.where(cond, y))."""
-        return F.where(condition, self, other)
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
         """Call hook(grad) with this tensor's gradient each time backward computes it; a
@@ -490,25 +473,6 @@ class Tensor:
 
         return self._inplace("index_fill_", fill, value)
 
-    def scatter_(
-        self,
-        dim: int,
-        index: Tensor | ArrayLike,
-        src: Tensor | ArrayLike | None = None,
-        value: Scalar | None = None,
-    ) -> Tensor:
-        """self[..., index[i][j], ...] = src[i][j] along `dim` (torch's scatter_): `src` a tensor
-        shaped like `index`, or a number (also as value=). index: int64, same ndim as self."""
-        src = value if src is None else src
-        if isinstance(src, Tensor) and src.requires_grad and autograd.is_grad_enabled():
-            raise RuntimeError(
-                f"scatter_: src requires grad, and an in-place op records no "
-                f"graph here; write x = x.scatter(dim, index, src) (torch.scatter: "
-                f"gradients reach x and src) (shape {self.shape})"
-            )
-        with autograd.no_grad():
-            return self._inplace("scatter_", lambda d: F.scatter(d, dim, index, src).data)
-
     def __setitem__(self, index: Any, value: Tensor | ArrayLike) -> None:
         self._check_inplace("__setitem__", value)
         if isinstance(index, Tensor):
@@ -521,278 +485,6 @@ class Tensor:
             kind = ShapeError if type(e) is ValueError else type(e)
             raise kind(f"__setitem__: tensor of shape {self.shape}: {e}") from None
         self.bump_version()
-
-    # ------------------------------------------------------------------ operators
-    # Each operator and op method is one call into minitensor.functional (F), whose functions
-    # sit in minitensor.ops beside the Function each applies; a method takes the same arguments
-    # as the F function after the tensor.
-    def __add__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.add(self, other)
-
-    def __radd__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.add(other, self)
-
-    def __sub__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.sub(self, other)
-
-    def __rsub__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.sub(other, self)
-
-    def __mul__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.mul(self, other)
-
-    def __rmul__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.mul(other, self)
-
-    def __truediv__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.div(self, other)
-
-    def __rtruediv__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.div(other, self)
-
-    def __pow__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.pow(self, other)
-
-    def __rpow__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.pow(other, self)
-
-    def __matmul__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.matmul(self, other)
-
-    def __rmatmul__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.matmul(other, self)
-
-    def __lt__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.lt(self, other)
-
-    def __le__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.le(self, other)
-
-    def __gt__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.gt(self, other)
-
-    def __ge__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.ge(self, other)
-
-    def __eq__(self, other: object) -> Tensor:
-        return F.eq(self, other)  # type: ignore[override]
-
-    def __ne__(self, other: object) -> Tensor:
-        return F.ne(self, other)  # type: ignore[override]
-
-    # & | ^ ~ are bitwise, as in torch: on integers they combine bits, on bools they are logical
-    def __and__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.bitwise_and(self, other)
-
-    def __rand__(self, other: Tensor | ArrayLike) -> Tensor:
-        target, steps = self._data, torch_index_steps(index)
-        if steps:  # integers beside index arrays: select with the integers first, as torch
-            target, index = target[steps[0]], steps[1]
-        return F.bitwise_and(other, self)
-
-    def __or__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.bitwise_or(self, other)
-
-    def __ror__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.bitwise_or(other, self)
-
-    def __xor__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.bitwise_xor(self, other)
-
-    def __rxor__(self, other: Tensor | ArrayLike) -> Tensor:
-        return F.bitwise_xor(other, self)
-
-    def __neg__(self) -> Tensor:
-        return F.neg(self)
-
-    def __abs__(self) -> Tensor:
-        return F.abs(self)
-
-    def __invert__(self) -> Tensor:
-        return F.bitwise_not(self)
-
-    def __getitem__(self, index: Any) -> Tensor:
-        return F.getitem(self, index)
-
-    # ------------------------------------------------------------------ op methods
-    def exp(self) -> Tensor:
-        return F.exp(self)
-
-    def log(self) -> Tensor:
-        return F.log(self)
-
-    def sin(self) -> Tensor:
-        return F.sin(self)
-
-    def cos(self) -> Tensor:
-        return F.cos(self)
-
-    def sqrt(self) -> Tensor:
-        return F.sqrt(self)
-
-    def abs(self) -> Tensor:
-        return F.abs(self)
-
-    def tanh(self) -> Tensor:
-        return F.tanh(self)
-
-    def sigmoid(self) -> Tensor:
-        return F.sigmoid(self)
-
-    def relu(self) -> Tensor:
-        return F.relu(self)
-
-    def silu(self) -> Tensor:
-        return F.silu(self)
-
-    def neg(self) -> Tensor:
-        return F.neg(self)
-
-    def isnan(self) -> Tensor:
-        return F.isnan(self)
-
-    def isfinite(self) -> Tensor:
-        return F.isfinite(self)
-
-    def gelu(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.gelu(self, *args, **kwargs)
-
-    def clip(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.clip(self, *args, **kwargs)
-
-    def maximum(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.maximum(self, *args, **kwargs)
-
-    def minimum(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.minimum(self, *args, **kwargs)
-
-    def pow(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.pow(self, *args, **kwargs)
-
-    def sum(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.sum(self, *args, **kwargs)
-
-    def mean(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.mean(self, *args, **kwargs)
-
-    def max(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
-        return F.max(self, *args, **kwargs)
-
-    def min(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, Tensor]:
-        return F.min(self, *args, **kwargs)
-
-    def var(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.var(self, *args, **kwargs)
-
-    def std(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.std(self, *args, **kwargs)
-
-    def logsumexp(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.logsumexp(self, *args, **kwargs)
-
-    def argmax(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.argmax(self, *args, **kwargs)
-
-    def argmin(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.argmin(self, *args, **kwargs)
-
-    def any(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.any(self, *args, **kwargs)
-
-    def all(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.all(self, *args, **kwargs)
-
-    def reshape(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.reshape(self, *args, **kwargs)
-
-    def view(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.view(self, *args, **kwargs)
-
-    def transpose(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.transpose(self, *args, **kwargs)
-
-    def permute(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.permute(self, *args, **kwargs)
-
-    def swapaxes(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.swapaxes(self, *args, **kwargs)
-
-    def expand(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.expand(self, *args, **kwargs)
-
-    def broadcast_to(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.broadcast_to(self, *args, **kwargs)
-
-    def squeeze(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.squeeze(self, *args, **kwargs)
-
-    def unsqueeze(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.unsqueeze(self, *args, **kwargs)
-
-    def flatten(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.flatten(self, *args, **kwargs)
-
-    def split(self, *args: Any, **kwargs: Any) -> list[Tensor]:
-        return F.split(self, *args, **kwargs)
-
-    def chunk(self, *args: Any, **kwargs: Any) -> list[Tensor]:
-        return F.chunk(self, *args, **kwargs)
-
-    def masked_fill(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.masked_fill(self, *args, **kwargs)
-
-    def tril(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.tril(self, *args, **kwargs)
-
-    def triu(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.triu(self, *args, **kwargs)
-
-    def matmul(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.matmul(self, *args, **kwargs)
-
-    def softmax(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.softmax(self, *args, **kwargs)
-
-    def log_softmax(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.log_softmax(self, *args, **kwargs)
-
-    def gather(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.gather(self, *args, **kwargs)
-
-    def index_select(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.index_select(self, *args, **kwargs)
-
-    def repeat(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.repeat(self, *args, **kwargs)
-
-    def nonzero(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, ...]:
-        return F.nonzero(self, *args, **kwargs)
-
-    def cumsum(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.cumsum(self, *args, **kwargs)
-
-    def sort(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
-        return F.sort(self, *args, **kwargs)
-
-    def argsort(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.argsort(self, *args, **kwargs)
-
-    def topk(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
-        return F.topk(self, *args, **kwargs)
-
-    def scatter(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.scatter(self, *args, **kwargs)
-
-    def clamp(self, *args: Any, **kwargs: Any) -> Tensor:
-        return F.clip(self, *args, **kwargs)
-
-    @property
-    def T(self) -> Tensor:
-        return F.transpose(self)
-
-    @property
-    def mT(self) -> Tensor:
-        return F.swapaxes(self, -1, -2)
 
     # ------------------------------------------------------------------ repr
     def __repr__(self) -> str:
@@ -876,22 +568,6 @@ def _raw(x):
     return x.data if isinstance(x, Tensor) else x
 
 
-class _FunctionalOnFirstUse:
-    """minitensor.functional, imported on the first method call, when it replaces this stand-in
-    as the module's F (so later calls cost nothing extra). It cannot be imported while this
-    module loads: functional, and function.py before it, import Tensor from here."""
-
-    def __getattr__(self, name):
-        global F
-        from . import functional
-
-        F = functional
-        return getattr(functional, name)
-
-
-F = _FunctionalOnFirstUse()
-
-
 class _HookHandle:
     """What register_hook returns: handle.remove() unregisters the hook."""
 
@@ -901,53 +577,3 @@ class _HookHandle:
     def remove(self) -> None:
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
-
-
-# Methods that call the op of the same name with the tensor first (x.flip(0) is F.flip(x, 0),
-# x.add(y, alpha=2) is F.add(x, y, alpha=2)); each op's documentation is in functional.
-_OP_METHODS = (
-    "add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "bmm", "masked_select",
-    "norm", "flip", "roll", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-    "atanh", "log2", "log10", "log1p", "expm1", "exp2", "erf", "erfc", "rsqrt", "reciprocal",
-    "deg2rad", "rad2deg", "floor", "ceil", "trunc", "round", "sign", "frac", "nan_to_num",
-    "square", "positive", "atan2", "remainder", "fmod", "floor_divide", "logaddexp", "hypot",
-    "lerp", "addcmul", "addcdiv", "clamp_min", "clamp_max", "isclose", "isinf", "isposinf",
-    "isneginf", "equal", "prod", "cumprod", "amax", "amin", "median", "diagonal", "movedim",
-    "narrow", "repeat_interleave", "tile", "unbind", "mm", "mv", "dot", "vdot", "inner",
-    "outer", "addmm", "addmv", "addr", "baddbmm", "addbmm", "logical_and", "logical_or",
-    "logical_xor", "logical_not", "permute", "sgn", "true_divide", "xlogy", "logit", "sinc",
-    "heaviside", "copysign", "signbit", "fmax", "fmin", "float_power", "logaddexp2", "ravel",
-    "fliplr", "flipud", "rot90", "diag", "diag_embed", "diagflat", "trace", "take",
-    "take_along_dim", "select", "unflatten", "split_with_sizes", "tensor_split", "hsplit",
-    "vsplit", "dsplit", "scatter_add", "index_add", "index_copy", "index_fill", "aminmax",
-    "nansum", "nanmean", "count_nonzero", "cummax", "cummin", "logcumsumexp", "kthvalue",
-    "msort", "diff", "kron", "cross",
-)  # fmt: skip
-
-
-def _op_method(name: str) -> Callable[..., Any]:
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        return getattr(F, name)(self, *args, **kwargs)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"minitensor.functional.{name}(self, ...)"
-    return method
-
-
-_OP_METHODS += ("__mod__:remainder", "__floordiv__:floor_divide")
-
-
-def _reflected(name: str) -> Callable[..., Any]:
-    def method(self: Tensor, other: Any) -> Tensor:
-        return getattr(F, name)(other, self)
-
-    method.__name__ = method.__qualname__ = name
-    return method
-
-
-Tensor.__rmod__ = _reflected("remainder")
-Tensor.__rfloordiv__ = _reflected("floor_divide")
-for _name in _OP_METHODS:
-    _name, _, _op = _name.partition(":")
-    if _name not in vars(Tensor):  # a method written out above keeps its own definition
-        setattr(Tensor, _name, _op_method(_op or _name))

@@ -4,7 +4,8 @@
     minitensor.kernels      numba kernels and their numpy twins: import only config
     minitensor (__init__)   the front door: gathers every layer below transformer into `mt.`
     minitensor core         Tensor, Function, autograd, functional, ops: never import nn, optim,
-                            viz or transformer
+                            viz or transformer; within it, tensor.py stands below the ops
+                            (the ops import Tensor, minitensor.methods binds them onto it)
     nn, optim, viz          build on the core; never import transformer
     transformer             builds on minitensor
     demos                   nothing imports a demo
@@ -33,6 +34,25 @@ LAYERS = [
         ("minitensor.", "transformer", "demos"),
         ("minitensor.kernels", "minitensor.config"),
     ),
+    # Tensor is below every op: it never imports them (not even lazily); the op methods are
+    # the op functions, bound onto the class by minitensor.methods. It uses the axis helpers
+    # (and names function.Context in annotations only, under TYPE_CHECKING).
+    (
+        "minitensor.tensor",
+        (
+            "minitensor.ops",
+            "minitensor.functional",
+            "minitensor.methods",
+            "minitensor.nn",
+            "minitensor.optim",
+            "minitensor.viz",
+            "transformer",
+            "demos",
+        ),
+        ("minitensor.ops._axes",),
+    ),
+    # how an op registers itself (F, mt, Tensor method): importable from any ops file
+    ("minitensor.ops._register", ("minitensor.", "transformer", "demos"), ()),
     ("minitensor.nn", ("transformer", "demos", "minitensor.viz"), ()),
     ("minitensor.optim", ("transformer", "demos", "minitensor.viz"), ()),
     ("minitensor.viz", ("transformer", "demos"), ()),
@@ -132,3 +152,8 @@ def test_the_checker_sees_a_violation():
         "minitensor.nn",
         "minitensor.nn.Linear",
     ]
+    tensor = ROOT / "minitensor" / "tensor.py"
+    assert _violations(tensor, "def f():\n    from . import functional\n") == [
+        "minitensor.functional"
+    ]
+    assert _violations(tensor, "from .ops._axes import shape_arg\n") == []
