@@ -581,3 +581,9 @@ __all__ += [
     "vstack",
     "xlogy",
 ]
+
+# An op marked @export in its ops file (minitensor/ops/_register.py) is mt.<name> too, listed
+# in __all__, without an edit here (docs/extending.md: adding an op is two edits)
+import sys as _sys  # noqa: E402
+
+methods.publish(_sys.modules[__name__])
