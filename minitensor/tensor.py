@@ -268,11 +268,18 @@ class Tensor:
         device: str | Device | None = None,
         copy: builtins.bool = False,
         non_blocking: builtins.bool = False,
+        memory_format: Any = None,
     ) -> Tensor:
         """torch's to: to(dtype), to('cpu'), to('cpu', dtype), to(other_tensor) (its dtype),
         to(device=, dtype=). minitensor runs on the CPU only; other devices are an error
-        (non_blocking, an asynchronous copy to a GPU in torch, changes nothing here)."""
+        (non_blocking, an asynchronous copy to a GPU in torch, changes nothing here; nor does
+        memory_format: arrays are row-major)."""
+        flags = [a for a in args if isinstance(a, builtins.bool)]  # torch's positional
+        if len(flags) == 2:  # to(dtype, non_blocking, copy)
+            copy = flags[1]
         for a in args:
+            if isinstance(a, builtins.bool):
+                continue
             if isinstance(a, (str, Device)):
                 device = a
             elif isinstance(a, Tensor):
@@ -301,22 +308,23 @@ class Tensor:
         """This tensor converted to `other`'s dtype (other: a tensor or a numpy array)."""
         return self.astype(other.dtype)
 
-    def bool(self) -> Tensor:
+    # memory_format= (torch's layout request) is accepted and changes nothing: row-major arrays
+    def bool(self, memory_format: Any = None) -> Tensor:
         return self.astype(bool_)
 
-    def float(self) -> Tensor:
+    def float(self, memory_format: Any = None) -> Tensor:
         return self.astype(float32)
 
-    def double(self) -> Tensor:
+    def double(self, memory_format: Any = None) -> Tensor:
         return self.astype(float64)
 
-    def long(self) -> Tensor:
+    def long(self, memory_format: Any = None) -> Tensor:
         return self.astype(int64)
 
-    def int(self) -> Tensor:
+    def int(self, memory_format: Any = None) -> Tensor:
         return self.astype(int32)
 
-    def half(self) -> Tensor:
+    def half(self, memory_format: Any = None) -> Tensor:
         return self.astype(np.float16)
 
     def cpu(self, memory_format: Any = None) -> Tensor:
