@@ -387,10 +387,10 @@ def _other_tie(sample, theirs, ours):
     for axis in range(x.ndim):
         idx = mine if mine.ndim == x.ndim else np.expand_dims(mine, axis)
         try:
-            got = np.take_along_axis(x, idx, axis)
-        except (ValueError, IndexError):
+            got = np.take_along_axis(x, idx, axis).reshape(want.shape)
+        except (ValueError, IndexError):  # not this axis
             continue
-        if np.array_equal(got.reshape(want.shape), want, equal_nan=x.dtype.kind == "f"):
+        if np.array_equal(got, want, equal_nan=x.dtype.kind == "f"):
             return True
     return False
 
