@@ -1,7 +1,7 @@
 """minitensor.kernels: numba kernel vs its numpy twin vs PyTorch, side by side, float32.
 
     python benchmarks/kernels.py [--quick] [--no-torch] [--only GROUP]
-    GROUP: softmax | bmm | bmm-blas | matmul | other
+    GROUP: softmax | bmm | bmm-blas | matmul | tiles | other | fusion
     python benchmarks/kernels.py --compile-time      # first use: cold vs on-disk cache
 
 Each row: the median time of one call (µs) after warm-up, over many repeats, for the numba
@@ -24,8 +24,10 @@ What is compared:
 * The "path" column says who computed a product on the numba backend (kernels/fast_matmul,
   `route`): "tiles" — the tile kernel (kernels/fast_matmul/microkernel.py), numba's threads
   each on its own matrices; "gemm" — numba's threads, each calling BLAS's gemm on its own
-  matrices or rows; "numpy" — np.matmul on one thread (products too small to share). The
-  numpy twin is always np.matmul, on one BLAS thread (minitensor's default).
+  matrices or rows; "numpy" — np.matmul (products too small to share, or where np.matmul won
+  when route timed it). "tiles 4x2" names the register tile route chose for that layout.
+  The numpy twin is always np.matmul, with numpy's BLAS at its own thread count.
+* tiles: the tile kernel with each register tile shape forced, on attention's stacks.
 
 Torch is timed in a child process started with this script's original environment: torch
 keeps its own default thread settings (minitensor's thread-pool defaults, set at import, are
@@ -139,7 +141,7 @@ def bmm_cases(rng, quick):
                         lambda q=q, k_t=k_t: K.matmul.numba(q, k_t),
                         lambda q=q, k_t=k_t: K.matmul.numpy(q, k_t),
                         torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2))),
-                        path=K.matmul_route(q, k_t),
+                        path=_path(q, k_t),
                     )
                 )
                 cases.append(
@@ -149,7 +151,7 @@ def bmm_cases(rng, quick):
                         lambda w=w, v=v: K.matmul.numba(w, v),
                         lambda w=w, v=v: K.matmul.numpy(w, v),
                         torch and (lambda tw=tw, tv=tv: torch.bmm(tw, tv)),
-                        path=K.matmul_route(w, v),
+                        path=_path(w, v),
                     )
                 )
     return cases
@@ -185,6 +187,44 @@ def bmm_blas_cases(rng, quick):
             )
         )
     return cases[:2] if quick else cases
+
+
+def tile_cases(rng, quick):
+    """The tile kernel with each register tile shape of TILE_SHAPES forced, on attention's
+    stacks: the table behind `fastest`'s choice of tile per layout (the path column says
+    which tile route picks for that layout on this machine)."""
+    from minitensor.kernels.fast_matmul import products as P
+
+    cases = []
+    for L in (16,) if quick else (16, 32, 64):
+        q, k = (rng.standard_normal((512, L, 32), dtype=np.float32) for _ in range(2))
+        w = rng.standard_normal((512, L, L), dtype=np.float32)
+        k_t = np.swapaxes(k, 1, 2)
+        tq, tk, tw = (torch.from_numpy(a) for a in (q, k, w)) if torch else (None,) * 3
+        for what, a, b, torch_fn in (
+            ("q·kᵀ", q, k_t, torch and (lambda tq=tq, tk=tk: torch.bmm(tq, tk.transpose(1, 2)))),
+            ("w·v", w, q, torch and (lambda tw=tw, tv=tq: torch.bmm(tw, tv))),
+        ):
+            for shape in P.TILE_SHAPES:
+                cases.append(
+                    Case(
+                        "tiles",
+                        f"{what} (512,{L},32) tile {shape[0]}x{shape[1]}",
+                        lambda a=a, b=b, shape=shape: K.tiled_matmul(a, b, shape),
+                        lambda a=a, b=b: K.matmul.numpy(a, b),
+                        torch_fn,
+                        path=_path(a, b),
+                    )
+                )
+    return cases
+
+
+def _path(a, b):
+    """route's answer for a @ b, with the tile shape it picked ("tiles 4x2")."""
+    from minitensor.kernels.fast_matmul import products as P
+
+    shape = P.tile_shape(a, b)
+    return K.matmul_route(a, b) + (f" {shape[0]}x{shape[1]}" if shape else "")
 
 
 def matmul_cases(rng, quick):
@@ -444,6 +484,7 @@ GROUPS = {
     "bmm": bmm_cases,
     "bmm-blas": bmm_blas_cases,
     "matmul": matmul_cases,
+    "tiles": tile_cases,
     "other": other_cases,
     "fusion": fusion_cases,
 }
@@ -457,8 +498,8 @@ def main():
     parser.add_argument(
         "--threads",
         type=int,
-        help="numba threads for minitensor (default: one per core; numpy's "
-        "BLAS stays on 1; torch always gets 2)",
+        help="numba threads for minitensor (default: one per core, one while the machine "
+        "is busy; a number given here holds); torch always gets 2",
     )
     parser.add_argument(
         "--compile-time",
@@ -516,7 +557,7 @@ def main():
         case.times = {column: statistics.median(runs) for column, runs in case.runs.items()}
 
     header = (
-        f"| {'kernel, shape':<48} | {'path':<7} | {'numba µs':>9} | {'numpy µs':>9} | "
+        f"| {'kernel, shape':<48} | {'path':<10} | {'numba µs':>9} | {'numpy µs':>9} | "
         f"{'torch µs':>9} | {'numpy/numba':>11} | {'torch/numba':>11} |"
     )
     print(header)
@@ -526,7 +567,7 @@ def main():
         torch_us = f"{t['torch']:9.1f}" if "torch" in t else f"{'-':>9}"
         torch_ratio = f"{t['torch'] / t['numba']:11.2f}" if "torch" in t else f"{'-':>11}"
         print(
-            f"| {case.label:<48} | {case.path or 'kernel':<7} | {t['numba']:9.1f} | "
+            f"| {case.label:<48} | {case.path or 'kernel':<10} | {t['numba']:9.1f} | "
             f"{t['numpy']:9.1f} | {torch_us} | {t['numpy'] / t['numba']:11.2f} | "
             f"{torch_ratio} |"
         )

@@ -8,7 +8,8 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
 
 * **"tiles": the tile kernel** (`tiled_matmul`) for stacks — (B·h, L, d) @ (B·h, d, L) and
   the like — of matrices up to 256³ multiply-adds. Each thread takes its own run of
-  matrices; each matrix is cut into tiles of 8 rows × one SIMD vector of columns, computed by
+  matrices; each matrix is cut into tiles of a few rows × a few SIMD vectors of columns
+  (8 × 1, 4 × 2, 6 × 2 or 12 × 1: TILE_SHAPES, the fastest on the layout kept), computed by
   the register-tile microkernel of microkernel.py (read that file: it is how every BLAS
   computes). kᵀ arrives as a transposed view; it is packed into rows, 8 × 8 blocks at a time
   transposed in registers, one matrix at a time into a small per-thread panel.
@@ -18,20 +19,23 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   place: BLAS is told the operand is transposed. While numba's threads call it, BLAS's own
   threads are held at one (two thread pools on the same cores fight: kernels/jit.py).
 * **"numpy": np.matmul**, with BLAS on as many threads as numba has (at most BLAS's own
-  count; one while the machine is busy, as every kernel): integer or mixed dtypes,
+  count; one while the machine is busy, as every kernel), or on one thread where that was
+  measured faster: integer or mixed dtypes,
   products too small to share (under 2¹⁸ multiply-adds in a stack, under 2²⁰ in a single
   product, where starting threads costs more than it saves), and every product on one thread.
 
 Which of a candidate and np.matmul is faster depends on the machine (its vector width, its
 BLAS, BLAS's thread count): on one machine the tiles beat np.matmul on every attention shape,
 on another they lost on most. So neither wins by a rule: the first time a layout would go to
-a candidate, both are timed on it and the faster is kept for the process (`fastest`);
-benchmarks/kernels.py prints the comparison on your machine. The numpy twins are np.matmul
+a candidate, every version of it and np.matmul in each configuration are timed on it and the
+fastest is kept for the process (`fastest`); benchmarks/kernels.py prints the comparison on
+your machine (--only tiles: each register tile). The numpy twins are np.matmul
 itself (kernels/matmul.py).
 """
 
 import functools
 import math
+import statistics
 import time
 import types
 
@@ -525,19 +529,21 @@ def fastest(a, b, candidate):
     return _FASTEST[key]
 
 
-def _timings(products, a, b, rounds=3):
-    """The fastest of `rounds` timed calls of each product(a, b), after one untimed call of
-    each. The products take turns in every round: a moment when the shared machine is busy
-    then slows them all, not the one timed at that moment."""
+def _timings(products, a, b, rounds=5):
+    """The median of `rounds` timed calls of each product(a, b), after one untimed call of
+    each. The products take turns in every round, so that a moment when the shared machine
+    is busy slows them all, not the one timed then; and the median, not the fastest call,
+    because on a busy machine a product on two threads now and then gets both cores and runs
+    fast, while most of its calls wait for a core: the fastest call would pick it."""
     for product in products:
         product(a, b)
-    best = [math.inf] * len(products)
+    times = [[] for _ in products]
     for _ in range(rounds):
-        for i, product in enumerate(products):
+        for product, runs in zip(products, times):
             start = time.perf_counter()
             product(a, b)
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
+            runs.append(time.perf_counter() - start)
+    return [statistics.median(runs) for runs in times]
 
 
 def tile_shape(a, b):
