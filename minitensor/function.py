@@ -23,6 +23,7 @@ the output's shape and what was saved for backward.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import weakref
 from collections.abc import Sequence
@@ -80,8 +81,12 @@ class Context:
 
     def __init__(self, fn: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
         self.fn = fn
-        self.name = fn.op_name()
         self.needs_input_grad = needs_input_grad
+
+    @property
+    def name(self) -> str:
+        """The op's name (its Function's `op_name`), read from the class when asked."""
+        return self.fn.op_name()
 
     @property
     def source(self) -> tuple[str, int, str] | None:
@@ -144,6 +149,54 @@ class Context:
 
     def __repr__(self) -> str:
         return f"<{self.name} node {self.out_shape} scope={self.scope!r}>"
+
+
+class _UserContext(Context):
+    """The ctx a user's op sees while its forward or backward runs: a Context that refuses
+    to overwrite the node's own fields. ``ctx.name = ...`` in your forward would rename the
+    node in graphs and errors, ``ctx.inputs = ...`` would cut the graph: both fail here, with
+    the field named, instead of later and far away. Built-in ops get a plain Context (they
+    are tested not to), so the check costs the hot path nothing."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _node_fields():
+            raise AttributeError(
+                f"{self.fn.op_name()} ({self.fn.__qualname__}): ctx.{name} is a field of the "
+                f"graph node itself (Context: "
+                f"{', '.join(sorted(n for n in _node_fields() if not n.startswith('_')))}); "
+                f"store your own values under another name, e.g. ctx.my_{name.lstrip('_')}"
+            )
+        object.__setattr__(self, name, value)
+
+
+_NODE_FIELDS: frozenset[str] = frozenset()
+
+
+def _node_fields() -> frozenset[str]:
+    """The names a user's ctx may not set: the node's fields and Context's methods, read from
+    the class (so a field added there is protected too), except ``_saved``, which
+    save_for_backward sets."""
+    global _NODE_FIELDS
+    if not _NODE_FIELDS:
+        own = {n for n in vars(Context) if not (n.startswith("__") and n.endswith("__"))}
+        _NODE_FIELDS = frozenset((own | {"fn", "needs_input_grad"}) - {"_saved"})
+    return _NODE_FIELDS
+
+
+def _guarded(method: Any) -> Any:
+    """`method` (a user op's forward or backward) run with its ctx as a `_UserContext`."""
+
+    @functools.wraps(method)
+    def run(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(ctx) is not Context:  # already guarded, or called by hand with another object
+            return method(ctx, *args, **kwargs)
+        ctx.__class__ = _UserContext
+        try:
+            return method(ctx, *args, **kwargs)
+        finally:
+            ctx.__class__ = Context
+
+    return run
 
 
 class NodeInput:
@@ -220,6 +273,17 @@ class Function:
             f"{name}(...) is an op class, not a function: call {name}.apply(x) "
             "(apply runs forward and records the graph node)"
         )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # An op written outside minitensor has its ctx guarded while its forward and backward
+        # run: see _UserContext. Built-in ops are not wrapped (no cost per call).
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.split(".")[0] == "minitensor":
+            return
+        for name in ("forward", "backward"):
+            method = vars(cls).get(name)
+            if isinstance(method, staticmethod):
+                setattr(cls, name, staticmethod(_guarded(method.__func__)))
 
     @classmethod
     def op_name(cls) -> str:

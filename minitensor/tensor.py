@@ -80,6 +80,7 @@ class Tensor:
     # array that has left the graph: use t.exp() / F.exp(t), or t.data for plain numpy work.
     # It also makes `ndarray + Tensor` call Tensor.__radd__, so the result stays in the graph.
     __array_ufunc__ = None
+    _grad_hooks = None  # Tensor.register_hook stores a list on the tensor; read per gradient
 
     def __init__(
         self,
