@@ -160,7 +160,7 @@ def test_tensor_methods_and_keywords_match_torch():
     a, b = [[7.0, -7.0, 5.5], [-5.5, 3.0, 0.0]], [[2.0, 2.0, -2.0], [2.0, -4.0, 3.0]]
     _both(lambda L, x, y: x.add(y, alpha=2) + x.sub(y, alpha=0.5) + L.add(x, y, alpha=3), a, b)
     _both(lambda L, x, y: x.where(x > 0, y) + x.mul(y).div(y.abs() + 1), a, b)
-    _both(lambda L, x, y: x.var(1, correction=0) + x.std(0, correction=2).sum(), a, b)
+    _both(lambda L, x, y: x.var(1, correction=0) + x.std(1, correction=2).sum(), a, b)
     _both(
         lambda L, x, y: x.softmax(1, dtype=L.float64) + L.log_softmax(x, 0, dtype=L.float64), a, b
     )

@@ -20,10 +20,9 @@ import minitensor as mt  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
-# OpInfos whose wrong values are known and being fixed elsewhere; each says what is wrong.
-KNOWN_WRONG = {
-    "topk": "integer topk picks other values than torch among ties (being fixed with sort)",
-}
+# OpInfos whose wrong values or gradients are known and being fixed elsewhere, each with what
+# is wrong (none now: keep it empty unless a fix is under way).
+KNOWN_WRONG: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +46,8 @@ def test_the_ci_sample_gives_no_wrong_value_or_gradient(ci_results):
 def test_the_ci_sample_covers_the_spelled_ops(ci_results):
     s = H.summary(ci_results)
     assert s["opinfos"] == 702
-    assert s["spelled"] >= 128
-    assert s["same"] >= 0.85 * s["checked"]
+    assert s["spelled"] >= 340
+    assert s["same"] >= 0.95 * s["checked"]
 
 
 def test_the_committed_table_is_the_generated_one(ci_results):
@@ -132,7 +131,7 @@ def test_the_harness_tells_each_kind_of_difference():
 
 
 def test_the_harness_finds_torch_spellings():
-    assert "operator +" in {s.label for s in H.spellings(_op("add"))}
+    assert {"mt.add", "Tensor.add", "operator +"} <= {s.label for s in H.spellings(_op("add"))}
     assert "F.relu" in {s.label for s in H.spellings(_op("nn.functional.relu"))}
     assert {s.label for s in H.spellings(_op("abs"))} >= {"mt.abs", "Tensor.abs"}
 
