@@ -252,4 +252,4 @@ def _cpu_name():
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

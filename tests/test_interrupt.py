@@ -167,6 +167,7 @@ DEMOS = {
     "copy_task.py": ["--steps", "100000", "--out", "{tmp}"],
     "ablations.py": ["--steps", "100000", "--out", "{tmp}"],
     "custom_op.py": ["--steps", "100000", "--out", "{tmp}"],
+    "rnn_vs_transformer.py": ["--steps", "100000", "--no-figures", "--out", "{tmp}"],
 }
 
 
