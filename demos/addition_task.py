@@ -167,7 +167,7 @@ def heldout_exact_match(model, task, heldout_src, n=None):
 
 
 def _ids(x):
-    return np.asarray(x.data if isinstance(x, mt.Tensor) else x)
+    return np.asarray(x.numpy() if isinstance(x, mt.Tensor) else x)
 
 
 def report(task, correct, pred, say, n_show=8):

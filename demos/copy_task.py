@@ -63,7 +63,7 @@ def exact_match(model, task, texts, src):
             src_padding_mask=src == task.tokenizer.pad_id,
         )
     model.train(was)
-    pred = np.asarray(pred.data if isinstance(pred, mt.Tensor) else pred)
+    pred = np.asarray(pred.numpy() if isinstance(pred, mt.Tensor) else pred)
     return task.correct(pred, texts), pred
 
 

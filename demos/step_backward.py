@@ -165,7 +165,8 @@ def check_against_backward(model, args, out):
     loss.backward()
     stepped = dict(model.named_parameters())
     same = all(
-        np.array_equal(p.grad.data, stepped[name].grad.data) for name, p in again.named_parameters()
+        np.array_equal(p.grad.numpy(), stepped[name].grad.numpy())
+        for name, p in again.named_parameters()
     )
     print(f"done: gradients equal those of loss.backward(): {'yes' if same else 'NO'}", file=out)
     return same

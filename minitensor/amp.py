@@ -86,9 +86,9 @@ class GradScaler:
                 if p.grad is None:
                     continue
                 g = p.grad
-                np.multiply(g.data, g.dtype.type(inv), out=g.data)
+                np.multiply(g.numpy(), g.dtype.type(inv), out=g.numpy())
                 g.bump_version()
-                found = found or not np.all(np.isfinite(g.data))
+                found = found or not np.all(np.isfinite(g.numpy()))
         self._found_inf[id(optimizer)] = found
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:

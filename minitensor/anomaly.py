@@ -53,7 +53,7 @@ def _where_created(fn, result):
 
 def check_forward(fn, arrays, result):
     """Raise on NaN/Inf in an op's output; warn about what the op's `anomaly_check` names."""
-    out = result.data
+    out = result.numpy()
     if out.dtype.kind == "f" and not np.isfinite(out).all():
         bad = "NaN" if np.isnan(out).any() else "Inf"
         where, line, _ = _where_created(fn, result)

@@ -59,7 +59,7 @@ def gradcheck(
                 f"`{t.grad_fn.name}`, so it gets no .grad; pass a leaf "
                 f"(t.detach().requires_grad_()) and do the op inside fn"
             )
-        if not t.data.flags.c_contiguous:
+        if not t.numpy().flags.c_contiguous:
             raise ValueError(
                 f"gradcheck: input {i} of shape {t.shape} is not contiguous; pass "
                 f"a contiguous copy (and make the non-contiguous view inside fn)"
@@ -96,7 +96,7 @@ def _analytic_grads(fn, inputs, checked, rng):
         for term in terms[1:]:
             total = total + term
         total.backward()
-    grads = [t.grad.data if t.grad is not None else np.zeros(t.shape) for _, t in checked]
+    grads = [t.grad.numpy() if t.grad is not None else np.zeros(t.shape) for _, t in checked]
     return grads, weights
 
 
@@ -106,9 +106,9 @@ def _numeric_grad(fn, inputs, t, weights, eps):
     def objective():
         with no_grad():  # only the values matter here: record no graph
             outs = _outputs(fn(*inputs))
-        return sum(float(np.sum(o.data * w)) for o, w in zip(outs, weights))
+        return sum(float(np.sum(o.numpy() * w)) for o, w in zip(outs, weights))
 
-    flat = t.data.reshape(-1)  # a view (t is contiguous): writing it perturbs t
+    flat = t.numpy().reshape(-1)  # a view (t is contiguous): writing it perturbs t
     numeric = np.zeros(t.numel())
     for j in range(flat.size):
         orig = flat[j]

@@ -197,7 +197,7 @@ def _encode_array(obj, arrays, where):
         if isinstance(obj, Tensor)
         else ("scalar" if isinstance(obj, np.generic) else "ndarray")
     )
-    arr = obj.data if isinstance(obj, Tensor) else np.asarray(obj)
+    arr = obj.numpy() if isinstance(obj, Tensor) else np.asarray(obj)
     problem = _unsupported_dtype(arr.dtype)
     if problem:
         raise TypeError(

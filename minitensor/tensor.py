@@ -1,6 +1,7 @@
 """`Tensor`: a numpy array plus what reverse-mode autograd needs.
 
-``.data`` is the numpy array; ``.grad`` the accumulated gradient (a Tensor, or None);
+``.numpy()`` is the numpy array; ``.data`` (as in torch) the same values as a Tensor outside
+the graph; ``.grad`` the accumulated gradient (a Tensor, or None);
 ``.requires_grad`` whether gradients flow to it; ``.grad_fn`` the graph node that made it (None
 for leaves); ``.name`` an optional label that the graph viewer shows.
 
@@ -44,7 +45,7 @@ def _as_array(data, dtype=None):
     become int64; bools stay bool. A Tensor keeps its dtype (it already follows these rules).
     """
     if isinstance(data, Tensor):
-        return np.array(data.data, dtype=dtype if dtype is not None else data.dtype)
+        return np.array(data._data, dtype=dtype if dtype is not None else data.dtype)
     if dtype is not None:
         return np.array(data, dtype=np.dtype(dtype))
     arr = np.array(data)
@@ -77,7 +78,7 @@ class Tensor:
 
     __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
     # numpy ufuncs refuse Tensors (np.exp(t) raises TypeError) instead of silently returning an
-    # array that has left the graph: use t.exp() / F.exp(t), or t.data for plain numpy work.
+    # array that has left the graph: use t.exp() / F.exp(t), or t.numpy() for plain numpy work.
     # It also makes `ndarray + Tensor` call Tensor.__radd__, so the result stays in the graph.
     __array_ufunc__ = None
     _grad_hooks = None  # Tensor.register_hook stores a list on the tensor; read per gradient
@@ -117,13 +118,22 @@ class Tensor:
 
     # ------------------------------------------------------------------ basic attributes
     @property
-    def data(self) -> np.ndarray:
-        return self._data
+    def data(self) -> Tensor:
+        """This tensor's values as a new Tensor, as torch's ``.data``: it shares the memory,
+        does not require grad and is outside the graph, so its in-place methods work on a
+        parameter (``p.data.uniform_(-0.1, 0.1)``, ``p.data.zero_()``). Unlike torch's, it
+        shares the version counter too: a write through ``.data`` to a value the graph
+        saved makes backward refuse, never compute a silently wrong gradient.
+        The numpy array is ``.numpy()``."""
+        t = Tensor._make(self._data)
+        t._vc = self._vc
+        return t
 
     @data.setter
     def data(self, value: Tensor | ArrayLike) -> None:
-        # Replacing .data counts as an in-place change: saved copies become stale.
-        self._data = value.data if isinstance(value, Tensor) else np.asarray(value)
+        # As torch: self now holds value's memory (a Tensor's, not a copy); an array works too.
+        # It counts as an in-place change: graphs that saved the old values become stale.
+        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
         self.bump_version()
 
     @property
@@ -178,7 +188,7 @@ class Tensor:
 
     def bump_version(self) -> Tensor:
         """Record that this tensor's data was changed in place by code other than minitensor's
-        in-place ops (an optimizer's update of ``p.data``, loading weights into it): backward
+        in-place ops (an optimizer's update of ``p.numpy()``, loading weights into it): backward
         then refuses graphs that saved the old values instead of using them silently.
         The counter is shared with views of the tensor. Returns self."""
         self._vc[0] += 1
@@ -437,9 +447,9 @@ class Tensor:
         o = _raw(other)
         return self._inplace("add_", lambda d: d + alpha * o if alpha != 1.0 else d + o, other)
 
-    def sub_(self, other: Tensor | ArrayLike) -> Tensor:
+    def sub_(self, other: Tensor | ArrayLike, alpha: Scalar = 1.0) -> Tensor:
         o = _raw(other)
-        return self._inplace("sub_", lambda d: d - o, other)
+        return self._inplace("sub_", lambda d: d - alpha * o if alpha != 1.0 else d - o, other)
 
     def mul_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
@@ -457,6 +467,57 @@ class Tensor:
 
     def zero_(self) -> Tensor:
         return self._inplace("zero_", lambda d: 0)
+
+    # torch's other in-place methods, for code that initialises or edits weights through
+    # ``p.data`` (``p.data.uniform_(-0.1, 0.1)``) or under no_grad; draws use mt.manual_seed's
+    def uniform_(self, a: Scalar = 0.0, b: Scalar = 1.0) -> Tensor:
+        return self._inplace("uniform_", lambda d: _rng().uniform(a, b, d.shape))
+
+    def normal_(self, mean: Scalar = 0.0, std: Scalar = 1.0) -> Tensor:
+        return self._inplace("normal_", lambda d: _rng().normal(mean, std, d.shape))
+
+    def clamp_(
+        self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None
+    ) -> Tensor:
+        return self._inplace("clamp_", lambda d: np.clip(d, _raw(min), _raw(max)), min, max)
+
+    clip_ = clamp_
+
+    def pow_(self, exponent: Tensor | Scalar) -> Tensor:
+        return self._inplace("pow_", lambda d: d ** _raw(exponent), exponent)
+
+    def lerp_(self, end: Tensor | ArrayLike, weight: Tensor | Scalar) -> Tensor:
+        return self._inplace("lerp_", lambda d: d + _raw(weight) * (_raw(end) - d), end, weight)
+
+    def addcmul_(self, t1: Tensor, t2: Tensor, value: Scalar = 1.0) -> Tensor:
+        return self._inplace("addcmul_", lambda d: d + value * _raw(t1) * _raw(t2), t1, t2)
+
+    def addcdiv_(self, t1: Tensor, t2: Tensor, value: Scalar = 1.0) -> Tensor:
+        return self._inplace("addcdiv_", lambda d: d + value * _raw(t1) / _raw(t2), t1, t2)
+
+    def neg_(self) -> Tensor:
+        return self._inplace("neg_", np.negative)
+
+    def abs_(self) -> Tensor:
+        return self._inplace("abs_", np.abs)
+
+    def exp_(self) -> Tensor:
+        return self._inplace("exp_", np.exp)
+
+    def log_(self) -> Tensor:
+        return self._inplace("log_", np.log)
+
+    def sqrt_(self) -> Tensor:
+        return self._inplace("sqrt_", np.sqrt)
+
+    def tanh_(self) -> Tensor:
+        return self._inplace("tanh_", np.tanh)
+
+    def relu_(self) -> Tensor:
+        return self._inplace("relu_", lambda d: np.maximum(d, 0))
+
+    def sigmoid_(self) -> Tensor:
+        return self._inplace("sigmoid_", lambda d: 1 / (1 + np.exp(-d)))
 
     def masked_fill_(self, mask: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
         """Set the elements where the bool `mask` (broadcast to self's shape) is True."""
@@ -485,7 +546,7 @@ class Tensor:
     def __setitem__(self, index: Any, value: Tensor | ArrayLike) -> None:
         self._check_inplace("__setitem__", value)
         if isinstance(index, Tensor):
-            index = index.data
+            index = index._data
         elif isinstance(index, tuple):
             index = tuple(_raw(i) for i in index)
         try:
@@ -574,7 +635,7 @@ def _axis(dim, t, op):
 
 
 def _raw(x):
-    return x.data if isinstance(x, Tensor) else x
+    return x._data if isinstance(x, Tensor) else x
 
 
 class _HookHandle:

@@ -1048,7 +1048,7 @@ class Mismatch:
 
 def _to_torch(t, dtype=None):
     """A torch leaf with t's values (cast to `dtype` if float), requiring grad like t."""
-    a = np.array(t.data, copy=True)
+    a = np.array(t.numpy(), copy=True)
     if dtype is not None and a.dtype.kind == "f":
         a = a.astype(dtype)
     x = torch.from_numpy(a)
@@ -1195,7 +1195,7 @@ def check_step(prog, k, run, expected):
     if any(a is None for a in args):
         return []  # an earlier step already failed
     got = run.values[k]
-    up = got.grad.data if got is not None and got.grad is not None else None
+    up = got.grad.numpy() if got is not None and got.grad is not None else None
     try:
         ref, vjps = replay(s, args, upstream=up)
     except Exception as e:
@@ -1253,7 +1253,7 @@ def check_step(prog, k, run, expected):
             pass
     extra, free = _slack(ref_np, _np(other), factor, _np(lin))
     with np.errstate(all="ignore"):
-        got_data = got.data.astype(ref_np.dtype)
+        got_data = got.numpy().astype(ref_np.dtype)
     msg = compare(
         got_data,
         ref_np,
@@ -1374,7 +1374,7 @@ def check_inplace(prog, backend, run, torch_error):
 def _same(a, b):
     if a is None or b is None:
         return a is b
-    return np.array_equal(a.data, b.data, equal_nan=True)
+    return np.array_equal(a.numpy(), b.numpy(), equal_nan=True)
 
 
 BACKENDS = ("numba", "numpy")

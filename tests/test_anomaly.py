@@ -121,7 +121,7 @@ def test_backward_inf_is_caught_while_stepping():
 def test_without_anomaly_mode_backward_inf_reaches_the_leaves():
     x = mt.randn(3, requires_grad=True)
     (InfBackward.apply(x) * 3.0).sum().backward()
-    assert np.isinf(x.grad.data).all()
+    assert np.isinf(x.grad.numpy()).all()
 
 
 def test_anomaly_mode_is_restored_after_an_error():
@@ -142,12 +142,12 @@ def test_healthy_model_runs_unchanged_in_anomaly_mode():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     x = mt.randn(5, 4)
     model(x).sum().backward()
-    expected = [p.grad.data.copy() for p in model.parameters()]
+    expected = [p.grad.numpy().copy() for p in model.parameters()]
     model.zero_grad()
     with mt.autograd.detect_anomaly():
         model(x).sum().backward()
     for e, p in zip(expected, model.parameters()):
-        assert np.array_equal(e, p.grad.data)
+        assert np.array_equal(e, p.grad.numpy())
 
 
 def test_anomaly_mode_reports_fully_masked_softmax_rows():
@@ -158,7 +158,7 @@ def test_anomaly_mode_reports_fully_masked_softmax_rows():
         with mt.scope("attn"):
             with pytest.warns(mt.autograd.AnomalyWarning, match=r"softmax.*attn.*1 of 6 rows"):
                 w = F.softmax(scores, mask=mask)
-    assert np.all(w.data[1, 2] == 0)  # zero weights, not NaN
+    assert np.all(w.numpy()[1, 2] == 0)  # zero weights, not NaN
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no report without anomaly mode,
         F.softmax(scores, mask=mask)  # nor for rows that saw a key

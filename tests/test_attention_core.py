@@ -34,7 +34,7 @@ def _pair(x, grad=True):
 
 def _close(ours, theirs, what):
     np.testing.assert_allclose(
-        ours.data if isinstance(ours, mt.Tensor) else ours,
+        ours.numpy() if isinstance(ours, mt.Tensor) else ours,
         theirs.detach().numpy(),
         rtol=1e-9,
         atol=1e-11,
@@ -146,7 +146,7 @@ def test_sdpa_dropout_keeps_the_expected_value(rng):
     base = F.scaled_dot_product_attention(q, k, v)
     mt.manual_seed(1)
     dropped = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    assert not np.allclose(dropped.data, base.data)
+    assert not np.allclose(dropped.numpy(), base.numpy())
     with pytest.raises(ValueError, match=r"scaled_dot_product_attention: dropout must be"):
         F.scaled_dot_product_attention(q, k, v, dropout_p=1.0)
 
@@ -255,13 +255,13 @@ def _transformer_pair(d=8, h=2):
     torch = _torch()
     ours = MultiHeadAttention(d, h).to(mt.float64)
     theirs = torch.nn.MultiheadAttention(d, h, batch_first=True).double()
-    stacked = np.concatenate([lin.weight.data for lin in (ours.w_q, ours.w_k, ours.w_v)])
-    biases = np.concatenate([lin.bias.data for lin in (ours.w_q, ours.w_k, ours.w_v)])
+    stacked = np.concatenate([lin.weight.numpy() for lin in (ours.w_q, ours.w_k, ours.w_v)])
+    biases = np.concatenate([lin.bias.numpy() for lin in (ours.w_q, ours.w_k, ours.w_v)])
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.tensor(stacked))
         theirs.in_proj_bias.copy_(torch.tensor(biases))
-        theirs.out_proj.weight.copy_(torch.tensor(ours.w_o.weight.data))
-        theirs.out_proj.bias.copy_(torch.tensor(ours.w_o.bias.data))
+        theirs.out_proj.weight.copy_(torch.tensor(ours.w_o.weight.numpy()))
+        theirs.out_proj.bias.copy_(torch.tensor(ours.w_o.bias.numpy()))
     return ours, theirs
 
 

@@ -23,7 +23,7 @@ def test_a_chain_of_10000_ops_backwards_without_recursion():
 def test_x_times_x_accumulates_both_uses():
     x = mt.tensor([1.0, -2.0, 3.0], requires_grad=True)
     (x * x).sum().backward()
-    np.testing.assert_allclose(x.grad.data, 2 * x.data)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy())
 
 
 def test_diamond_graph():
@@ -42,9 +42,9 @@ def test_reused_intermediate():
     h = x.tanh()  # used three times below
     out = (h * h + h.exp() * h).sum()
     out.backward()
-    t = np.tanh(x.data)
+    t = np.tanh(x.numpy())
     dh = 2 * t + np.exp(t) * t + np.exp(t)
-    np.testing.assert_allclose(x.grad.data, dh * (1 - t * t))
+    np.testing.assert_allclose(x.grad.numpy(), dh * (1 - t * t))
 
 
 def test_unused_branch_gets_no_gradient():
@@ -53,7 +53,7 @@ def test_unused_branch_gets_no_gradient():
     unused = y * 2  # noqa: F841  (not part of the loss)
     (x * 3).sum().backward()
     assert y.grad is None
-    np.testing.assert_array_equal(x.grad.data, 3)
+    np.testing.assert_array_equal(x.grad.numpy(), 3)
 
 
 def test_backward_without_grad_needs_a_single_element_output():
@@ -62,9 +62,9 @@ def test_backward_without_grad_needs_a_single_element_output():
         (x * 2).backward()
     assert x.grad is None
     (x * 2).backward(mt.ones(3))  # an explicit gradient is fine
-    np.testing.assert_array_equal(x.grad.data, 2)
+    np.testing.assert_array_equal(x.grad.numpy(), 2)
     (x * 2).sum(keepdims=True).reshape(1, 1).backward()  # one element of any shape is fine
-    np.testing.assert_array_equal(x.grad.data, 4)
+    np.testing.assert_array_equal(x.grad.numpy(), 4)
 
 
 def test_backward_grad_of_the_wrong_shape_is_an_error():
@@ -77,10 +77,10 @@ def test_second_backward_through_a_freed_graph_raises():
     x = mt.randn(3, requires_grad=True)
     loss = (x * x).sum()
     loss.backward()
-    grad = x.grad.data.copy()
+    grad = x.grad.numpy().copy()
     with pytest.raises(RuntimeError, match="second time.*retain_graph=True"):
         loss.backward()
-    np.testing.assert_array_equal(x.grad.data, grad)  # nothing half-updated
+    np.testing.assert_array_equal(x.grad.numpy(), grad)  # nothing half-updated
 
 
 def test_retain_graph_allows_a_second_backward_and_grads_accumulate():
@@ -88,21 +88,21 @@ def test_retain_graph_allows_a_second_backward_and_grads_accumulate():
     loss = (x * x).sum()
     loss.backward(retain_graph=True)
     loss.backward()
-    np.testing.assert_allclose(x.grad.data, 2 * 2 * x.data)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * 2 * x.numpy())
 
 
 def test_grads_accumulate_across_backward_calls_until_zeroed():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     for i in range(3):
         (x * 3).sum().backward()
-        np.testing.assert_array_equal(x.grad.data, 3 * (i + 1))
+        np.testing.assert_array_equal(x.grad.numpy(), 3 * (i + 1))
     x.zero_grad()
     assert x.grad is None
     (x * 3).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, 3)
+    np.testing.assert_array_equal(x.grad.numpy(), 3)
     x.grad = None
     (x * 5).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, 5)
+    np.testing.assert_array_equal(x.grad.numpy(), 5)
 
 
 def test_grad_is_a_tensor_of_the_leaf_dtype_and_shape():
@@ -167,7 +167,7 @@ def test_detach_leaves_the_graph_and_shares_data():
     y = (x * 2).detach()
     assert y.grad_fn is None and not y.requires_grad
     z = x * 2
-    assert np.shares_memory(z.detach().data, z.data)
+    assert np.shares_memory(z.detach().numpy(), z.numpy())
 
 
 # ---------------------------------------------------------------------------- in-place safety
@@ -222,7 +222,7 @@ def test_a_copy_does_not_share_the_version_counter():
     x[[0, 1]].zero_()  # advanced indexing copies: x is untouched
     x.T.reshape(6).zero_()  # reshaping a transpose copies too
     y.backward()
-    np.testing.assert_allclose(w.grad.data, x.data)
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy())
 
 
 def test_a_saved_reshaped_input_is_tracked():
@@ -249,13 +249,13 @@ def test_in_place_change_of_a_tensor_that_requires_grad_is_refused():
 def test_in_place_ops_update_values():
     x = mt.zeros(3)
     x.add_(mt.ones(3), alpha=2.0).mul_(3.0).sub_(1.0).div_(5.0)
-    np.testing.assert_allclose(x.data, 1.0)
+    np.testing.assert_allclose(x.numpy(), 1.0)
     x.fill_(7.0)
-    np.testing.assert_array_equal(x.data, 7)
+    np.testing.assert_array_equal(x.numpy(), 7)
     x.copy_(mt.tensor([1.0, 2.0, 3.0]))
-    np.testing.assert_array_equal(x.data, [1, 2, 3])
+    np.testing.assert_array_equal(x.numpy(), [1, 2, 3])
     x.zero_()
-    np.testing.assert_array_equal(x.data, 0)
+    np.testing.assert_array_equal(x.numpy(), 0)
     assert x._version == 7
 
 
@@ -276,7 +276,7 @@ def test_backward_through_ops_with_integer_operands():
     x = mt.randn(3, requires_grad=True)
     ids = mt.tensor([1, 2, 3])
     (x * ids).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [1, 2, 3])
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 2, 3])
 
 
 # ---------------------------------------------------------------------------- step-through
@@ -295,13 +295,13 @@ def test_backward_steps_consumed_fully_equals_backward():
     mt.manual_seed(1)
     loss, leaves = _model()
     loss.backward()
-    expected = [t.grad.data.copy() for t in leaves]
+    expected = [t.grad.numpy().copy() for t in leaves]
 
     mt.manual_seed(1)
     loss, leaves = _model()
     steps = list(loss.backward_steps())
     for t, g in zip(leaves, expected):
-        np.testing.assert_array_equal(t.grad.data, g)
+        np.testing.assert_array_equal(t.grad.numpy(), g)
     assert [s.index for s in steps] == list(range(len(steps)))
     assert steps[0].op == "add" and steps[0].total == len(steps)
     assert {s.op for s in steps} >= {"matmul", "relu", "softmax", "mean", "mul"}
@@ -339,8 +339,8 @@ def test_retain_grad_keeps_an_intermediate_gradient():
     h = x * 3
     h.retain_grad()
     (h * h).sum().backward()
-    np.testing.assert_allclose(h.grad.data, 2 * h.data)
-    np.testing.assert_allclose(x.grad.data, 2 * h.data * 3)
+    np.testing.assert_allclose(h.grad.numpy(), 2 * h.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), 2 * h.numpy() * 3)
 
 
 def test_a_failing_backward_leaves_every_grad_as_it_was():
@@ -359,14 +359,14 @@ def test_a_failing_backward_leaves_every_grad_as_it_was():
     loss = (a * 3 + Broken.apply(b)).sum()  # a's gradient arrives before Broken runs
     with pytest.raises(ArithmeticError):
         loss.backward()
-    np.testing.assert_array_equal(a.grad.data, [10.0])
+    np.testing.assert_array_equal(a.grad.numpy(), [10.0])
     assert b.grad is None
 
 
 def test_backward_on_a_leaf():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     x.backward(mt.tensor([3.0, 4.0]))
-    np.testing.assert_array_equal(x.grad.data, [3, 4])
+    np.testing.assert_array_equal(x.grad.numpy(), [3, 4])
 
 
 def test_anomaly_mode_names_the_op():

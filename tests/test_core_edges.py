@@ -15,8 +15,8 @@ def test_div_gradient_wrt_a_tiny_divisor_is_accurate_in_float32():
     a = mt.tensor([1e-30], requires_grad=True)
     b = mt.tensor([1e-20], requires_grad=True)
     (a / b).sum().backward()
-    exact = -np.float64(a.data[0]) / np.float64(b.data[0]) ** 2
-    np.testing.assert_allclose(b.grad.data[0], exact, rtol=1e-6)
+    exact = -np.float64(a.numpy()[0]) / np.float64(b.numpy()[0]) ** 2
+    np.testing.assert_allclose(b.grad.numpy()[0], exact, rtol=1e-6)
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum"])
@@ -30,8 +30,8 @@ def test_maximum_minimum_gradient_at_nan_and_ties_matches_torch(op):
     ta = torch.tensor(a0, requires_grad=True)
     tb = torch.tensor(b0, requires_grad=True)
     getattr(torch, op)(ta, tb).sum().backward()
-    np.testing.assert_array_equal(a.grad.data, ta.grad.numpy())
-    np.testing.assert_array_equal(b.grad.data, tb.grad.numpy())
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
 
 
 # --------------------------------------------------------------------------- backward_steps
@@ -44,7 +44,7 @@ def test_closing_a_step_through_half_way_puts_every_grad_back():
     for _, _ in zip(range(3), steps):  # some leaves have received their gradient by now
         pass
     steps.close()
-    np.testing.assert_array_equal(w.grad.data, [10.0, 10.0])
+    np.testing.assert_array_equal(w.grad.numpy(), [10.0, 10.0])
     assert x.grad is None
 
 
@@ -55,7 +55,7 @@ def test_closing_a_step_through_after_its_last_step_keeps_the_gradients():
     for _ in range(2):
         next(steps)
     steps.close()
-    np.testing.assert_array_equal(x.grad.data, [6.0, 8.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 8.0])
 
 
 # --------------------------------------------------------------------------- split, chunk
@@ -110,7 +110,7 @@ def _where():
 def test_editing_a_saved_non_differentiable_input_in_place_is_caught(build):
     with mt.scope("block"):
         y, const, what, op = build()
-    const.copy_(const.data[::-1].copy() if const.ndim == 1 else const.data[::-1, ::-1].copy())
+    const.copy_(const.numpy()[::-1].copy() if const.ndim == 1 else const.numpy()[::-1, ::-1].copy())
     with pytest.raises(
         RuntimeError,
         match=rf"modified by an inplace operation: {what} of "
@@ -134,7 +134,7 @@ def test_a_constant_edited_after_backward_is_fine():
     m = mt.tensor([True, False])
     x.masked_fill(m, 0.0).sum().backward()
     m.fill_(False)  # the graph is gone: nothing to protect
-    np.testing.assert_array_equal(x.grad.data, [0.0, 1.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0])
 
 
 # --------------------------------------------------------------------------- mask dtypes
@@ -151,8 +151,8 @@ def test_bool_masks_block_and_float_masks_add_everywhere():
     from transformer.masks import combine_masks
 
     x = mt.tensor([[0.5, 1.0, 2.0]])
-    blocked = F.softmax(x, mask=np.array([[False, False, True]])).data
-    added = F.softmax(x, mask=np.array([[0.0, 0.0, -np.inf]], dtype=np.float32)).data
+    blocked = F.softmax(x, mask=np.array([[False, False, True]])).numpy()
+    added = F.softmax(x, mask=np.array([[0.0, 0.0, -np.inf]], dtype=np.float32)).numpy()
     np.testing.assert_allclose(blocked, added, rtol=1e-6)
     assert blocked[0, 2] == 0.0
     with pytest.raises(TypeError, match="combine_masks: a mask must be bool"):
@@ -164,9 +164,9 @@ def test_bool_masks_block_and_float_masks_add_everywhere():
 def test_from_numpy_wraps_without_copying_and_keeps_the_dtype():
     a = np.arange(6, dtype=np.float64).reshape(2, 3)
     t = mt.from_numpy(a)
-    assert t.data is a and t.dtype == np.float64 and not t.requires_grad
+    assert t.numpy() is a and t.dtype == np.float64 and not t.requires_grad
     a[0, 0] = 7.0
-    assert t.data[0, 0] == 7.0
+    assert t.numpy()[0, 0] == 7.0
     with pytest.raises(TypeError, match="from_numpy: expects a numpy array"):
         mt.from_numpy([1.0, 2.0])
     with pytest.raises(TypeError, match="only floating-point tensors can require"):
@@ -177,7 +177,7 @@ def test_bump_version_makes_backward_refuse_a_stale_graph():
     w = mt.tensor([1.0, 2.0], requires_grad=True)
     loss = (w * w).sum()
     with mt.no_grad():
-        w.data[...] = 0.0  # an update by hand, as an optimizer does
+        w.numpy()[...] = 0.0  # an update by hand, as an optimizer does
         assert w.bump_version() is w
     with pytest.raises(RuntimeError, match="input 0 of `mul`.*modified in place"):
         loss.backward()
@@ -209,11 +209,11 @@ def test_float_only_ops_promote_integers_to_float32_and_compute_float16(name):
     out = fn(mt.tensor(ints))
     assert out.dtype == np.float32
     expected = tfn(torch.tensor(ints, dtype=torch.float32), *targs).numpy()
-    np.testing.assert_allclose(out.data, expected, rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
     half = fn(mt.tensor(ints, dtype=np.float16))
     assert half.dtype == np.float16
     np.testing.assert_allclose(
-        half.data.astype(np.float32),
+        half.numpy().astype(np.float32),
         tfn(torch.tensor(ints, dtype=torch.float16), *targs).float().numpy(),
         rtol=2e-3,
     )
@@ -222,7 +222,7 @@ def test_float_only_ops_promote_integers_to_float32_and_compute_float16(name):
 def test_integer_inputs_of_layer_norm_cross_entropy_and_mean_become_float32():
     ints = mt.tensor([[1, 2, 4]])
     np.testing.assert_allclose(
-        F.layer_norm(ints, 3).data, F.layer_norm(ints.float(), 3).data, rtol=1e-6
+        F.layer_norm(ints, 3).numpy(), F.layer_norm(ints.float(), 3).numpy(), rtol=1e-6
     )
     ce = F.cross_entropy(ints, mt.tensor([2]))
     assert ce.dtype == np.float32
@@ -258,7 +258,7 @@ def test_float16_gradients_through_kernel_ops_match_torch():
         (theirs(th) * torch.from_numpy(w)).sum().backward()
         assert y.dtype == np.float16 and h.grad.dtype == np.float16
         np.testing.assert_allclose(
-            h.grad.data.astype(np.float32), th.grad.float().numpy(), atol=5e-3, rtol=5e-3
+            h.grad.numpy().astype(np.float32), th.grad.float().numpy(), atol=5e-3, rtol=5e-3
         )
     assert F.dropout(mt.tensor(x, dtype=np.float16), 0.5).dtype == np.float16
 

@@ -39,9 +39,11 @@ def test_cached_decoding_gives_the_same_logits(rng, positional, norm_first):
     tgt[:, 0] = BOS
     with mt.no_grad():
         memory = model.encode(src, spm)
-        full = model.decode(tgt, memory, spm).data
+        full = model.decode(tgt, memory, spm).numpy()
         cache = model.new_cache()
-        steps = [model.decode(tgt[:, t : t + 1], memory, spm, cache=cache).data for t in range(7)]
+        steps = [
+            model.decode(tgt[:, t : t + 1], memory, spm, cache=cache).numpy() for t in range(7)
+        ]
     assert len(cache) == 7
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-5)
     # the cross-attention keys were computed once and kept
@@ -56,10 +58,10 @@ def test_cached_decoding_with_target_padding_and_chunks(rng):
     tpm = M.padding_mask(tgt, PAD)
     with mt.no_grad():
         memory = model.encode(src, spm)
-        full = model.decode(tgt, memory, spm, tpm).data
+        full = model.decode(tgt, memory, spm, tpm).numpy()
         cache = model.new_cache()
-        a = model.decode(tgt[:, :4], memory, spm, tpm[:, :4], cache=cache).data  # prefix at once
-        b = model.decode(tgt[:, 4:], memory, spm, tpm[:, 4:], cache=cache).data
+        a = model.decode(tgt[:, :4], memory, spm, tpm[:, :4], cache=cache).numpy()  # prefix at once
+        b = model.decode(tgt[:, 4:], memory, spm, tpm[:, 4:], cache=cache).numpy()
     np.testing.assert_allclose(np.concatenate([a, b], axis=1), full, rtol=1e-5, atol=1e-5)
 
 
@@ -77,7 +79,7 @@ def test_greedy_cached_equals_uncached_and_follows_the_conventions(rng):
     with mt.no_grad():
         model.eval()
         ys = np.concatenate([np.full((4, 1), BOS), cached], axis=1)
-        logits = model(src, ys[:, :-1], spm).data
+        logits = model(src, ys[:, :-1], spm).numpy()
     for b in range(4):
         for t in range(cached.shape[1]):
             if t > 0 and (cached[b, t - 1] == EOS or cached[b, t - 1] == PAD):
@@ -98,8 +100,8 @@ def _eos_prone_model(rng):
     """A model whose generator favours <eos> a little, so rows stop at different lengths."""
     model = _model()
     with mt.no_grad():
-        model.generator.bias.data = model.generator.bias.data.copy()
-        model.generator.bias.data[EOS] += 2.0
+        model.generator.bias.data = model.generator.bias.numpy().copy()
+        model.generator.bias.numpy()[EOS] += 2.0
     return model
 
 
@@ -227,10 +229,10 @@ def test_decoder_only_generate_cached_equals_uncached(rng, positional):
     np.testing.assert_array_equal(fast, slow)
     assert fast.shape[0] == 2 and fast.shape[1] <= 6
     with mt.no_grad():
-        full = lm(np.concatenate([prompt, fast], axis=1)).data
+        full = lm(np.concatenate([prompt, fast], axis=1)).numpy()
         cache = lm.new_cache()
-        parts = [lm(prompt, cache=cache).data] + [
-            lm(fast[:, t : t + 1], cache=cache).data for t in range(fast.shape[1])
+        parts = [lm(prompt, cache=cache).numpy()] + [
+            lm(fast[:, t : t + 1], cache=cache).numpy() for t in range(fast.shape[1])
         ]
     np.testing.assert_allclose(np.concatenate(parts, axis=1), full, rtol=1e-5, atol=1e-5)
     s1 = lm.generate(prompt, 6, eos_id=EOS, temperature=1.0, seed=3)

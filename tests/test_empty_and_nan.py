@@ -52,7 +52,7 @@ def test_transformer_on_empty_axes_matches_torch_shapes(rng, batch, l_src, l_tgt
     )
     out = reference(torch.zeros(batch, l_src, 16), torch.zeros(batch, l_tgt, 16))
     assert logits.shape == tuple(out.shape[:2]) + (TGT_V,)
-    assert np.isfinite(logits.data).all()
+    assert np.isfinite(logits.numpy()).all()
 
 
 @pytest.mark.parametrize("batch, l_src, l_tgt", [(0, 6, 5), (3, 6, 0), (3, 0, 5)])
@@ -60,7 +60,7 @@ def test_transformer_on_empty_axes_runs_backward(rng, batch, l_src, l_tgt):
     model = Transformer(_cfg())
     logits = model(_ids(rng, batch, l_src), _ids(rng, batch, l_tgt, TGT_V))
     logits.sum().backward()  # as torch: gradients of an empty output
-    grad = model.generator.weight.grad.data
+    grad = model.generator.weight.grad.numpy()
     assert grad.shape == (TGT_V, 16)
     assert np.isfinite(grad).all() and (grad.any() == (batch > 0 and l_tgt > 0))
 
@@ -121,7 +121,7 @@ def _poisoned(token, value=np.nan):
     """A model whose source embedding of `token` is `value`: rows holding it give NaN logits."""
     model = Transformer(_cfg())
     with mt.no_grad():
-        table = model.src_embed.token.weight.data.copy()
+        table = model.src_embed.token.weight.numpy().copy()
         table[token] = value
         model.src_embed.token.weight.data = table
     return model
@@ -155,7 +155,7 @@ def test_nan_logits_raise_naming_the_function_step_and_rows(rng, name):
 def test_infinite_logits_raise_and_detect_anomaly_finds_the_op(rng):
     model = Transformer(_cfg())
     with mt.no_grad():
-        bias = model.generator.bias.data.copy()
+        bias = model.generator.bias.numpy().copy()
         bias[5] = np.inf
         model.generator.bias.data = bias
     with pytest.raises(FloatingPointError, match=r"greedy_decode: .* are \+inf in batch row"):
@@ -172,7 +172,7 @@ def test_infinite_logits_raise_and_detect_anomaly_finds_the_op(rng):
 def test_nan_logits_in_generate_raise_at_the_step_they_appear(rng):
     lm = DecoderOnlyLM(TransformerConfig.tiny(0, TGT_V, num_decoder_layers=1))
     with mt.no_grad():
-        table = lm.tgt_embed.token.weight.data.copy()
+        table = lm.tgt_embed.token.weight.numpy().copy()
         table[7] = np.nan
         lm.tgt_embed.token.weight.data = table
         lm.generator.bias.data = np.where(np.arange(TGT_V) == 7, 100.0, -100.0).astype(

@@ -16,8 +16,8 @@ def test_pad_gradient_and_cropping(leaf):
     assert mt.gradcheck(lambda t: FT.pad(t, (1, -1, 2, 0), value=3.0), x)
     out = FT.pad(x, (1, -1, 2, 0), value=3.0)
     assert out.shape == (4, 3)
-    np.testing.assert_array_equal(out.data[:2], 3.0)
-    np.testing.assert_array_equal(out.data[2:, 1:], x.data[:, :2])
+    np.testing.assert_array_equal(out.numpy()[:2], 3.0)
+    np.testing.assert_array_equal(out.numpy()[2:, 1:], x.numpy()[:, :2])
 
 
 def test_nll_and_cross_entropy_gradients_with_weights_and_ignored_targets(leaf):
@@ -37,7 +37,7 @@ def test_cross_entropy_classes_on_axis_1_agrees_with_flattened_rows(leaf):
         x.permute(0, 2, 1).reshape(-1, 5), t.reshape(-1), reduction="none"
     )
     assert FT.cross_entropy is mt.functional.cross_entropy
-    np.testing.assert_allclose(ours.data, rows.data.reshape(2, 3))
+    np.testing.assert_allclose(ours.numpy(), rows.numpy().reshape(2, 3))
     assert ours.grad_fn.name == "cross_entropy"  # one fused node, no permute before it
 
 
@@ -83,7 +83,7 @@ def test_sdpa_gradient_and_bool_mask_meaning(leaf):
     )
     out = FT.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     same = FT.scaled_dot_product_attention(q, k[:, :3], v[:, :3])
-    np.testing.assert_allclose(out.data, same.data, atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), same.numpy(), atol=1e-12)
     with pytest.raises(ValueError, match="not both"):
         FT.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=True)
 
@@ -96,10 +96,10 @@ def test_multihead_attention_gradient_and_masks(leaf):
     assert mt.gradcheck(lambda a, b: mha(a, b, b, key_padding_mask=padding)[0], x, mem)
     _, w = mha(x, mem, mem, key_padding_mask=padding)
     assert w.shape == (2, 3, 5)
-    np.testing.assert_array_equal(w.data[1, :, 3:], 0.0)
-    np.testing.assert_allclose(w.data.sum(-1), 1.0)
+    np.testing.assert_array_equal(w.numpy()[1, :, 3:], 0.0)
+    np.testing.assert_allclose(w.numpy().sum(-1), 1.0)
     out_all_blocked, _ = mha(x, mem, mem, key_padding_mask=np.ones((2, 5), bool))
-    assert np.isfinite(out_all_blocked.data).all()  # zeros, not torch's NaN
+    assert np.isfinite(out_all_blocked.numpy()).all()  # zeros, not torch's NaN
 
 
 def test_multihead_attention_parameters_and_errors():
@@ -130,7 +130,7 @@ def test_module_to_and_load_state_dict_from_numpy():
         lin.to(mt.int64)
     state = {"weight": np.ones((2, 3), np.float32), "bias": np.zeros(2, np.float32)}
     lin.load_state_dict(state)
-    np.testing.assert_array_equal(lin.weight.data, 1.0)
+    np.testing.assert_array_equal(lin.weight.numpy(), 1.0)
     assert lin.weight.dtype == np.float64  # values are copied into place
 
 

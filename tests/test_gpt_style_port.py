@@ -97,7 +97,7 @@ def test_the_two_attention_paths_agree():
     manual.load_state_dict(flash.state_dict(), strict=False)  # no tril buffer in flash's
     a, _ = forward_backward(m_src, "minitensor", ours_flash)
     b, _ = forward_backward(m_src, "minitensor", manual)
-    np.testing.assert_allclose(a.data, b.data, atol=1e-6)
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
 
 
 def test_get_batch_and_random_offsets():
@@ -106,12 +106,12 @@ def test_get_batch_and_random_offsets():
     ix = np.array([3, 0, 200])
     tx, ty = t_src.get_batch(data, torch.tensor(ix))
     x, y = m_src.get_batch(data, shim.tensor("minitensor", ix))  # slices by LongTensor items
-    np.testing.assert_array_equal(x.data, tx.numpy())
-    np.testing.assert_array_equal(y.data, ty.numpy())
-    assert x.dtype == np.int64 and np.array_equal(x.data[:, 1:], y.data[:, :-1])
+    np.testing.assert_array_equal(x.numpy(), tx.numpy())
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    assert x.dtype == np.int64 and np.array_equal(x.numpy()[:, 1:], y.numpy()[:, :-1])
     ix = m_src.random_offsets(data)  # torch.randint(high, size)
     assert ix.shape == (4,) and ix.dtype == np.int64
-    assert 0 <= ix.data.min() and ix.data.max() < len(data) - 16
+    assert 0 <= ix.numpy().min() and ix.numpy().max() < len(data) - 16
 
 
 @pytest.mark.parametrize("cfg", CONFIGS[:2])
@@ -167,11 +167,11 @@ def test_sampling_runs_and_keeps_to_the_top_k():
     idx = m_src.torch.tensor([[1, 2, 3], [4, 5, 6]])
     out = ours.generate(idx, 8, temperature=0.8, top_k=5)
     assert out.shape == (2, 11) and out.dtype == np.int64
-    np.testing.assert_array_equal(out.data[:, :3], idx.data)
-    assert out.data.min() >= 0 and out.data.max() < VOCAB
+    np.testing.assert_array_equal(out.numpy()[:, :3], idx.numpy())
+    assert out.numpy().min() >= 0 and out.numpy().max() < VOCAB
     logits, _ = ours(out[:, :-1][:, -16:])  # the last token's distribution
-    top5 = np.argsort(logits.data[:, -1], axis=-1)[:, -5:]
-    assert all(out.data[b, -1] in top5[b] for b in range(2))
+    top5 = np.argsort(logits.numpy()[:, -1], axis=-1)[:, -5:]
+    assert all(out.numpy()[b, -1] in top5[b] for b in range(2))
     assert out.requires_grad is False and out.grad_fn is None  # @torch.no_grad() on generate
     assert ours.generate(idx, 3).shape == (2, 6)  # no top-k: the whole softmax
 

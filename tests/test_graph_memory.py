@@ -21,12 +21,12 @@ def test_an_intermediate_no_backward_needs_is_freed_during_forward():
     x = mt.randn(4, 5, requires_grad=True)
     h = x * 3.0  # mul saves x and 3.0, not its output
     y = h + 1.0  # add saves nothing
-    data = weakref.ref(h.data)
+    data = weakref.ref(h.numpy())
     del h
     gc.collect()
     assert data() is None
     y.sum().backward()
-    np.testing.assert_array_equal(x.grad.data, np.full((4, 5), 3.0, np.float32))
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 5), 3.0, np.float32))
 
 
 def test_a_node_refers_to_an_intermediate_input_by_its_node_shape_and_dtype():
@@ -38,7 +38,7 @@ def test_a_node_refers_to_an_intermediate_input_by_its_node_shape_and_dtype():
     assert isinstance(edge, NodeInput)
     assert edge.grad_fn is h.grad_fn and edge.shape == (2, 3) and edge.dtype == mt.float32
     assert edge.requires_grad and edge.name == "h" and edge.ndim == 2
-    assert edge.data is h.data  # while the program holds h
+    assert edge.data is h.numpy()  # while the program holds h
     assert y.grad_fn.parents == [h.grad_fn, None]
     assert (x * 2.0).grad_fn.inputs[0] is x  # a leaf stays itself: it receives .grad
     z = (x * 2.0) + 1.0
@@ -52,7 +52,7 @@ def test_saved_arrays_are_freed_by_backward_unless_the_graph_is_retained():
         w = mt.randn(4, 2, requires_grad=True)
         h = x * 2.0
         loss = (h @ w).sum()  # matmul saves h's array
-        saved = weakref.ref(h.data)
+        saved = weakref.ref(h.numpy())
         del h
         gc.collect()
         assert saved() is not None
@@ -73,7 +73,7 @@ def test_keep_intermediates_keeps_every_input_tensor_and_is_per_thread():
         other.join()
     kept = y.grad_fn.inputs[0]
     assert isinstance(kept, mt.Tensor) and kept.grad_fn is not None
-    np.testing.assert_array_equal(kept.data, x.data * 3.0)
+    np.testing.assert_array_equal(kept.numpy(), x.numpy() * 3.0)
     assert isinstance(seen[0][0], NodeInput)  # the other thread kept the default
     assert isinstance(((x * 3.0) + 1.0).grad_fn.inputs[0], NodeInput)  # restored on exit
 
@@ -87,9 +87,9 @@ def test_linear_weight_gradient_is_c_ordered_and_exact(batch):
     x = mt.randn(*batch, 6, dtype=mt.float64)
     g = mt.randn(*batch, 4, dtype=mt.float64)
     lin(x).backward(g)
-    grad = lin.weight.grad.data
+    grad = lin.weight.grad.numpy()
     assert grad.flags.c_contiguous
-    expected = g.data.reshape(-1, 4).T @ x.data.reshape(-1, 6)
+    expected = g.numpy().reshape(-1, 4).T @ x.numpy().reshape(-1, 6)
     np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-12)
     w = mt.randn(4, 6, dtype=mt.float64, requires_grad=True)
     assert mt.gradcheck(lambda w: F.linear(x, w).sum(), w)

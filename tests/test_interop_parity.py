@@ -73,8 +73,8 @@ def test_logits_and_every_gradient_match_torch(rng, dtype, tol, norm_first, extr
     t_loss.backward()
 
     assert logits.dtype == dtype
-    _close(logits.data, t_logits.detach().numpy(), tol, "logits")
-    _close(loss.data, t_loss.detach().numpy(), tol, "loss")
+    _close(logits.numpy(), t_logits.detach().numpy(), tol, "logits")
+    _close(loss.numpy(), t_loss.detach().numpy(), tol, "loss")
 
     ours = dict(model.named_parameters())
     theirs = dict(twin.named_parameters())
@@ -83,7 +83,7 @@ def test_logits_and_every_gradient_match_torch(rng, dtype, tol, norm_first, extr
     for name, tname, rows in interop._model_name_map(model):
         g = theirs[tname].grad.numpy()
         g = g[rows] if rows is not None else g
-        og = ours[name].grad.data
+        og = ours[name].grad.numpy()
         if name.endswith("w_k.bias"):
             # exactly zero in exact arithmetic (softmax ignores a constant added to a row's
             # scores): compare with the scale of all gradients, not its own rounding noise
@@ -111,15 +111,17 @@ def test_from_torch_loads_a_plain_nn_transformer(rng):
     gen = torch.nn.Linear(16, 13)
     model = interop.from_torch(Transformer(cfg), tt, src_e, tgt_e, gen)
     np.testing.assert_array_equal(
-        model.encoder.layers[0].self_attn.w_k.weight.data,
+        model.encoder.layers[0].self_attn.w_k.weight.numpy(),
         tt.encoder.layers[0].self_attn.in_proj_weight.detach().numpy()[16:32],
     )
     np.testing.assert_array_equal(
-        model.decoder.layers[0].cross_attn.w_o.bias.data,
+        model.decoder.layers[0].cross_attn.w_o.bias.numpy(),
         tt.decoder.layers[0].multihead_attn.out_proj.bias.detach().numpy(),
     )
-    np.testing.assert_array_equal(model.src_embed.token.weight.data, src_e.weight.detach().numpy())
-    np.testing.assert_array_equal(model.generator.weight.data, gen.weight.detach().numpy())
+    np.testing.assert_array_equal(
+        model.src_embed.token.weight.numpy(), src_e.weight.detach().numpy()
+    )
+    np.testing.assert_array_equal(model.generator.weight.numpy(), gen.weight.detach().numpy())
     # the stacks agree on the same embedded inputs
     x = rng.standard_normal((2, 4, 16)).astype(np.float32)
     y = rng.standard_normal((2, 3, 16)).astype(np.float32)
@@ -128,7 +130,7 @@ def test_from_torch_loads_a_plain_nn_transformer(rng):
             torch.tensor(x), torch.tensor(y), tgt_mask=torch.tensor(M.causal_mask(3))
         ).numpy()
     memory = model.encoder(mt.tensor(x))
-    ours = model.decoder(mt.tensor(y), memory, M.causal_mask(3)).data
+    ours = model.decoder(mt.tensor(y), memory, M.causal_mask(3)).numpy()
     _close(ours, t_out, 1e-4, "stacks")
     with pytest.raises(ValueError, match="final norm"):
         interop.from_torch(Transformer(cfg.replace(final_norm=False)), tt)
@@ -140,7 +142,7 @@ def test_round_trip_through_torch_keeps_every_weight():
         Transformer(TransformerConfig.tiny(11, 13, positional="learned")), interop.to_torch(model)
     )
     for (name, a), (_, b) in zip(model.named_parameters(), again.named_parameters()):
-        np.testing.assert_array_equal(a.data, b.data, err_msg=name)
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
 
 
 def test_to_torch_refuses_what_torch_cannot_express():

@@ -34,7 +34,7 @@ def assert_same(a, b, where="obj"):
             assert_same(x, y, f"{where}[{i}]")
     elif isinstance(a, mt.Tensor):
         assert a.requires_grad == b.requires_grad
-        assert_same(a.data, b.data, where)
+        assert_same(a.numpy(), b.numpy(), where)
     elif isinstance(a, (np.ndarray, np.generic)):
         assert a.dtype == b.dtype and a.shape == b.shape, where
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), where

@@ -152,13 +152,13 @@ def test_embedding_scale_and_its_initialisation():
         TransformerConfig.tiny(50, 9, d_model=64, n_heads=4, scale_embeddings=False)
     )
     # scaled: E·√d is N(0, 1), on the scale of the positions; plain: E is N(0, 1)
-    e = scaled.src_embed.token.weight.data[1:]
+    e = scaled.src_embed.token.weight.numpy()[1:]
     assert 0.8 < e.std() * 8 < 1.2
-    assert 0.8 < plain.src_embed.token.weight.data[1:].std() < 1.2
-    assert np.all(scaled.src_embed.token.weight.data[0] == 0)  # <pad> row
+    assert 0.8 < plain.src_embed.token.weight.numpy()[1:].std() < 1.2
+    assert np.all(scaled.src_embed.token.weight.numpy()[0] == 0)  # <pad> row
     ids = np.array([[3]])
-    out = scaled.src_embed.token(ids).data
-    np.testing.assert_allclose(out[0, 0], scaled.src_embed.token.weight.data[3] * 8, rtol=1e-6)
+    out = scaled.src_embed.token(ids).numpy()
+    np.testing.assert_allclose(out[0, 0], scaled.src_embed.token.weight.numpy()[3] * 8, rtol=1e-6)
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu", "silu", "swiglu", "geglu"])
@@ -166,9 +166,9 @@ def test_feed_forward_activations(rng, activation):
     ffn = FeedForward(8, 16, activation=activation).double()
     assert hasattr(ffn, "linear_gate") == (activation in ("swiglu", "geglu"))
     x = rng.standard_normal((2, 3, 8))
-    out = ffn(mt.tensor(x, dtype=mt.float64)).data
-    w1, b1 = ffn.linear1.weight.data, ffn.linear1.bias.data
-    w2, b2 = ffn.linear2.weight.data, ffn.linear2.bias.data
+    out = ffn(mt.tensor(x, dtype=mt.float64)).numpy()
+    w1, b1 = ffn.linear1.weight.numpy(), ffn.linear1.bias.numpy()
+    w2, b2 = ffn.linear2.weight.numpy(), ffn.linear2.bias.numpy()
     h = x @ w1.T + b1
     act = {
         "relu": lambda z: np.maximum(z, 0),
@@ -176,7 +176,7 @@ def test_feed_forward_activations(rng, activation):
         "gelu": lambda z: 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2))),
     }
     if activation in ("swiglu", "geglu"):
-        g = x @ ffn.linear_gate.weight.data.T + ffn.linear_gate.bias.data
+        g = x @ ffn.linear_gate.weight.numpy().T + ffn.linear_gate.bias.numpy()
         h = act["silu" if activation == "swiglu" else "gelu"](g) * h
     else:
         h = act[activation](h)
@@ -185,8 +185,8 @@ def test_feed_forward_activations(rng, activation):
 
 def test_post_norm_output_is_normalised_pre_norm_is_not(rng):
     x = mt.tensor(rng.standard_normal((2, 4, 16)) * 3 + 1)
-    post = EncoderLayer(TransformerConfig.tiny(5, 5, norm_first=False))(x).data
-    pre = EncoderLayer(TransformerConfig.tiny(5, 5, norm_first=True))(x).data
+    post = EncoderLayer(TransformerConfig.tiny(5, 5, norm_first=False))(x).numpy()
+    pre = EncoderLayer(TransformerConfig.tiny(5, 5, norm_first=True))(x).numpy()
     np.testing.assert_allclose(post.mean(-1), 0, atol=1e-5)
     np.testing.assert_allclose(post.std(-1), 1, atol=1e-3)
     assert np.abs(pre.std(-1) - 1).max() > 0.1
@@ -199,12 +199,12 @@ def test_no_positions_make_the_encoder_blind_to_order(rng):
     perm = np.array([3, 0, 4, 1, 2])
     blind = Transformer(TransformerConfig.tiny(9, 9, positional="none")).eval()
     np.testing.assert_allclose(
-        blind.encode(src[:, perm]).data, blind.encode(src).data[:, perm], rtol=1e-5, atol=1e-6
+        blind.encode(src[:, perm]).numpy(), blind.encode(src).numpy()[:, perm], rtol=1e-5, atol=1e-6
     )
     for positional in ("sinusoidal", "learned", "rotary"):
         seeing = Transformer(TransformerConfig.tiny(9, 9, positional=positional)).eval()
         assert not np.allclose(
-            seeing.encode(src[:, perm]).data, seeing.encode(src).data[:, perm], atol=1e-4
+            seeing.encode(src[:, perm]).numpy(), seeing.encode(src).numpy()[:, perm], atol=1e-4
         ), positional
 
 
@@ -322,8 +322,8 @@ def test_layers_ask_for_no_weights_so_long_sequences_run_fused(rng):
     layer(x)
     fused_w = layer.self_attn.last_weights
     explicit_w = (
-        layer.self_attn(x, need_weights=True)[1].data
+        layer.self_attn(x, need_weights=True)[1].numpy()
         if not cfg.norm_first
-        else layer.self_attn(layer.norm1(x), need_weights=True)[1].data
+        else layer.self_attn(layer.norm1(x), need_weights=True)[1].numpy()
     )
     np.testing.assert_allclose(fused_w, explicit_w, rtol=1e-5, atol=1e-6)

@@ -266,8 +266,8 @@ def test_linear_shapes_init_and_error():
     mt.manual_seed(0)
     lin = nn.Linear(16, 5)
     bound = 1 / math.sqrt(16)
-    assert np.abs(lin.weight.data).max() <= bound and np.abs(lin.bias.data).max() <= bound
-    assert np.abs(lin.weight.data).max() > 0.8 * bound  # U(±1/√in), not something smaller
+    assert np.abs(lin.weight.numpy()).max() <= bound and np.abs(lin.bias.numpy()).max() <= bound
+    assert np.abs(lin.weight.numpy()).max() > 0.8 * bound  # U(±1/√in), not something smaller
     assert lin(mt.randn(2, 7, 16)).shape == (2, 7, 5)
     assert nn.Linear(3, 2, bias=False).bias is None
     with pytest.raises(ValueError, match=r"^linear: .*\(2, 3\).*expected 16.*\(5, 16\)"):
@@ -284,11 +284,11 @@ def test_linear_matches_torch():
     lin = nn.Linear(6, 4).double()
     ref = torch.nn.Linear(6, 4).double()
     with torch.no_grad():
-        ref.weight.copy_(torch.from_numpy(lin.weight.data))
-        ref.bias.copy_(torch.from_numpy(lin.bias.data))
+        ref.weight.copy_(torch.from_numpy(lin.weight.numpy()))
+        ref.bias.copy_(torch.from_numpy(lin.bias.numpy()))
     x = np.random.default_rng(1).standard_normal((3, 6))
     np.testing.assert_allclose(
-        lin(mt.tensor(x, dtype=mt.float64)).data,
+        lin(mt.tensor(x, dtype=mt.float64)).numpy(),
         ref(torch.from_numpy(x)).detach().numpy(),
         rtol=1e-12,
     )
@@ -324,15 +324,15 @@ def test_gradcheck_embedding_through_module():
 def test_embedding_padding_idx_gets_no_gradient():
     mt.manual_seed(4)
     emb = nn.Embedding(5, 3, padding_idx=0)
-    assert np.all(emb.weight.data[0] == 0)
+    assert np.all(emb.weight.numpy()[0] == 0)
     ids = mt.tensor([[0, 1, 0], [2, 0, 4]])
     (emb(ids) * mt.randn(2, 3, 3)).sum().backward()
-    g = emb.weight.grad.data
+    g = emb.weight.grad.numpy()
     assert np.all(g[0] == 0)
     assert np.all(g[1] != 0) and np.all(g[3] == 0)  # 3 unused; 1 used → nonzero
     opt = mt.optim.Adam(emb.parameters(), lr=0.1)
     opt.step()
-    assert np.all(emb.weight.data[0] == 0)  # so the pad row stays zero
+    assert np.all(emb.weight.numpy()[0] == 0)  # so the pad row stays zero
     assert nn.Embedding(5, 3, padding_idx=-1).padding_idx == 4
     with pytest.raises(ValueError, match="padding_idx 7"):
         nn.Embedding(5, 3, padding_idx=7)
@@ -342,10 +342,10 @@ def test_dropout_train_and_eval():
     mt.manual_seed(5)
     d = nn.Dropout(0.5)
     x = mt.ones(1000)
-    y = d(x).data
+    y = d(x).numpy()
     assert set(np.unique(y)) == {0.0, 2.0} and 0.4 < (y == 0).mean() < 0.6
     d.eval()
-    assert np.array_equal(d(x).data, x.data)
+    assert np.array_equal(d(x).numpy(), x.numpy())
     with pytest.raises(ValueError, match="p must be in"):
         nn.Dropout(1.5)
 
@@ -361,7 +361,7 @@ def test_activations_match_functional():
         (nn.Softmax(dim=-1), F.softmax),
         (nn.Identity(), lambda t: t),
     ]:
-        np.testing.assert_array_equal(module(x).data, fn(x).data)
+        np.testing.assert_array_equal(module(x).numpy(), fn(x).numpy())
 
 
 # ----------------------------------------------------------------------------- init
@@ -372,28 +372,28 @@ def test_init_functions_seeded_and_scaled():
         mt.manual_seed(11)
         w = nn.Parameter(np.zeros((200, 300), np.float32))
         nn.init.xavier_uniform_(w)
-        return w.data.copy()
+        return w.numpy().copy()
 
     a, b = draw(), draw()
     assert np.array_equal(a, b)
     assert abs(a.max() - math.sqrt(6 / 500)) < 1e-3
     w = nn.Parameter(np.zeros((400, 500), np.float32))
     nn.init.xavier_normal_(w)
-    assert abs(w.data.std() - math.sqrt(2 / 900)) < 2e-3
+    assert abs(w.numpy().std() - math.sqrt(2 / 900)) < 2e-3
     nn.init.kaiming_uniform_(w, nonlinearity="relu")
-    assert abs(w.data.max() - math.sqrt(2) * math.sqrt(3 / 500)) < 2e-3
+    assert abs(w.numpy().max() - math.sqrt(2) * math.sqrt(3 / 500)) < 2e-3
     nn.init.kaiming_normal_(w, nonlinearity="relu")
-    assert abs(w.data.std() - math.sqrt(2 / 500)) < 2e-3
+    assert abs(w.numpy().std() - math.sqrt(2 / 500)) < 2e-3
     nn.init.normal_(w, 1.0, 0.5)
-    assert abs(w.data.mean() - 1.0) < 0.01 and abs(w.data.std() - 0.5) < 0.01
+    assert abs(w.numpy().mean() - 1.0) < 0.01 and abs(w.numpy().std() - 0.5) < 0.01
     nn.init.uniform_(w, -2, 3)
-    assert w.data.min() >= -2 and w.data.max() < 3 and w.data.min() < -1.9
+    assert w.numpy().min() >= -2 and w.numpy().max() < 3 and w.numpy().min() < -1.9
     nn.init.ones_(w)
-    assert np.all(w.data == 1)
+    assert np.all(w.numpy() == 1)
     nn.init.zeros_(w)
-    assert np.all(w.data == 0)
+    assert np.all(w.numpy() == 0)
     nn.init.constant_(w, 0.25)
-    assert np.all(w.data == 0.25) and w.requires_grad
+    assert np.all(w.numpy() == 0.25) and w.requires_grad
     assert nn.init.calculate_gain("tanh") == 5 / 3
     with pytest.raises(ValueError, match="at least 2 axes"):
         nn.init.xavier_uniform_(nn.Parameter(np.zeros(3)))
@@ -408,16 +408,16 @@ def test_state_dict_round_trip():
     mt.manual_seed(7)
     b = Model()
     ids = mt.tensor([[1, 2, 3, 0]])
-    assert not np.allclose(a(ids).data, b(ids).data)
+    assert not np.allclose(a(ids).numpy(), b(ids).numpy())
     state = a.state_dict()
     assert list(state) == [n for n, _ in a.named_parameters()]
     assert all(isinstance(v, np.ndarray) for v in state.values())
-    weight_array = b.head[0].weight.data
+    weight_array = b.head[0].weight.numpy()
     result = b.load_state_dict(state)
     assert result.missing_keys == [] and result.unexpected_keys == []
-    np.testing.assert_array_equal(a(ids).data, b(ids).data)
-    assert b.head[0].weight.data is weight_array  # copied into place, not replaced
-    a.head[0].weight.data[...] = 0  # the state dict was a copy
+    np.testing.assert_array_equal(a(ids).numpy(), b(ids).numpy())
+    assert b.head[0].weight.numpy() is weight_array  # copied into place, not replaced
+    a.head[0].weight.numpy()[...] = 0  # the state dict was a copy
     assert not np.all(state["head.0.weight"] == 0)
 
 
@@ -444,7 +444,7 @@ def test_load_state_dict_reports_everything_at_once_and_changes_nothing():
     state["head.0.weight"] = before["head.0.weight"]
     missing, unexpected = m.load_state_dict(state, strict=False)
     assert missing == ["head.2.bias"] and unexpected == ["head.9.weight"]
-    assert np.all(m.encoder.embed.weight.data == 0)
+    assert np.all(m.encoder.embed.weight.numpy() == 0)
 
 
 def test_load_whole_checkpoint_by_mistake_gives_hint():
@@ -480,16 +480,16 @@ def test_clip_grad_norm_matches_torch_and_returns_total():
     assert abs(total.item() - ref.item()) < 1e-10
     assert abs(float(total) - math.sqrt(sum((g**2).sum() for g in grads))) < 1e-10
     for p, q in zip(ours, theirs):
-        np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-10)
-    after = math.sqrt(sum((p.grad.data**2).sum() for p in ours))
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10)
+    after = math.sqrt(sum((p.grad.numpy() ** 2).sum() for p in ours))
     assert abs(after - 1.5) < 1e-5
     # below the threshold nothing changes
-    before = [p.grad.data.copy() for p in ours]
+    before = [p.grad.numpy().copy() for p in ours]
     nn.utils.clip_grad_norm_(ours, 100.0)
     for p, b in zip(ours, before):
-        np.testing.assert_array_equal(p.grad.data, b)
+        np.testing.assert_array_equal(p.grad.numpy(), b)
     inf_total = nn.utils.clip_grad_norm_(ours, 100.0, norm_type=math.inf)
-    assert inf_total == max(np.abs(p.grad.data).max() for p in ours)
+    assert inf_total == max(np.abs(p.grad.numpy()).max() for p in ours)
 
 
 def test_clip_grad_norm_nonfinite():
@@ -506,7 +506,9 @@ def test_grad_norms_per_parameter():
     norms = nn.utils.grad_norms(m)
     assert list(norms) == [n for n, _ in m.named_parameters()]
     w = m.head[2].weight
-    assert abs(norms["head.2.weight"] - np.sqrt((w.grad.data.astype(np.float64) ** 2).sum())) < 1e-9
+    assert (
+        abs(norms["head.2.weight"] - np.sqrt((w.grad.numpy().astype(np.float64) ** 2).sum())) < 1e-9
+    )
     m.head[2].bias.grad = None
     assert "head.2.bias" not in nn.utils.grad_norms(m)
 
@@ -526,8 +528,8 @@ def test_mlp_learns_xor():
         loss.backward()
         opt.step()
     assert loss.item() < 1e-3
-    pred = model(x).data > 0.5
-    assert np.array_equal(pred, y.data > 0.5)
+    pred = model(x).numpy() > 0.5
+    assert np.array_equal(pred, y.numpy() > 0.5)
 
 
 def test_regression_reaches_a_set_loss():
@@ -561,7 +563,7 @@ def test_deepcopy_makes_independent_layers_with_their_own_names():
     y = enc.layers[1](mt.randn(2, 4))
     assert scopes_of(y) == {"layers.1.self_attn", "layers.1.residual", "layers.1.norm"}
     w0, w1 = enc.layers[0].self_attn.weight, enc.layers[1].self_attn.weight
-    assert np.array_equal(w0.data, w1.data) and not np.shares_memory(w0.data, w1.data)
+    assert np.array_equal(w0.numpy(), w1.numpy()) and not np.shares_memory(w0.numpy(), w1.numpy())
     assert enc.num_parameters() == 3 * layer.num_parameters()
 
 

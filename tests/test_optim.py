@@ -31,7 +31,7 @@ def run_ours(make_opt, init, grads, groups=False):
         for p, g in zip(params, step_grads):
             p.grad = mt.tensor(g, dtype=mt.float64)
         opt.step()
-    return [p.data for p in params]
+    return [p.numpy() for p in params]
 
 
 def run_torch(torch, make_opt, init, grads, groups=False):
@@ -95,13 +95,13 @@ def test_float32_parameters_stay_float32():
 
 def test_step_updates_in_place_and_bumps_version():
     p = nn.Parameter(np.array([1.0, 2.0]))
-    array = p.data
+    array = p.numpy()
     y = (p * p).sum()  # mul saves p for backward
     p.grad = mt.tensor([1.0, 1.0])
     v0 = p._version
     mt.optim.SGD([p], lr=0.1).step()
-    assert p.data is array and p._version == v0 + 1
-    np.testing.assert_allclose(p.data, [0.9, 1.9])
+    assert p.numpy() is array and p._version == v0 + 1
+    np.testing.assert_allclose(p.numpy(), [0.9, 1.9])
     with pytest.raises(RuntimeError):  # the graph saw the old values: backward must refuse
         y.backward()
 
@@ -111,10 +111,10 @@ def test_skips_params_without_grad_and_zero_grad():
     opt = mt.optim.Adam([a, b], lr=0.1)
     a.grad = mt.tensor([1.0, -1.0], dtype=mt.float64)
     opt.step()
-    assert np.array_equal(b.data, [1, 1]) and b not in opt.state
-    assert not np.array_equal(a.data, [1, 1])
+    assert np.array_equal(b.numpy(), [1, 1]) and b not in opt.state
+    assert not np.array_equal(a.numpy(), [1, 1])
     opt.zero_grad(set_to_none=False)
-    assert np.all(a.grad.data == 0) and b.grad is None
+    assert np.all(a.grad.numpy() == 0) and b.grad is None
     opt.zero_grad()
     assert a.grad is None
 
@@ -126,7 +126,7 @@ def test_per_group_learning_rate():
     a.grad = mt.tensor([1.0], dtype=mt.float64)
     b.grad = mt.tensor([1.0], dtype=mt.float64)
     opt.step()
-    assert a.data[0] == pytest.approx(-0.1) and b.data[0] == pytest.approx(-1.0)
+    assert a.numpy()[0] == pytest.approx(-0.1) and b.numpy()[0] == pytest.approx(-1.0)
 
 
 def test_bad_arguments():
@@ -165,14 +165,14 @@ def test_optimizer_state_dict_round_trip_continues_identically():
 
     params, opt = fresh()
     train(params, opt, grads)
-    straight = [p.data.copy() for p in params]
+    straight = [p.numpy().copy() for p in params]
 
     params, opt = fresh()
     train(params, opt, grads[:6])
     state = opt.state_dict()
     assert sorted(state["state"]) == [0, 1, 2] and state["state"][0]["step"] == 6
     assert [g["params"] for g in state["param_groups"]] == [[0], [1, 2]]
-    snapshot = [p.data.copy() for p in params]
+    snapshot = [p.numpy().copy() for p in params]
     params2 = [nn.Parameter(a) for a in snapshot]
     opt2 = mt.optim.Adam(
         [{"params": params2[:1]}, {"params": params2[1:], "lr": 0.05}], lr=0.01, amsgrad=True
@@ -182,7 +182,7 @@ def test_optimizer_state_dict_round_trip_continues_identically():
     opt2.load_state_dict(state)
     train(params2, opt2, grads[6:])
     for a, b in zip(params2, straight):
-        np.testing.assert_array_equal(a.data, b)
+        np.testing.assert_array_equal(a.numpy(), b)
 
 
 def test_optimizer_load_state_dict_errors_change_nothing():

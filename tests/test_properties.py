@@ -53,9 +53,9 @@ def test_binary_op_gradients_reduce_to_each_input_shape(shapes, op, seed):
     (out * f64(w, False)).sum().backward()
     assert a.grad.shape == sa and b.grad.shape == sb
     if op == "add":  # the gradient of a broadcast copy is the sum over the copies
-        np.testing.assert_allclose(a.grad.data.sum(), w.sum())
-        np.testing.assert_allclose(b.grad.data.sum(), w.sum())
-    assert mt.gradcheck(fn, f64(a.data), f64(b.data))
+        np.testing.assert_allclose(a.grad.numpy().sum(), w.sum())
+        np.testing.assert_allclose(b.grad.numpy().sum(), w.sum())
+    assert mt.gradcheck(fn, f64(a.numpy()), f64(b.numpy()))
 
 
 @FEW
@@ -119,9 +119,9 @@ def test_reductions_over_random_axes(case, keepdims, op, seed):
     fn, ref = REDUCTIONS[op]
     x = f64(np.random.default_rng(seed).standard_normal(shape))
     out = fn(x, axis=axis, keepdims=keepdims)
-    expected = ref(x.data, axis=axis, keepdims=keepdims)
+    expected = ref(x.numpy(), axis=axis, keepdims=keepdims)
     assert out.shape == np.shape(expected)
-    np.testing.assert_allclose(out.data, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-10, atol=1e-12)
     assert mt.gradcheck(lambda x: fn(x, axis=axis, keepdims=keepdims), x)
 
 
@@ -134,8 +134,8 @@ def test_max_gradient_sums_to_one_per_reduced_slice_even_with_ties(case, seed):
     # max(x, int) is torch's (values, indices), whose gradient goes to the index: a tuple of
     # axes (amax's meaning) is the reduction that splits ties
     x.max(axis=_as_axes(axis)).sum().backward()
-    np.testing.assert_allclose(x.grad.data.sum(axis=axis), 1.0)
-    assert (x.grad.data[x.data < x.data.max(axis=axis, keepdims=True)] == 0).all()
+    np.testing.assert_allclose(x.grad.numpy().sum(axis=axis), 1.0)
+    assert (x.grad.numpy()[x.numpy() < x.numpy().max(axis=axis, keepdims=True)] == 0).all()
 
 
 # ---------------------------------------------------------------------------- indexing
@@ -199,11 +199,11 @@ def test_indexing_forward_and_scatter_add_backward(case, seed):
     rng = np.random.default_rng(seed)
     x = f64(rng.standard_normal(shape))
     out = x[index]
-    expected = x.data[index]
-    np.testing.assert_array_equal(out.data, expected)
+    expected = x.numpy()[index]
+    np.testing.assert_array_equal(out.numpy(), expected)
     w = rng.standard_normal(expected.shape)
     (out * f64(w, False)).sum().backward()
-    np.testing.assert_allclose(x.grad.data, scatter_reference(shape, index, w))
+    np.testing.assert_allclose(x.grad.numpy(), scatter_reference(shape, index, w))
 
 
 @FEW
@@ -211,7 +211,7 @@ def test_indexing_forward_and_scatter_add_backward(case, seed):
 def test_indexing_a_transposed_view(case, seed):
     shape, index = case
     x = f64(np.random.default_rng(seed).standard_normal(shape[::-1]))  # x.T has `shape`
-    np.testing.assert_array_equal(x.T[index].data, x.data.T[index])
+    np.testing.assert_array_equal(x.T[index].numpy(), x.numpy().T[index])
     assert mt.gradcheck(lambda x: x.T[index], x)
 
 
@@ -234,8 +234,8 @@ def matmul_shapes(draw):
 def test_matmul_on_random_shapes(shapes, seed):
     rng = np.random.default_rng(seed)
     a, b = f64(rng.standard_normal(shapes[0])), f64(rng.standard_normal(shapes[1]))
-    expected = np.matmul(a.data, b.data)
+    expected = np.matmul(a.numpy(), b.numpy())
     out = a @ b
     assert out.shape == expected.shape
-    np.testing.assert_allclose(out.data, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12, atol=1e-12)
     assert mt.gradcheck(lambda a, b: a @ b, a, b)

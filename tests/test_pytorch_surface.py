@@ -35,7 +35,7 @@ def check(ours, theirs, atol=1e-10, rtol=1e-7):
     t = theirs.detach().numpy()
     assert ours.shape == t.shape
     assert ours.dtype == t.dtype, (ours.dtype, t.dtype)
-    np.testing.assert_allclose(ours.data, t, atol=atol, rtol=rtol)
+    np.testing.assert_allclose(ours.numpy(), t, atol=atol, rtol=rtol)
 
 
 def check_backward(out, tout, leaves, atol=1e-10):
@@ -246,7 +246,7 @@ def test_nn_linear_is_f_linear_and_draws_weight_transposed():
     mt.manual_seed(0)
     lin = nn.Linear(3, 2)
     x = mt.randn(4, 3)
-    np.testing.assert_array_equal(lin(x).data, MF.linear(x, lin.weight, lin.bias).data)
+    np.testing.assert_array_equal(lin(x).numpy(), MF.linear(x, lin.weight, lin.bias).numpy())
     dot = mt.viz.draw_graph(lin(x).sum(), model=lin).source
     assert "weightᵀ" in dot and "permute" not in dot
     with pytest.raises(
@@ -306,8 +306,8 @@ def test_sdpa_mask_is_the_opposite_of_multihead_attention_mask():
     a = FT.scaled_dot_product_attention(*ours, attn_mask=mt.tensor(allowed))
     b = FT.scaled_dot_product_attention(*ours, attn_mask=mt.tensor(~allowed))
     c = FT.scaled_dot_product_attention(*ours, is_causal=True)
-    np.testing.assert_allclose(a.data, c.data)
-    assert not np.allclose(a.data, b.data)
+    np.testing.assert_allclose(a.numpy(), c.numpy())
+    assert not np.allclose(a.numpy(), b.numpy())
 
 
 def _mha_pair(e=8, h=2, batch_first=False, bias=True, dtype=torch.float64):
@@ -424,18 +424,18 @@ def test_load_state_dict_takes_torch_tensors_numpy_arrays_and_tensors():
     x, tx = pair(rand(4, 3, dtype=np.float32))
     check(lin(x), tlin(tx), atol=1e-6)
     lin.load_state_dict({k: v.numpy() * 2 for k, v in tlin.state_dict().items()})
-    np.testing.assert_allclose(lin.weight.data, 2 * tlin.weight.detach().numpy())
+    np.testing.assert_allclose(lin.weight.numpy(), 2 * tlin.weight.detach().numpy())
     lin.load_state_dict({k: mt.tensor(v.numpy()) for k, v in tlin.state_dict().items()})
-    np.testing.assert_allclose(lin.weight.data, tlin.weight.detach().numpy())
+    np.testing.assert_allclose(lin.weight.numpy(), tlin.weight.detach().numpy())
     assert lin.weight.dtype == np.float32
 
 
 def test_load_state_dict_of_torch_checks_shapes_and_changes_nothing():
     lin = nn.Linear(3, 2)
-    before = lin.weight.data.copy()
+    before = lin.weight.numpy().copy()
     with pytest.raises(nn.StateDictError, match=r"weight: checkpoint \(2, 4\) vs model \(2, 3\)"):
         lin.load_state_dict(torch.nn.Linear(4, 2).state_dict())
-    np.testing.assert_array_equal(lin.weight.data, before)
+    np.testing.assert_array_equal(lin.weight.numpy(), before)
 
 
 class _Net:
@@ -498,7 +498,7 @@ def test_module_modes_devices_dtypes_and_grads():
     out = net.head(mt.ones(1, 4)).sum()
     out.backward()
     net.zero_grad(set_to_none=False)
-    assert np.all(net.head[0].weight.grad.data == 0)
+    assert np.all(net.head[0].weight.grad.numpy() == 0)
     net.zero_grad()
     assert net.head[0].weight.grad is None
     assert net.requires_grad_(False) is net and not net.head[0].weight.requires_grad
@@ -542,11 +542,11 @@ def test_uniform_initialisers_use_torchs_fans(fn, kw, bound):
     w = nn.Parameter(np.zeros((300, 200), np.float32))
     getattr(nn.init, fn)(w, **kw)
     b = bound(200, 300)
-    assert np.abs(w.data).max() <= b * (1 + 1e-6)
-    assert np.abs(w.data).max() > 0.99 * b  # the whole range is used
+    assert np.abs(w.numpy()).max() <= b * (1 + 1e-6)
+    assert np.abs(w.numpy()).max() > 0.99 * b  # the whole range is used
     t = torch.empty(300, 200)
     getattr(torch.nn.init, fn)(t, **kw)
-    assert np.abs(w.data).std() == pytest.approx(t.abs().std().item(), rel=0.03)
+    assert np.abs(w.numpy()).std() == pytest.approx(t.abs().std().item(), rel=0.03)
 
 
 @pytest.mark.parametrize(
@@ -567,21 +567,21 @@ def test_normal_initialisers_match_torchs_statistics(fn, kw):
     t = torch.empty(300, 200)
     getattr(nn.init, fn)(w, **kw)
     getattr(torch.nn.init, fn)(t, **kw)
-    assert w.data.mean() == pytest.approx(t.mean().item(), abs=0.01)
-    assert w.data.std() == pytest.approx(t.std().item(), rel=0.03)
-    assert w.data.min() >= t.min().item() - 0.5 and w.data.max() <= t.max().item() + 0.5
+    assert w.numpy().mean() == pytest.approx(t.mean().item(), abs=0.01)
+    assert w.numpy().std() == pytest.approx(t.std().item(), rel=0.03)
+    assert w.numpy().min() >= t.min().item() - 0.5 and w.numpy().max() <= t.max().item() + 0.5
     if fn == "trunc_normal_":
-        assert w.data.min() >= -0.6 and w.data.max() <= 0.4
+        assert w.numpy().min() >= -0.6 and w.numpy().max() <= 0.4
     if fn == "orthogonal_":
-        np.testing.assert_allclose(w.data.T @ w.data, 1.5**2 * np.eye(200), atol=1e-4)
+        np.testing.assert_allclose(w.numpy().T @ w.numpy(), 1.5**2 * np.eye(200), atol=1e-4)
 
 
 def test_constant_initialisers():
     w = nn.Parameter(np.zeros((3, 3), np.float32))
-    np.testing.assert_array_equal(nn.init.eye_(w).data, np.eye(3))
-    np.testing.assert_array_equal(nn.init.constant_(w, 0.25).data, np.full((3, 3), 0.25))
-    np.testing.assert_array_equal(nn.init.ones_(w).data, np.ones((3, 3)))
-    np.testing.assert_array_equal(nn.init.zeros_(w).data, np.zeros((3, 3)))
+    np.testing.assert_array_equal(nn.init.eye_(w).numpy(), np.eye(3))
+    np.testing.assert_array_equal(nn.init.constant_(w, 0.25).numpy(), np.full((3, 3), 0.25))
+    np.testing.assert_array_equal(nn.init.ones_(w).numpy(), np.ones((3, 3)))
+    np.testing.assert_array_equal(nn.init.zeros_(w).numpy(), np.zeros((3, 3)))
     assert nn.init._calculate_fan_in_and_fan_out(
         mt.zeros(5, 3, 2)
     ) == torch.nn.init._calculate_fan_in_and_fan_out(torch.zeros(5, 3, 2))
@@ -609,7 +609,7 @@ def _train_both(make_opt, make_topt, steps=5, sched=None):
             s.step()
             ts.step()
             assert opt.param_groups[0]["lr"] == pytest.approx(topt.param_groups[0]["lr"])
-    np.testing.assert_allclose(lin.weight.data, tlin.weight.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(lin.weight.numpy(), tlin.weight.detach().numpy(), atol=1e-12)
     return opt, topt
 
 
@@ -727,7 +727,7 @@ def test_dim_and_keepdim_spellings(name, keepdim):
     else:
         out = getattr(x, name)(dim=-1, keepdim=keepdim)
         tout = getattr(tx, name)(dim=-1, keepdim=keepdim)
-        np.testing.assert_allclose(getattr(x, name)(axis=-1, keepdims=keepdim).data, out.data)
+        np.testing.assert_allclose(getattr(x, name)(axis=-1, keepdims=keepdim).numpy(), out.numpy())
     check(out, tout)
     check_backward(out, tout, [(x, tx)])
 
@@ -776,7 +776,7 @@ def test_conversions():
     assert x.type_as(np.zeros(1, np.int64)).dtype == np.int64
     assert x.contiguous() is x and tx.contiguous() is tx
     t = x.transpose(0, 1)
-    assert t.contiguous().data.flags.c_contiguous
+    assert t.contiguous().numpy().flags.c_contiguous
     with pytest.raises(RuntimeError, match="CPU only"):
         x.to("cuda")
     assert not mt.cuda.is_available() and str(x.device) == "cpu"
@@ -938,12 +938,12 @@ def test_scatter_out_of_place_and_multinomial():
     x, tx = pair(np.zeros((2, 4)), requires_grad=False)
     idx = np.array([[1], [3]])
     check(mt.scatter(x, 1, mt.tensor(idx), 1.0), torch.scatter(tx, 1, torch.tensor(idx), 1.0))
-    assert x.data.sum() == 0  # the input is unchanged
+    assert x.numpy().sum() == 0  # the input is unchanged
     mt.manual_seed(0)
     probs = mt.tensor([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]])
     draws = mt.multinomial(probs, 2, replacement=True)
     assert draws.dtype == mt.long and draws.shape == (2, 2)
-    assert (draws.data[0] == 1).all() and set(draws.data[1]) <= {0, 2}
+    assert (draws.numpy()[0] == 1).all() and set(draws.numpy()[1]) <= {0, 2}
     no_repeat = mt.multinomial(probs[1], 2)
     assert sorted(no_repeat.tolist()) == [0, 2]
     with pytest.raises(ValueError, match="multinomial"):
@@ -984,7 +984,7 @@ def test_inplace_index_errors_name_the_op_and_shape():
         x.index_fill_(2, mt.tensor([0]), 1.0)
     with pytest.raises(IndexError, match=r"scatter_.*\(2, 3\)"):
         x.scatter_(1, mt.tensor([[5], [0]]), 1.0)
-    assert x.data.sum() == 0 and x._version == 0  # a failed call changes nothing
+    assert x.numpy().sum() == 0 and x._version == 0  # a failed call changes nothing
 
 
 # ----------------------------------------------------------------------------- nanoGPT's idioms
@@ -1155,14 +1155,14 @@ def test_load_state_dict_of_a_tied_weight_given_once_or_two_ways():
     }
     once["wte.weight"] = np.full((5, 3), 0.5, np.float32)
     assert ours.load_state_dict(once) == ([], [])  # an older checkpoint: each once
-    assert np.all(ours.lm_head.weight.data == 0.5)
+    assert np.all(ours.lm_head.weight.numpy() == 0.5)
     sd["lm_head.weight"] = sd["lm_head.weight"] + 1  # which of the two is meant?
     with pytest.raises(
         mt.nn.module.StateDictError,
         match="wte.weight and lm_head.weight name one tied tensor but hold different values",
     ):
         ours.load_state_dict(sd)
-    assert np.all(ours.lm_head.weight.data == 0.5)  # nothing changed
+    assert np.all(ours.lm_head.weight.numpy() == 0.5)  # nothing changed
     del once["shared.bias"]
     with pytest.raises(
         mt.nn.module.StateDictError,
@@ -1184,7 +1184,7 @@ def test_interop_from_torch_loads_a_tied_generator():
             p.add_(0.25)
     model = interop.from_torch(Transformer(cfg), twin)
     assert model.generator.weight is model.tgt_embed.token.weight
-    np.testing.assert_array_equal(model.generator.weight.data, twin.generator.weight.detach())
+    np.testing.assert_array_equal(model.generator.weight.numpy(), twin.generator.weight.detach())
 
 
 def _scaler_run(lib, scaler, steps):

@@ -172,7 +172,7 @@ def test_a_cell_run_over_time_is_the_layer():
     layer = mt.nn.LSTM(H_IN, H, dtype=mt.float64)
     cell = mt.nn.LSTMCell(H_IN, H, dtype=mt.float64)
     for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-        getattr(cell, kind).data[...] = getattr(layer, kind + "_l0").numpy()
+        getattr(cell, kind).numpy()[...] = getattr(layer, kind + "_l0").numpy()
     x = mt.randn(6, 2, H_IN, dtype=mt.float64)
     out, (h_n, c_n) = layer(x)
     state = None

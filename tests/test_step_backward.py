@@ -54,8 +54,8 @@ def build(seed=0):
 
 
 def grads(model, x):
-    out = {name: p.grad.data.copy() for name, p in model.named_parameters()}
-    out["x"] = x.grad.data.copy()
+    out = {name: p.grad.numpy().copy() for name, p in model.named_parameters()}
+    out["x"] = x.grad.numpy().copy()
     return out
 
 
@@ -79,8 +79,8 @@ def test_stepping_gradients_match_the_closed_form():
     a = mt.tensor([[1.0, -2.0], [0.5, 3.0]], requires_grad=True)
     y = (F.tanh(a) * a).sum()
     list(y.backward_steps())
-    t = np.tanh(a.data)
-    np.testing.assert_allclose(a.grad.data, t + a.data * (1 - t**2), rtol=1e-6)
+    t = np.tanh(a.numpy())
+    np.testing.assert_allclose(a.grad.numpy(), t + a.numpy() * (1 - t**2), rtol=1e-6)
 
 
 def test_step_order_is_a_reverse_topological_order():
@@ -126,7 +126,7 @@ def test_gradient_arriving_is_the_sum_over_consumers():
     a = F.exp(x)
     y = (a * 2.0).sum() + (a * a).sum() + F.tanh(a).sum()
     (step,) = [s for s in y.backward_steps() if s.op == "exp"]
-    ad = np.exp(x.data)
+    ad = np.exp(x.numpy())
     np.testing.assert_allclose(step.grad_output, 2 + 2 * ad + (1 - np.tanh(ad) ** 2), rtol=1e-5)
 
 
@@ -250,11 +250,11 @@ def transformer_batch(seed=0):
 def test_stepping_equals_backward_on_the_encoder_decoder():
     model, loss = transformer_batch()
     loss.backward()
-    expected = {name: p.grad.data.copy() for name, p in model.named_parameters()}
+    expected = {name: p.grad.numpy().copy() for name, p in model.named_parameters()}
     model2, loss2 = transformer_batch()
     assert loss2.item() == loss.item()  # same seed: same dropout masks
     steps = list(loss2.backward_steps())
-    got = {name: p.grad.data for name, p in model2.named_parameters()}
+    got = {name: p.grad.numpy() for name, p in model2.named_parameters()}
     assert expected.keys() == got.keys()
     for name in expected:
         assert np.array_equal(expected[name], got[name]), name

@@ -8,7 +8,7 @@ import minitensor as mt
 
 def test_attributes():
     x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True, name="x")
-    assert isinstance(x.data, np.ndarray)
+    assert isinstance(x.numpy(), np.ndarray)
     assert (
         x.shape == (2, 3)
         and x.ndim == 2
@@ -29,8 +29,8 @@ def test_tensor_copies_its_data():
     a = np.ones(3, dtype=np.float32)
     t = mt.tensor(a)
     a[0] = 5
-    assert t.data[0] == 1
-    assert mt.tensor(t).data is not t.data
+    assert t.numpy()[0] == 1
+    assert mt.tensor(t).numpy() is not t.numpy()
     t64 = mt.tensor([1.0], dtype=mt.float64)
     assert mt.tensor(t64).dtype == mt.float64  # a Tensor keeps its dtype
     assert mt.tensor(t64, dtype=mt.float32).dtype == mt.float32
@@ -38,7 +38,7 @@ def test_tensor_copies_its_data():
 
 def test_numpy_item_tolist_float_int():
     x = mt.tensor([[1.5]])
-    assert x.numpy() is x.data
+    assert x.numpy() is x.numpy()
     assert x.item() == 1.5 and float(x) == 1.5 and int(mt.tensor(3)) == 3
     assert mt.tensor([1, 2]).tolist() == [1, 2]
     with pytest.raises(ValueError, match=r"one-element.*\(2,\)"):
@@ -78,7 +78,7 @@ def test_astype_and_conversions():
     assert x.astype(mt.float32) is x  # no-op
     assert x.to(mt.float64).dtype == mt.float64
     c = x.clone()
-    assert c.data is not x.data and c.tolist() == x.tolist()
+    assert c.numpy() is not x.numpy() and c.tolist() == x.tolist()
 
 
 def test_repr():
@@ -102,7 +102,7 @@ def test_zeros_ones_full_eye_arange():
     assert mt.full((2, 2), 7.0).tolist() == [[7, 7], [7, 7]]
     assert mt.full(3, 2).dtype == mt.int64
     assert mt.full((2,), True).dtype == mt.bool_
-    np.testing.assert_array_equal(mt.eye(3).data, np.eye(3))
+    np.testing.assert_array_equal(mt.eye(3).numpy(), np.eye(3))
     assert mt.eye(2, 3).shape == (2, 3)
     assert mt.arange(4).tolist() == [0, 1, 2, 3] and mt.arange(4).dtype == mt.int64
     assert mt.arange(1, 7, 2).tolist() == [1, 3, 5]
@@ -134,11 +134,11 @@ def test_constructors_take_requires_grad_and_name():
 
 def test_random_ranges():
     r = mt.rand(1000)
-    assert 0 <= r.data.min() and r.data.max() < 1
+    assert 0 <= r.numpy().min() and r.numpy().max() < 1
     ids = mt.randint(2, 5, (10, 10))
-    assert ids.dtype == mt.int64 and ids.data.min() >= 2 and ids.data.max() < 5
+    assert ids.dtype == mt.int64 and ids.numpy().min() >= 2 and ids.numpy().max() < 5
     n = mt.randn(10_000)
-    assert abs(n.data.mean()) < 0.05 and abs(n.data.std() - 1) < 0.05
+    assert abs(n.numpy().mean()) < 0.05 and abs(n.numpy().std() - 1) < 0.05
 
 
 def test_manual_seed_makes_every_random_op_reproducible():

@@ -96,7 +96,7 @@ def test_decoding_while_another_thread_trains_the_model(how):
         model.train()
         seen["training"] = model.training
         x = mt.randn(4, 8, 16)
-        seen["dropped"] = bool((model.encoder.layers[0].dropout1(x).data == 0).any())
+        seen["dropped"] = bool((model.encoder.layers[0].dropout1(x).numpy() == 0).any())
         barrier.wait(TIMEOUT)
 
     _threads(decode, train)

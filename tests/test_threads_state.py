@@ -93,7 +93,7 @@ def test_a_thread_in_no_grad_does_not_stop_another_threads_graph():
     t.join(timeout=30)
     assert loss.grad_fn is not None
     loss.backward()
-    np.testing.assert_array_equal(x.grad.data, [2.0, 4.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
     assert out["inference"] is False
 
 

@@ -313,7 +313,7 @@ def test_random_composite_expressions_match_torch(seed):
         g, g_t = ours[key].grad, theirs[key].grad
         assert g is not None and g_t is not None, (key, where)
         np.testing.assert_allclose(
-            g.data, g_t.numpy(), rtol=1e-6, atol=1e-6, err_msg=f"grad of {key}; {where}"
+            g.numpy(), g_t.numpy(), rtol=1e-6, atol=1e-6, err_msg=f"grad of {key}; {where}"
         )
 
 
@@ -332,11 +332,11 @@ def test_each_op_alone_matches_torch(name):
     theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
     w = rng.standard_normal((B, L, D))
     out, out_t = f_mt(*ours), f_torch(*theirs)
-    np.testing.assert_allclose(out.data, out_t.detach().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-9, atol=1e-12)
     (out * mt.tensor(w, dtype=mt.float64)).sum().backward()
     (out_t * torch.from_numpy(w)).sum().backward()
     for a, a_t in zip(ours, theirs):
-        np.testing.assert_allclose(a.grad.data, a_t.grad.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(a.grad.numpy(), a_t.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -360,8 +360,8 @@ def test_matmul_matches_torch(shapes):
     xt, yt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
     (x @ y).sum().backward()
     (xt @ yt).sum().backward()
-    np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), rtol=1e-9)
-    np.testing.assert_allclose(y.grad.data, yt.grad.numpy(), rtol=1e-9)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-9)
+    np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=1e-9)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -383,8 +383,8 @@ def test_cross_entropy_matches_torch(reduction, smoothing):
         label_smoothing=smoothing,
         reduction=reduction,
     )
-    np.testing.assert_allclose(out.data, out_t.detach().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-9, atol=1e-12)
     w = rng.standard_normal(out.shape)
     (out * mt.tensor(w, dtype=mt.float64)).sum().backward()
     (out_t * torch.from_numpy(w)).sum().backward()
-    np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-9)

@@ -54,16 +54,16 @@ def test_loss_ignores_pad_positions_and_smooths():
     targets = np.array([[1, 2, 0], [3, 0, 0]])
     loss = sequence_loss(logits, targets, pad_id=0)
     # the mean over the 3 non-pad positions only
-    lp = logits.data - np.log(np.exp(logits.data).sum(-1, keepdims=True))
+    lp = logits.numpy() - np.log(np.exp(logits.numpy()).sum(-1, keepdims=True))
     expected = -(lp[0, 0, 1] + lp[0, 1, 2] + lp[1, 0, 3]) / 3
     assert loss.item() == pytest.approx(expected, rel=1e-5)
     loss.backward()
-    assert np.all(logits.grad.data[0, 2] == 0) and np.all(logits.grad.data[1, 1:] == 0)
-    assert np.abs(logits.grad.data[0, 0]).sum() > 0
+    assert np.all(logits.grad.numpy()[0, 2] == 0) and np.all(logits.grad.numpy()[1, 1:] == 0)
+    assert np.abs(logits.grad.numpy()[0, 0]).sum() > 0
     smooth = sequence_loss(logits.detach(), targets, pad_id=0, label_smoothing=0.1).item()
     assert smooth != pytest.approx(expected)
     assert token_accuracy(logits, targets) == (
-        int(sum(np.argmax(logits.data, -1)[[0, 0, 1], [0, 1, 0]] == [1, 2, 3])),
+        int(sum(np.argmax(logits.numpy(), -1)[[0, 0, 1], [0, 1, 0]] == [1, 2, 3])),
         3,
     )
     with pytest.raises(ValueError, match="sequence_loss"):

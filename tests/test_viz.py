@@ -321,7 +321,7 @@ def test_show_grad_gives_shape_and_norm():
     g = draw_graph(loss, show_grad=True, max_nodes=None)
     w = model.encoder.layers[0].self_attn.w_q.weight
     (box,) = find(g, "encoder.layers.0.self_attn.w_q.weightᵀ")
-    norm = float(np.linalg.norm(w.grad.data.astype(np.float64)))
+    norm = float(np.linalg.norm(w.grad.numpy().astype(np.float64)))
     assert f"grad (8, 8) ‖g‖ {norm:.3g}" in nodes(g)[box]["label"]
     (mean,) = find(g, "mean\n")
     assert "grad () ‖g‖ 1" in nodes(g)[mean]["label"]
@@ -335,7 +335,7 @@ def test_show_values_gives_min_max_mean():
     v = loss.item()
     assert f"value {v:.3g}" in nodes(g)[mean]["label"]
     (xin,) = find(g, "x\n")
-    d = x.data
+    d = x.numpy()
     assert f"min {d.min():.3g} max {d.max():.3g}" in nodes(g)[xin]["label"]
     (sm,) = find(g, "softmax")
     lo, hi = (float(s) for s in re.search(r"min (\S+) max (\S+)", nodes(g)[sm]["label"]).groups())
@@ -464,7 +464,7 @@ def test_after_a_plain_backward_a_transposed_weight_shows_the_weights_gradient()
     (box,) = find(g, "head.weightᵀ")
     label = nodes(g)[box]["label"]
     w = model.head.weight
-    norm = float(np.linalg.norm(w.grad.data.astype(np.float64)))
+    norm = float(np.linalg.norm(w.grad.numpy().astype(np.float64)))
     assert f"grad ({w.shape[1]}, {w.shape[0]}) ‖g‖ {norm:.3g}" in label
     # an op's own gradient is not kept by a plain backward, and the label says so
     (mean,) = find(g, "mean\n")
@@ -527,7 +527,7 @@ def test_trace_prints_one_line_per_op_with_scope_shapes_and_ranges():
     assert abs(sm[0].stats[2] - 1 / 3) < 1e-6  # rows of 3 sum to 1
     head = [r for r in t.records if r.scope == "head" and r.op == "matmul + bias"][0]
     assert head.stats == pytest.approx(
-        (float(y.data.min()), float(y.data.max()), float(y.data.mean())), rel=1e-5
+        (float(y.numpy().min()), float(y.numpy().max()), float(y.numpy().mean())), rel=1e-5
     )
     last = t.records[-1]
     assert last.op == "mean" and last.scope == "" and last.stats[0] == pytest.approx(loss.item())

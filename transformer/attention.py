@@ -47,8 +47,8 @@ class AttentionCache:
     def reorder(self, index):
         """Keep batch rows `index` (beam search: each surviving beam takes its parent's cache)."""
         if self.k is not None:
-            self.k = from_numpy(self.k.data[index])
-            self.v = from_numpy(self.v.data[index])
+            self.k = from_numpy(self.k.numpy()[index])
+            self.v = from_numpy(self.v.numpy()[index])
 
 
 class MultiHeadAttention(nn.Module):
@@ -150,9 +150,9 @@ class MultiHeadAttention(nn.Module):
         )
         if is_causal:  # the same blocked set, as an array, for the diagnostics
             mask = A.combine(mask, A.causal_mask(q.shape[2], k.shape[2], causal_offset))
-        kept = None if weights is None else weights.data
-        mask = mask.data if isinstance(mask, Tensor) else mask  # a learned mask's values
-        self._record = (kept, (q.data, k.data), self.scale, mask)
+        kept = None if weights is None else weights.numpy()
+        mask = mask.numpy() if isinstance(mask, Tensor) else mask  # a learned mask's values
+        self._record = (kept, (q.numpy(), k.numpy()), self.scale, mask)
         return out, weights
 
     def _where(self):

@@ -84,10 +84,10 @@ class _Seq2SeqStepper(_Stepper):
             out = self.model.decode(fed, self.memory, self.src_mask, cache=self.cache)
         else:
             out = self.model.decode(ys, self.memory, self.src_mask)
-        return out.data[:, -1].astype(np.float64)
+        return out.numpy()[:, -1].astype(np.float64)
 
     def reorder(self, index):
-        self.memory = from_numpy(self.memory.data[index])
+        self.memory = from_numpy(self.memory.numpy()[index])
         if self.src_mask is not None:
             self.src_mask = self.src_mask[index]
         if self.cache is not None:
@@ -106,7 +106,7 @@ class _LMStepper(_Stepper):
             out = self.model(ys[:, len(self.cache) :], cache=self.cache)  # prefill, then 1 token
         else:
             out = self.model(ys)
-        return out.data[:, -1].astype(np.float64)
+        return out.numpy()[:, -1].astype(np.float64)
 
     def reorder(self, index):
         if self.cache is not None:
@@ -143,7 +143,7 @@ def _pad_id(model):
 def _mask_array(mask):
     if mask is None:
         return None
-    return np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    return np.asarray(mask.numpy() if isinstance(mask, Tensor) else mask)
 
 
 def _check_length(model, needed, what):
@@ -188,7 +188,7 @@ def _check_sampling(what, vocab, temperature, top_k, top_p):
 
 
 def _src_batch(src, what):
-    arr = src.data if isinstance(src, Tensor) else np.asarray(src)
+    arr = src.numpy() if isinstance(src, Tensor) else np.asarray(src)
     if arr.ndim != 2:
         raise ValueError(f"{what}: src must be (batch, length) ids, got shape {arr.shape}")
     return arr

@@ -193,7 +193,7 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, ids, offset=0):
-        ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+        ids = ids.numpy() if isinstance(ids, Tensor) else np.asarray(ids)
         if ids.ndim != 2:
             raise ValueError(
                 f"Embeddings in {self.path or 'model'}: ids must be (batch, length), "

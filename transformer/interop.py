@@ -301,7 +301,7 @@ def from_torch(model, torch_transformer, src_embedding=None, tgt_embedding=None,
 def mha_to_torch(mha):
     """A torch.nn.MultiheadAttention (batch_first=True) with our MultiHeadAttention's weights."""
     torch = _torch()
-    w = mha.w_q.weight.data
+    w = mha.w_q.weight.numpy()
     dtype = torch.float64 if w.dtype == np.float64 else torch.float32
     twin = torch.nn.MultiheadAttention(
         mha.d_model, mha.n_heads, dropout=mha.dropout_p, batch_first=True, dtype=dtype

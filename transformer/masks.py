@@ -41,7 +41,7 @@ def padding_mask(ids, pad_id=0):
 
     Used as a key padding mask: queries never attend to <pad> keys.
     """
-    ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+    ids = ids.numpy() if isinstance(ids, Tensor) else np.asarray(ids)
     if ids.ndim != 2:
         raise ValueError(f"padding_mask: ids must be (batch, length), got shape {ids.shape}")
     return ids == pad_id

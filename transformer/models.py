@@ -106,7 +106,7 @@ class Decoder(nn.Module):
 
 # ---------------------------------------------------------------------------- helpers
 def _ids(x, what):
-    arr = x.data if isinstance(x, Tensor) else np.asarray(x)
+    arr = x.numpy() if isinstance(x, Tensor) else np.asarray(x)
     if arr.ndim != 2 or arr.dtype.kind not in "iu":
         raise ValueError(
             f"{what}: expected integer ids of shape (batch, length), got "
@@ -119,7 +119,7 @@ def _padding(mask, ids, what):
     """Check a (B, L) padding mask against its ids; returns a bool array or None."""
     if mask is None:
         return None
-    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    m = mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask)
     if m.shape != ids.shape:
         raise ValueError(
             f"{what}: padding mask of shape {m.shape} does not match ids of shape "
@@ -257,7 +257,7 @@ class Transformer(nn.Module, _Inspectable):
         src_pad = None
         if src_padding_mask is not None:
             src_pad = (
-                src_padding_mask.data
+                src_padding_mask.numpy()
                 if isinstance(src_padding_mask, Tensor)
                 else np.asarray(src_padding_mask)
             )

@@ -117,7 +117,7 @@ class CharTokenizer:
 
         ``<unk>`` is shown as the string ``"<unk>"`` so an unknown symbol stays visible.
         """
-        ids = np.asarray(ids.data if hasattr(ids, "data") else ids).reshape(-1)
+        ids = np.asarray(ids.numpy() if hasattr(ids, "numpy") else ids).reshape(-1)
         out = []
         for i in ids.tolist():
             if i == self.eos_id and stop_at_eos:
@@ -129,7 +129,7 @@ class CharTokenizer:
 
     def decode_batch(self, ids, stop_at_eos=True):
         """(B, L) ids → list of B strings."""
-        ids = np.asarray(ids.data if hasattr(ids, "data") else ids)
+        ids = np.asarray(ids.numpy() if hasattr(ids, "numpy") else ids)
         if ids.ndim != 2:
             raise ValueError(
                 f"CharTokenizer.decode_batch: expected ids of shape (B, L), got {ids.shape}"

@@ -56,7 +56,7 @@ def shift_right(tgt, bos_id=BOS_ID):
 
 
 def _ids(x, where):
-    a = np.asarray(x.data if isinstance(x, mt.Tensor) else x)
+    a = np.asarray(x.numpy() if isinstance(x, mt.Tensor) else x)
     if a.dtype.kind not in "iu":
         raise TypeError(
             f"{where}: token ids must be integers, got dtype {a.dtype} of shape {a.shape}"
@@ -148,7 +148,7 @@ def sequence_loss(logits, targets, pad_id=PAD_ID, label_smoothing=0.0):
 
 def token_accuracy(logits, targets, pad_id=PAD_ID):
     """(correct, counted): argmax predictions equal to the target at non-pad positions."""
-    pred = np.argmax(logits.data if isinstance(logits, mt.Tensor) else logits, axis=-1)
+    pred = np.argmax(logits.numpy() if isinstance(logits, mt.Tensor) else logits, axis=-1)
     keep = targets != pad_id
     return int(((pred == targets) & keep).sum()), int(keep.sum())
 

@@ -198,4 +198,4 @@ class MultiheadAttention(Module):
 
 
 def _array(x):
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
+    return x.numpy() if isinstance(x, Tensor) else np.asarray(x)

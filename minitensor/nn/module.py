@@ -37,7 +37,7 @@ class Parameter(Tensor):
     ) -> None:
         self._owners = []  # [(weakref to module, attribute name)], first registration first
         if isinstance(data, Tensor):
-            data = data.data
+            data = data.numpy()
         if dtype is None and isinstance(data, np.ndarray):
             dtype = data.dtype  # keep float64 arrays float64 (Tensor() would make float32)
         super().__init__(data, requires_grad=requires_grad, dtype=dtype)
@@ -450,7 +450,7 @@ class Module:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad.data[...] = 0
+                p.grad.numpy()[...] = 0
 
     def apply(self, fn: Callable[[Module], object]) -> Module:
         """Call fn(module) on every submodule (children first) and on self; returns self.
@@ -489,9 +489,9 @@ class Module:
             )
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype.kind == "f" and t.dtype != dtype:
-                t.data = t.data.astype(dtype)  # the setter bumps the version
+                t.data = t.numpy().astype(dtype)  # the setter bumps the version
                 if t.grad is not None:
-                    t.grad = from_numpy(t.grad.data.astype(dtype))
+                    t.grad = from_numpy(t.grad.numpy().astype(dtype))
         return self
 
     def double(self) -> Module:
@@ -520,7 +520,7 @@ class Module:
         """
         state = OrderedDict() if destination is None else destination
         for name, t in self._named_state():
-            state[prefix + name] = t if keep_vars else t.data.copy()
+            state[prefix + name] = t if keep_vars else t.numpy().copy()
         return state
 
     def _named_state(self):
@@ -568,7 +568,7 @@ class Module:
         for k, t in own.items():
             if k in arrays:
                 # copy into the existing array (views and the optimizer keep seeing it)
-                np.copyto(t.data, arrays[k], casting="unsafe")
+                np.copyto(t.numpy(), arrays[k], casting="unsafe")
                 t.bump_version()
         return IncompatibleKeys(missing, unexpected)
 
@@ -657,7 +657,7 @@ def _as_numpy(value):
     tensors (duck-typed: .detach().cpu().numpy(), so torch need not be imported) by copy,
     numbers as 0-d arrays. Anything else is returned unchanged (and reported)."""
     if isinstance(value, Tensor):
-        return value.data
+        return value.numpy()
     if isinstance(value, (np.ndarray, np.generic, int, float, bool)):
         return np.asarray(value)
     if all(hasattr(value, a) for a in ("detach", "cpu", "numpy")):

@@ -68,7 +68,7 @@ def normalize_mask(
     if isinstance(mask, Tensor) and mask.requires_grad and mask.dtype.kind == "f":
         return mask
     if true_means == "allowed" and mask is not None:
-        arr = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+        arr = np.asarray(mask.numpy() if isinstance(mask, Tensor) else mask)
         if arr.dtype != np.bool_ and arr.dtype.kind != "f":  # 0/1 integers are ambiguous
             raise TypeError(
                 f"{op}: attn_mask must be bool (True = may attend, torch's meaning) or floating "

@@ -56,7 +56,7 @@ def as_attention_mask(mask: Tensor | ArrayLike | None, op: str = "softmax") -> n
     """
     if mask is None:
         return None
-    arr = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    arr = np.asarray(mask.numpy() if isinstance(mask, Tensor) else mask)
     if arr.dtype != np.bool_ and arr.dtype.kind != "f":
         raise TypeError(
             f"{op}: a mask must be bool (True = blocked) or floating (added to the scores), got "

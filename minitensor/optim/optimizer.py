@@ -99,7 +99,7 @@ class Optimizer:
                 if set_to_none or p.grad is None:
                     p.grad = None
                 else:
-                    p.grad.data[...] = 0
+                    p.grad.numpy()[...] = 0
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient. `closure`, if given, recomputes and
@@ -113,14 +113,14 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    grad = p.grad.data
+                    grad = p.grad.numpy()
                     if grad.shape != p.shape:
                         raise ValueError(
                             f"{type(self).__name__}.step: gradient of shape "
                             f"{grad.shape} for parameter {p.name or ''} of shape "
                             f"{p.shape}"
                         )
-                    self._update(p.data, grad, self.state.setdefault(p, {}), group)
+                    self._update(p.numpy(), grad, self.state.setdefault(p, {}), group)
                     p.bump_version()  # in place: saved copies of p are now stale
         return loss
 
@@ -238,7 +238,7 @@ def check_torch_flags(name: str, differentiable: bool) -> None:
 def _restore(value, param):
     """A fresh copy of a saved state value; arrays take the parameter's dtype (as PyTorch)."""
     if isinstance(value, Tensor):
-        value = value.data
+        value = value.numpy()
     if isinstance(value, np.ndarray):
         return np.array(value, dtype=param.dtype if value.dtype.kind == "f" else value.dtype)
     return value

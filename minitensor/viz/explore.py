@@ -217,7 +217,7 @@ def _item_data(it, leaf_grads):
         d["heat"] = _heatmap(node.name, it.value())
     else:
         t = it.tensor
-        g = leaf_grads.get(id(t), t.grad.data if t.grad is not None else None)
+        g = leaf_grads.get(id(t), t.grad.numpy() if t.grad is not None else None)
         d["grad_norm"] = _norm(g)
         d["requires_grad"] = bool(t.requires_grad)
     return d
@@ -270,7 +270,7 @@ def _record_walk(loss, items, index):
             tensors[id(kept)] = kept
     # the .grad tensors and a copy of their numbers (an accumulation may write in place)
     grads_before = {
-        i: (t.grad, None if t.grad is None else t.grad.data.copy()) for i, t in tensors.items()
+        i: (t.grad, None if t.grad is None else t.grad.numpy().copy()) for i, t in tensors.items()
     }
     for t in tensors.values():  # backward accumulates into .grad in place: walk on fresh ones
         t.grad = None
@@ -286,7 +286,7 @@ def _record_walk(loss, items, index):
         for i, t in tensors.items():
             t.grad, numbers = grads_before[i]
             if numbers is not None:
-                np.copyto(t.grad.data, numbers)
+                np.copyto(t.grad.numpy(), numbers)
         for n in nodes:
             n.grad = node_grads[id(n)]
     return steps, sent, ""

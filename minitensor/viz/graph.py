@@ -139,7 +139,7 @@ class _Item:
         if self.node is not None and (self.node.grad is not None or self.param is None):
             return self.node.grad
         g = (self.param if self.param is not None else self.tensor).grad
-        return None if g is None else self.view_of_param_grad(g.data)
+        return None if g is None else self.view_of_param_grad(g.numpy())
 
     def view_of_param_grad(self, g):
         """A parameter's gradient `g` in the layout of this box (Wᵀ: gᵀ); an expanded view
@@ -154,7 +154,9 @@ class _Item:
 
     def value(self):
         t = self.param if self.param is not None else self.tensor
-        return t.data if t is not None else None
+        if t is None:
+            return None
+        return t.numpy() if isinstance(t, Tensor) else t.data  # a NodeInput: its array, or None
 
 
 def _module_info(model, leaves):
