@@ -6,6 +6,9 @@
 They choose GPU kernels (TF32 matmuls, cuDNN's autotuning). minitensor runs on the CPU, where
 torch ignores them too: here they are plain attributes that keep what was set and change
 nothing, and every `is_available()` is False.
+
+(The switch between minitensor's own numba kernels and their numpy twins is another room:
+`minitensor/kernels/backend_switch.py`, `mt.set_backend`.)
 """
 
 from types import SimpleNamespace

@@ -56,7 +56,7 @@ SWITCHES = {
             "MINITENSOR_BACKEND",
             "numba",
             "who runs the hot loops: numba kernels, or 'numpy', their plain twins",
-            "read the twin, time the kernel (kernels/backend.py); read when kernels load",
+            "read the twin, time the kernel (kernels/backend_switch.py); read when kernels load",
         ),
         Switch(
             "MINITENSOR_TUNING",

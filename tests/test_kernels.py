@@ -625,7 +625,7 @@ def test_set_backend_get_backend_and_context_manager():
 
 def test_dispatch_calls_the_selected_backend():
     calls = []
-    kernel = K.backend.dispatch(lambda x: calls.append("numba"), lambda x: calls.append("numpy"))
+    kernel = K.dispatch(lambda x: calls.append("numba"), lambda x: calls.append("numpy"))
     with K.use_backend("numpy"):
         kernel(1)
     with K.use_backend("numba"):

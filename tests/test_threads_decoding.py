@@ -168,8 +168,8 @@ def test_overlapping_use_backend_blocks_in_two_threads_are_per_thread():
     throughout, another thread the process-wide one, and the process ends where it began."""
     before = mt.get_backend()
     calls = {"a": [], "b": []}
-    kernel = K.backend.dispatch(lambda who: calls[who].append("numba"),
-                                lambda who: calls[who].append("numpy"))  # fmt: skip
+    kernel = K.dispatch(lambda who: calls[who].append("numba"),
+                        lambda who: calls[who].append("numpy"))  # fmt: skip
     steps = [threading.Event() for _ in range(4)]
     seen = {}
 

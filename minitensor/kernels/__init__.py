@@ -1,7 +1,7 @@
 """Kernels: the hot loops of a Transformer step, behind one switch.
 
 Ops call only the names below; each dispatches to a numba kernel or to its plain-numpy twin
-(same signature, same result) according to the switch in `backend.py`:
+(same signature, same result) according to the switch in `backend_switch.py`:
 
     MINITENSOR_BACKEND=numpy            # environment variable (default: numba)
     mt.set_backend("numpy"), mt.get_backend()
@@ -45,7 +45,7 @@ from . import erf as _erf
 from . import layer_norm as _ln
 from . import matmul as _mm
 from . import softmax as _sm
-from .backend import (
+from .backend_switch import (
     BACKENDS,
     are_deterministic_algorithms_enabled,
     dispatch,

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from . import jit
-from .backend import dispatch
+from .backend_switch import dispatch
 from .dropout import dropout_numpy, keep, keep_threshold
 from .jit import kernel, prange
 

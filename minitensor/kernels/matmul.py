@@ -3,7 +3,7 @@
 Every matmul of the framework comes here three times per step — the forward product and the
 backward products grad·Bᵀ and Aᵀ·grad. The numpy twins below are np.matmul itself: read them
 first. The numba backend's versions live in the subpackage `fast_matmul`, imported on the first
-numba matmul (kernels/__init__.py, `backend.lazy`), so that `import minitensor` and the numpy
+numba matmul (kernels/__init__.py, `backend_switch.lazy`), so that `import minitensor` and the numpy
 backend never compile a kernel, ask llvmlite about the CPU or look for numpy's OpenBLAS.
 
 There, `route` picks who computes each product:

@@ -42,7 +42,7 @@ import types
 import numpy as np
 from numba import prange
 
-from ..backend import are_deterministic_algorithms_enabled
+from ..backend_switch import are_deterministic_algorithms_enabled
 from ..jit import LazyKernel, kernel, threads
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block

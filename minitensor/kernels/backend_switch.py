@@ -1,4 +1,6 @@
 """The one switch that picks who runs the hot loops: numba kernels or their plain-numpy twins.
+(Not to be confused with `minitensor/backends.py`, which is torch.backends' stand-in: the GPU
+switches that torch code sets and the CPU ignores.)
 
     MINITENSOR_BACKEND=numpy python train.py      # environment variable, read at import
     mt.set_backend("numpy")                       # process-wide, from code
