@@ -25,7 +25,8 @@ What is compared:
   `route`): "tiles" — the tile kernel (kernels/fast_matmul/microkernel.py), numba's threads
   each on its own matrices; "gemm" — numba's threads, each calling BLAS's gemm on its own
   matrices or rows; "numpy" — np.matmul (products too small to share, or where np.matmul won
-  when route timed it). "tiles 4x2" names the register tile route chose for that layout.
+  when route timed it; "numpy 1T": with BLAS on one thread, where that was faster). "tiles
+  4x2" names the register tile route chose for that layout.
   The numpy twin is always np.matmul, with numpy's BLAS at its own thread count.
 * tiles: the tile kernel with each register tile shape forced, on attention's stacks.
 
@@ -220,11 +221,14 @@ def tile_cases(rng, quick):
 
 
 def _path(a, b):
-    """route's answer for a @ b, with the tile shape it picked ("tiles 4x2")."""
+    """route's answer for a @ b, with the tile shape it picked ("tiles 4x2") or np.matmul's
+    BLAS on one thread where that won ("numpy 1T")."""
     from minitensor.kernels.fast_matmul import products as P
 
-    shape = P.tile_shape(a, b)
-    return K.matmul_route(a, b) + (f" {shape[0]}x{shape[1]}" if shape else "")
+    name, product = P._choose(a, b)
+    if name == "tiles":
+        return "tiles {}x{}".format(*product.keywords["tile"])
+    return name + (" 1T" if product is P.numpy_one_thread else "")
 
 
 def matmul_cases(rng, quick):
@@ -240,7 +244,7 @@ def matmul_cases(rng, quick):
                 lambda a=a, b=b: K.matmul.numba(a, b),
                 lambda a=a, b=b: K.matmul.numpy(a, b),
                 torch and (lambda ta=ta, tb=tb: torch.mm(ta, tb)),
-                path=K.matmul_route(a, b),
+                path=_path(a, b),
             )
         )
     rows = 896
@@ -257,7 +261,7 @@ def matmul_cases(rng, quick):
                 lambda x=x, w=w: K.matmul.numba(x, w),
                 lambda x=x, w=w: K.matmul.numpy(x, w),
                 torch and (lambda tx=tx, tw=tw: torch.mm(tx, tw)),
-                path=K.matmul_route(x, w),
+                path=_path(x, w),
             )
         )
         if quick:
@@ -269,7 +273,7 @@ def matmul_cases(rng, quick):
                 lambda g=g, w=w: K.matmul_grad_a.numba(g, w),
                 lambda g=g, w=w: K.matmul_grad_a.numpy(g, w),
                 torch and (lambda tg=tg, tw=tw: torch.mm(tg, tw.t())),
-                path=K.matmul_route(g, w.T),
+                path=_path(g, w.T),
             )
         )
         cases.append(
@@ -279,7 +283,7 @@ def matmul_cases(rng, quick):
                 lambda x=x, g=g: K.matmul_grad_b.numba(x, g),
                 lambda x=x, g=g: K.matmul_grad_b.numpy(x, g),
                 torch and (lambda tx=tx, tg=tg: torch.mm(tx.t(), tg)),
-                path=K.matmul_route(x.T, g),
+                path=_path(x.T, g),
             )
         )
     return cases

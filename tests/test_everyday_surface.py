@@ -387,3 +387,11 @@ def test_cummax_ties_and_nan_match_torch():
 @pytest.mark.torch
 def test_xlogy_at_zero_matches_torch():
     _both(lambda L, x, y: L.xlogy(x, y), [0.0, 0.0, 0.0, 2.0, 0.0], [2.0, 0.0, -1.0, 3.0, np.nan])
+
+
+def test_multinomial_follows_its_generator_and_refuses_3d_probs():
+    probs = mt.tensor([[0.2, 0.3, 0.5], [0.9, 0.05, 0.05]])
+    draws = [mt.multinomial(probs, 6, True, generator=mt.Generator().manual_seed(5)) for _ in "ab"]
+    assert draws[0].tolist() == draws[1].tolist() and draws[0].shape == (2, 6)
+    with pytest.raises(mt.ShapeError, match="1-D or 2-D"):
+        mt.multinomial(mt.ones(2, 2, 3), 1)

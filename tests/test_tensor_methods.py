@@ -134,3 +134,47 @@ def test_an_exported_op_is_f_mt_and_a_tensor_method(tmp_path, monkeypatch):
             _register.PUBLIC.pop(name, None)
             _register.TENSOR_METHODS.pop(name, None)
         sys.modules.pop("mt_demo_op", None)
+
+
+@pytest.mark.parametrize("field", ["name", "inputs", "scope", "source", "grad", "_released"])
+def test_a_custom_ops_ctx_may_not_overwrite_the_nodes_fields(field):
+    class Clobber(mt.Function):
+        @staticmethod
+        def forward(ctx, a):
+            setattr(ctx, field, "mine")
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    with pytest.raises(AttributeError, match=rf"clobber \(.*Clobber\): ctx\.{field} is a field"):
+        Clobber.apply(mt.randn(3, requires_grad=True))
+
+
+def test_a_custom_ops_backward_is_guarded_too_and_its_own_fields_work():
+    class Scale(mt.Function):
+        @staticmethod
+        def forward(ctx, a, k):
+            ctx.save_for_backward(a)
+            ctx.k = k  # the op's own value: allowed
+            return a * k
+
+        @staticmethod
+        def backward(ctx, grad):
+            ctx.scope = "elsewhere"
+            return grad * ctx.k, None
+
+    x = mt.randn(4, dtype=mt.float64, requires_grad=True)
+    y = Scale.apply(x, 3.0)
+    assert type(y.grad_fn) is mt.Context and y.grad_fn.name == "scale"  # plain once recorded
+    with pytest.raises(AttributeError, match=r"ctx\.scope is a field"):
+        y.sum().backward()
+
+
+def test_built_in_ops_are_not_wrapped():
+    """The guard is for ops written outside minitensor: the built-in ones keep their own
+    forward, so the per-op path is unchanged."""
+    from minitensor.ops.elementwise import Exp
+
+    assert not hasattr(Exp.forward, "__wrapped__")

@@ -690,11 +690,20 @@ def topk(
     return ValuesIndices(gather(x, axis, indices), indices)
 
 
-def multinomial(probs: Tensor | ArrayLike, num_samples: int, replacement: bool = False) -> Tensor:
+def multinomial(
+    probs: Tensor | ArrayLike,
+    num_samples: int,
+    replacement: bool = False,
+    *,
+    generator: Any = None,
+) -> Tensor:
     """Draw `num_samples` category ids from each row of `probs` (1-D (C,) or 2-D (B, C);
-    non-negative weights, normalised here), with mt.manual_seed's generator. int64 result of
-    shape (num_samples,) or (B, num_samples). Without replacement a category is drawn once."""
+    non-negative weights, normalised here), with mt.manual_seed's generator (or `generator`,
+    an mt.Generator). int64 result of shape (num_samples,) or (B, num_samples). Without
+    replacement a category is drawn once."""
     p = np.asarray(_data(probs), dtype=np.float64)
+    if p.ndim not in (1, 2):
+        raise op_error("multinomial", f"probs must be 1-D or 2-D, got shape {p.shape}")
     rows = p.reshape(-1, p.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(-1) <= 0).any():
         raise op_error(
@@ -708,7 +717,7 @@ def multinomial(probs: Tensor | ArrayLike, num_samples: int, replacement: bool =
             f"cannot draw {num_samples} distinct categories from "
             f"rows with fewer non-zero weights (shape {p.shape})",
         )
-    rng = _random.generator()
+    rng = _random.generator() if generator is None else generator.numpy_rng
     out = np.stack(
         [rng.choice(len(r), num_samples, replace=replacement, p=r / r.sum()) for r in rows]
     ).astype(np.int64)
