@@ -197,6 +197,8 @@ class Converter:
     def tensor(self, t):
         if t.dtype not in DTYPES or t.layout != torch.strided:
             raise Unsupported(f"a {t.dtype} {t.layout} tensor")
+        if t.ndim > 64:
+            raise Unsupported(f"a tensor of {t.ndim} axes (numpy's limit is 64)")
         if id(t) in self.leaves:
             return self.leaves[id(t)][1]
         arr = t.detach().resolve_conj().resolve_neg().numpy().copy()
@@ -464,11 +466,19 @@ def run_op(index, op, limits) -> OpResult:
         grad = grad and op.supports_autograd
         for n, (_, sample) in enumerate(_samples(op, dtype, grad, limits)):
             for s in spelled:
-                _record(result, s, dtype, run_sample(op, s, sample, grad, seed=index * 1000 + n))
+                _record(result, s, dtype, _run(op, s, sample, grad, seed=index * 1000 + n))
     for err in _error_samples(op, limits.get("error")):
         for s in spelled:
-            _record(result, s, "error", run_sample(op, s, err.sample_input, False, 0, True))
+            _record(result, s, "error", _run(op, s, err.sample_input, False, 0, True))
     return result
+
+
+def _run(op, spelling, sample, grad, seed, must_refuse=False):
+    """run_sample, with a failure of the harness itself counted as one, not stopping the walk."""
+    try:
+        return run_sample(op, spelling, sample, grad, seed, must_refuse)
+    except Exception as e:
+        return "harness error", f"{type(e).__name__}: {str(e)[:80]}"
 
 
 def _record(result, spelling, dtype, outcome):
