@@ -41,7 +41,7 @@ from .function import Context, Function, ShapeError, unbroadcast
 from .gradcheck import GradcheckError, gradcheck
 from .random import Generator, get_rng_state, manual_seed, set_rng_state
 from .scope import current_scope, scope
-from .tensor import Device as device
+from .device import Device as device
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 from . import functional  # noqa: E402

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from . import autograd
+from .device import Device, check_device
 from .errors import ShapeError
 from .ops._axes import normalize_axis, shape_arg, torch_index_steps
 from .random import generator as _rng
@@ -592,42 +593,6 @@ class Tensor:
         self, dtype: DType | None = None, copy: builtins.bool | None = None
     ) -> np.ndarray:
         return self._data if dtype is None else self._data.astype(dtype)
-
-
-def check_device(device: Any, where: str) -> None:
-    """Accept torch's CPU device spellings ('cpu', 'cpu:0', a device object whose .type is
-    'cpu', None); refuse any other device with a clear error (minitensor runs on the CPU)."""
-    if device is None:
-        return
-    kind = getattr(device, "type", device)
-    if not (isinstance(kind, str) and kind.split(":")[0] == "cpu"):
-        raise RuntimeError(
-            f"{where}: device {device!r} is not available; minitensor runs on "
-            f"the CPU only (use 'cpu')"
-        )
-
-
-class Device:
-    """torch.device stand-in: minitensor runs on the CPU, so only 'cpu' exists."""
-
-    def __init__(self, type: str = "cpu", index: int | None = None) -> None:
-        type = str(type)
-        if type.split(":")[0] != "cpu":
-            raise RuntimeError(f"device: minitensor runs on the CPU only, got {type!r}")
-        self.type = "cpu"
-        self.index = index
-
-    def __repr__(self) -> str:
-        return "device(type='cpu')"
-
-    def __str__(self) -> str:
-        return "cpu"
-
-    def __eq__(self, other: object) -> bool:
-        return str(other) == "cpu"
-
-    def __hash__(self) -> int:
-        return hash("cpu")
 
 
 def _axis(dim, t, op):
