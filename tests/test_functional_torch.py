@@ -1,5 +1,6 @@
-"""minitensor.nn.functional_torch, nn.MultiheadAttention and the torch-shaped Module methods
-without torch: gradients by finite differences (float64), masks, errors."""
+"""minitensor.nn.functional (torch.nn.functional's losses and helpers), nn.MultiheadAttention
+and the torch-shaped Module methods without torch: gradients by finite differences (float64),
+masks, errors."""
 
 import warnings
 
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 
 import minitensor as mt
+import minitensor.nn.functional as FT  # torch.nn.functional's spelling
 from minitensor import nn
-from minitensor.nn import functional_torch as FT
 
 
 def test_pad_gradient_and_cropping(leaf):

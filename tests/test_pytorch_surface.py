@@ -10,8 +10,8 @@ import pytest
 
 import minitensor as mt
 import minitensor.functional as MF
+import minitensor.nn.functional as FT  # torch.nn.functional's spelling
 from minitensor import nn, optim
-from minitensor.nn import functional_torch as FT
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

@@ -3,14 +3,12 @@ utilities, shaped like torch.nn so that what a learner learns here carries over.
 
 `minitensor.nn.functional` is the same module as `minitensor.functional` (torch keeps its
 functional ops under torch.nn), so ``import minitensor.nn.functional as F`` works.
-`functional_torch` re-exports its losses and helpers under the names `minitensor.nn` used
-first.
 """
 
 import sys as _sys
 
 from .. import functional
-from . import functional_torch, init, rnn_utils, utils
+from . import init, rnn_utils, utils
 from .activation import ELU, Hardtanh, LeakyReLU, ReLU6, Softplus
 from .attention import MultiheadAttention
 from .conv import (
@@ -113,7 +111,6 @@ __all__ = [
     "init",
     "utils",
     "functional",
-    "functional_torch",
     "StateDictError",
     "IncompatibleKeys",
 ]
