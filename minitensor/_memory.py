@@ -2,11 +2,11 @@
 
 An autograd training step allocates and frees the same few hundred arrays every step. glibc's
 malloc, by default, returns large freed blocks to the operating system (munmap, or trimming the
-top of the heap), so the next step faults every page of them in again: on this project's VM
-the addition model's training step took ~10,000 page faults and ran 25–30% slower for it
-(benchmarks/README.md, "Memory"). Deep-learning frameworks keep a cache of freed blocks for
-this reason; for numpy arrays two malloc settings do the same: blocks under 32 MiB come from
-the heap (not from mmap), and the heap is never trimmed. The process keeps its peak memory
+top of the heap), so the next step faults every page of them in again, and a training step
+spends a measurable part of its time in those page faults (benchmarks/README.md, "Memory").
+Deep-learning frameworks keep a cache of freed blocks for this reason; for numpy arrays two
+malloc settings do the same: blocks under 32 MiB come from the heap (not from mmap), and the
+heap is never trimmed. The process keeps its peak memory
 until it exits, as a caching allocator does.
 
 Applied once, when the first optimizer is created (config.keep_freed_memory), on Linux with

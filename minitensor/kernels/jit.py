@@ -185,8 +185,9 @@ class Kernel:
     """A numba kernel compiled two ways from one Python function: `.parallel` (its prange loop
     spread over the threads) and `.serial` (prange runs as range). Calling it picks by the
     size of the first argument, the kernel's main input (see PARALLEL_MIN_WORK), and on one
-    numba thread always the serial build: a parallel build on a single thread measured 1.4–2.2×
-    slower than the serial one (softmax backward on (512, 32, 32) and (512, 64, 64))."""
+    numba thread always the serial build: a parallel build on a single thread pays the parallel
+    loop's scheduling for nothing and was measured slower than the serial one (softmax
+    backward; benchmarks/README.md, "Figures behind the source's reasoning")."""
 
     def __init__(self, py_func, flags):
         njit = _numba().njit

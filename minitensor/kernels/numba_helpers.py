@@ -93,9 +93,11 @@ def _exp_overload(x):
 @intrinsic
 def maximum(typingctx, a, b):
     """max(a, b) of two floats of one type, as LLVM's maxnum: unlike Python's max (a compare
-    and a branch), the vectoriser turns a running maximum of maxnum into packed vmaxps — the
-    row maximum of a long row runs ~10× faster. A NaN operand is ignored (IEEE maxNum); the
-    kernels let NaN reach their output through exp and the sums instead."""
+    and a branch), the vectoriser turns a running maximum of maxnum into packed vmaxps, many
+    lanes per instruction instead of one compare and branch per element (the gain on a long
+    row is in benchmarks/README.md, "Figures behind the source's reasoning"). A NaN operand
+    is ignored (IEEE maxNum); the kernels let NaN reach their output through exp and the
+    sums instead."""
     if not isinstance(a, types.Float) or a != b:
         return None
 

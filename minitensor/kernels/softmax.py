@@ -65,7 +65,8 @@ def _masked_row_max(x_row, mask_row, scale):
     finite score gives `lowest` instead of −inf (its exp(z − lowest) is still 0 everywhere).
     Each z_j is raised to `lowest` first because LLVM folds maximum(m, −inf) into a select
     that keeps the loop from vectorising (with a bool mask); compiled with "nnan" so that LLVM
-    may reorder the running maximum into packed vmaxps (3× faster softmax on rows of 16–64).
+    may reorder the running maximum into packed vmaxps (a clearly faster softmax on short rows:
+    benchmarks/README.md, "Figures behind the source's reasoning").
     `maximum` ignores a NaN operand either way, and the caller's exp lets a NaN reach the
     output."""
     f = x_row.dtype.type

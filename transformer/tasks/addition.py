@@ -10,9 +10,9 @@ With ``reverse_answer=True`` (the default) the target's digits are written least
 first: 23 + 456 = 479 → ``9740<eos>``. That is the order a person adds in: each output digit
 depends on two input digits and the carry from the digit just emitted, which the decoder can
 read back through its own causal self-attention. In normal order the first digit depends on
-every carry to its right, which is harder to learn (in our PyTorch reference it took 15–100%
-more steps). Everything a human reads — `describe`, the demo's printout — shows the sum in
-normal order.
+every carry to its right, which is harder to learn (it took more steps in our PyTorch
+reference: benchmarks/README.md, "Figures behind the source's reasoning"). Everything a
+human reads — `describe`, the demo's printout — shows the sum in normal order.
 
 The held-out problems are drawn once from their own seed and are never used for training:
 `sample` redraws any pair that belongs to them.

@@ -15,7 +15,8 @@ Each B vector loaded is used ROWS times and each A entry VECTORS·W times, so th
 mostly multiply-adds: with the 8 × 1 tiles matmul.py uses, 8 FMAs of 16 float32 lanes
 (AVX-512) for 9 loads, and the CPU's FMA units stay busy. A numba loop cannot say this:
 LLVM's vectoriser works on the innermost loop alone and does not keep a tile of accumulators
-in registers across the loop over p (loop kernels we wrote ran 2.5–4× slower than BLAS). So
+in registers across the loop over p (loop kernels we wrote ran several times slower than
+BLAS: benchmarks/README.md, "Figures behind the source's reasoning"). So
 this one function is written the way a compiler would lower the loop above:
 `tile_kernel(rows, vectors)` builds an @intrinsic — a function numba calls like any other,
 whose body we emit as LLVM IR with llvmlite — and LLVM turns the vector types below into

@@ -53,8 +53,9 @@ from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_b
 _TILES_MAX_MATRIX = 256 * 256 * 256
 _TILES_MIN_WORK = 1 << 18
 _TILE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-# A single product goes to the BLAS-calling threads from this many multiply-adds (~10 µs of
-# BLAS work on one core): smaller ones run faster on one thread than shared.
+# A single product goes to the BLAS-calling threads from this many multiply-adds (2^20, a few
+# microseconds of BLAS work on one core): below it, waking a second thread costs more than the
+# half of the work it takes, so smaller ones run faster on one thread than shared.
 _GEMM_MIN_WORK = 1 << 20
 
 
