@@ -487,8 +487,9 @@ def _record(result, spelling, dtype, outcome):
     result.examples.setdefault(cls, (spelling.label, str(dtype).replace("torch.", ""), detail))
 
 
-def walk(limits=None, only=None) -> list[OpResult]:
-    """Every OpInfo of torch's op_db (or those named in `only`), in op_db's order."""
+def walk(limits=None, only=None, report=None) -> list[OpResult]:
+    """Every OpInfo of torch's op_db (or those named in `only`), in op_db's order; `report`
+    (a function) is given each OpInfo's result as soon as it is known."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     limits = CI_SAMPLES if limits is None else limits
@@ -497,6 +498,8 @@ def walk(limits=None, only=None) -> list[OpResult]:
     for index, op in enumerate(op_db):
         if only is None or op.name in only:
             results.append(run_op(index, op, limits))
+            if report:
+                report(results[-1])
     return results
 
 
@@ -573,6 +576,13 @@ def committed_table(path=DOCS) -> str | None:
     return BEGIN + page.split(BEGIN, 1)[1].split(END, 1)[0] + END
 
 
+def _print_differences(r):
+    for cls, (label, dtype, detail) in r.examples.items():
+        if cls not in (SAME, UNSUPPORTED):
+            print(f"{r.key:40s} {cls:22s} {r.counts[cls]:4d}  {label} {dtype}: {detail}")
+    print(f"# {r.key}: {dict(r.counts)}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="every sample (minutes)")
@@ -580,11 +590,7 @@ def main(argv=None) -> int:
     parser.add_argument("--op", action="append", help="only this OpInfo (repeatable)")
     args = parser.parse_args(argv)
     limits = {"sample": None, "error": None, "reference": None} if args.full else CI_SAMPLES
-    results = walk(limits, only=set(args.op) if args.op else None)
-    for r in results:
-        for cls, (label, dtype, detail) in r.examples.items():
-            if cls not in (SAME, UNSUPPORTED):
-                print(f"{r.key:40s} {cls:22s} {r.counts[cls]:4d}  {label} {dtype}: {detail}")
+    results = walk(limits, only=set(args.op) if args.op else None, report=_print_differences)
     print(summary(results))
     if args.write_docs:
         if args.full or args.op:
