@@ -432,3 +432,18 @@ def test_load_reads_small_or_ordinary_deflated_members(tmp_path):
     back = mt.load(deflated)
     np.testing.assert_array_equal(np.asarray(back["w"]), w)
     assert not np.asarray(back["zeros"]).any()
+
+
+@pytest.mark.parametrize("op", ["amax", "amin"])
+@pytest.mark.parametrize("dim", [None, 1, (0, 1)])
+def test_amax_amin_gradient_at_ties_and_nans_as_torch(op, dim):
+    def program(lib):
+        x = lib.tensor(TIES, dtype=lib.float64, requires_grad=True)
+        y = getattr(x, op)() if dim is None else getattr(x, op)(dim)
+        y.sum().backward()
+        return [y, x.grad]
+
+    theirs, ours = _both(program)
+    for a, b in zip(theirs, ours):  # NaN where torch has NaN (its 0/0 at a NaN extremum)
+        np.testing.assert_array_equal(np.isnan(b), np.isnan(a))
+        np.testing.assert_allclose(b, a)

@@ -85,10 +85,10 @@ class _Extremum(Function):
     reduce = None
 
     @classmethod
-    def forward(cls, ctx, x, axis=None, keepdims=False):
+    def forward(cls, ctx, x, axis=None, keepdims=False, nan_share=False):
         ctx.axes = normalize_axes(axis, x.ndim, cls.op_name(), x.shape)
         check_nonempty_axes(cls.op_name(), x.shape, ctx.axes)
-        ctx.keepdims = keepdims
+        ctx.keepdims, ctx.nan_share = keepdims, nan_share
         out = cls.reduce(x, axis=ctx.axes, keepdims=True)
         ctx.save_for_backward(x, out)
         return out if keepdims else np.squeeze(out, axis=ctx.axes)
@@ -97,7 +97,9 @@ class _Extremum(Function):
     def backward(ctx, grad):
         x, out = ctx.saved_tensors
         hit = x == out
-        if x.dtype.kind == "f":  # a NaN extremum: the NaNs share the gradient, as in torch
+        if ctx.nan_share and x.dtype.kind == "f":
+            # torch.max(x) (all elements): a NaN maximum's gradient is shared by the NaNs;
+            # torch.amax gives NaN there (NaN == NaN is false: 0/0), and so does this op
             hit |= np.isnan(x) & np.isnan(out)
         count = hit.sum(axis=ctx.axes, keepdims=True)
         g = grad if ctx.keepdims else np.expand_dims(grad, ctx.axes)
@@ -184,7 +186,7 @@ def _extremum(reduction, arg_fn, elementwise, x, dim, keepdim, axis, keepdims):
     if axis is not None and dim is None:  # numpy's name for dim=: it means just what dim= does
         dim, axis = axis, None
     if dim is None or (isinstance(dim, (tuple, list)) and axis is None):
-        return reduction.apply(x, axis=dim, keepdims=keep)
+        return reduction.apply(x, axis=dim, keepdims=keep, nan_share=dim is None)
     if axis is not None:
         raise TypeError(
             f"{reduction.op_name()}: got both dim and axis= (two names for one argument)"
