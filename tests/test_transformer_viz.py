@@ -82,3 +82,16 @@ def test_save_attention_writes_one_png_per_kind(tmp_path):
         "attention_decoder_cross_attn.png",
     ]
     assert all((tmp_path / f).stat().st_size > 1000 for f in files)
+
+
+def test_the_rows_are_named_once_per_row_of_panels():
+    """The heads of a layer share its queries: only the leftmost panel names them (text is most
+    of matplotlib's drawing time), every panel keeps its column names."""
+    maps = run([5, 6, 7], [1, 9, 10])
+    fig = plot_attention(maps, ["1", "2", "3"], ["9", "7", "<eos>"], kinds=("cross",))
+    first = [ax for ax in fig.axes if ax.images and ax.get_title().endswith("head 0")]
+    others = [ax for ax in fig.axes if ax.images and not ax.get_title().endswith("head 0")]
+    assert len(first) == 2 and len(others) == 2  # 2 layers × 2 heads
+    assert all(labels_of(ax) == (["9", "7", "<eos>"], ["1", "2", "3"]) for ax in first)
+    assert all(labels_of(ax) == ([], ["1", "2", "3"]) for ax in others)
+    assert all(ax.images[0].get_array().shape == (3, 3) for ax in others)

@@ -127,9 +127,11 @@ def plot_attention(
             if h >= weights.shape[0]:
                 ax.set_visible(False)
                 continue
+            # the heads of a row share its queries: their names are drawn once, on the left
             image = _heatmap(
-                ax, weights[h][: len(q_labels), : len(k_labels)], q_labels, k_labels, cmap
-            )
+                ax, weights[h][: len(q_labels), : len(k_labels)], q_labels if h == 0 else None,
+                k_labels, cmap, n_rows=len(q_labels),
+            )  # fmt: skip
             ax.set_title(
                 f"{KINDS[kind][2].split(' (')[0]}\n{_layer_name(path)} · head {h}", fontsize=8
             )
@@ -147,13 +149,15 @@ def _layer_name(path):
     return f"layer {parts[2]}" if len(parts) > 2 and parts[2].isdigit() else parts[0]
 
 
-def _heatmap(ax, w, q_labels, k_labels, cmap):
+def _heatmap(ax, w, q_labels, k_labels, cmap, n_rows):
+    """One panel; q_labels None leaves the rows unnamed (the panel to the left names them)."""
     image = ax.imshow(w, vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
-    size = 8 if max(len(q_labels), len(k_labels)) <= 12 else 6
+    size = 8 if max(n_rows, len(k_labels)) <= 12 else 6
     ax.set_xticks(range(len(k_labels)))
     ax.set_xticklabels(k_labels, fontsize=size, rotation=90 if _wide(k_labels) else 0)
-    ax.set_yticks(range(len(q_labels)))
-    ax.set_yticklabels(q_labels, fontsize=size)
+    ax.set_yticks(range(n_rows) if q_labels is not None else [])
+    if q_labels is not None:
+        ax.set_yticklabels(q_labels, fontsize=size)
     ax.tick_params(length=0)
     return image
 
