@@ -252,6 +252,39 @@ class Op:
     # rounding error (add for a − b: |a| + |b|)
 
 
+class _ExtremumRef(torch.autograd.Function):
+    """torch.amax/amin over `dims`, with the gradient rule of torch.max(x) (no dim) on every
+    slice: split evenly among the elements equal to the result, or among the NaNs where the
+    result is NaN — minitensor's documented rule for max/min over a tuple of axes (torch's
+    amax sends NaN to the whole slice of a NaN: x == out is false everywhere, 0/0)."""
+
+    @staticmethod
+    def forward(ctx, x, over_axes, dims, keepdim):
+        out = over_axes(x, dims, keepdim=True)
+        hit = (x == out) | (torch.isnan(x) & torch.isnan(out))
+        ctx.save_for_backward(hit)
+        ctx.dims, ctx.keepdim = dims, keepdim
+        return out if keepdim else out.squeeze(dims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (hit,) = ctx.saved_tensors
+        g = grad if ctx.keepdim else grad.reshape(hit.sum(ctx.dims, keepdim=True).shape)
+        return hit * (g / hit.sum(ctx.dims, keepdim=True)), None, None, None
+
+
+def _extremum_ref(whole, over_axes, x, axis, keepdims):
+    """torch.max(x) for all axes, else amax over the axes with torch.max's gradient rule."""
+    if axis is not None:
+        return _ExtremumRef.apply(x, over_axes, _tuple(axis), keepdims)
+    out = whole(x) if x.numel() else over_axes(x, _dims(x, axis))  # (refused: no elements)
+    return out.reshape((1,) * x.ndim) if keepdims else out
+
+
+def _tuple(axis):
+    return (axis,) if isinstance(axis, int) else axis
+
+
 def _dims(x, axis):
     return tuple(range(x.ndim)) if axis is None else axis
 
@@ -434,9 +467,7 @@ def gen_getitem(b):
         axis += 1
         if axis >= len(shape):
             break
-    if len(args) > 1:  # numpy counts ints as advanced indices too, torch does not: with a
-        # slice between an int and an index array the two put the axes in different places
-        index = [slice(None) if type(e) is int else e for e in index]
+    # ints beside an index array stay: minitensor reads them as torch does (they select first)
     if b.draw(st.integers(0, 4)) == 0:
         index.append(Ellipsis)  # at the end: the mask stays on the axis it was drawn for
     return tuple(args), {"index": tuple(index)}
@@ -445,6 +476,68 @@ def gen_getitem(b):
 def _index(index, tensors):
     tensors = list(tensors)
     return tuple(tensors.pop(0) if e == "@" else e for e in index)
+
+
+def int_extremes(b, shape):
+    """A new integer input at its dtype's edges, with ties: uint8 (0 … 255, where −x wraps) or
+    int64 (its minimum, whose negation is itself, and maximum)."""
+    if b.draw(st.booleans()):
+        values = np.array([0, 1, 2, 127, 128, 200, 255], np.uint8)
+    else:
+        info = np.iinfo(np.int64)
+        values = np.array([info.min, info.min + 1, -1, 0, 1, 1, info.max], np.int64)
+    arr = b.rng.choice(values, size=tuple(int(n) for n in shape))
+    return b.add(Step("input", (), {"array": np.asarray(arr), "requires_grad": False}))
+
+
+def gen_sort(b):
+    """An axis of a float value (NaN among the edge values, ties among the small integers) or
+    of integers at their dtype's edges, and a direction."""
+    if b.draw(st.integers(0, 2)) == 0:
+        i = int_extremes(b, b.shape(1, 3))
+    else:
+        i = b.operand(kinds=("float", "float", "int"), min_ndim=1)
+    nd = b.vals[i].ndim
+    return (i,), {"axis": b.draw(st.integers(-nd, nd - 1)), "descending": b.draw(st.booleans())}
+
+
+def gen_topk(b):
+    (i,), params = gen_sort(b)
+    n = b.vals[i].shape[params["axis"]]
+    k = b.draw(st.integers(0, n))
+    return (i,), {"k": k, "axis": params["axis"], "largest": params["descending"]}
+
+
+def gen_max_dim(b):
+    (i,), params = gen_sort(b)
+    if b.vals[i].shape[params["axis"]] == 0:  # no max of nothing: both refuse, not drawn
+        return gen_max_dim(b)
+    return (i,), {"axis": params["axis"], "keepdim": params["descending"]}
+
+
+def _topk_ref(x, k, axis, largest, which):
+    # minitensor documents its order of ties (the earlier position first); torch promises
+    # none, so the reference is torch's stable sort, cut at k
+    return torch.sort(x, dim=axis, descending=largest, stable=True)[which].narrow(axis, 0, k)
+
+
+def gen_bitwise(b):
+    """Integer or bool operands (integers at their dtype's edges now and then) that
+    broadcast."""
+    kind = b.draw(st.sampled_from(["int", "bool", "extremes"]))
+    i = b.pick((kind,)) if kind != "extremes" and b.draw(st.booleans()) else None
+    if i is None:
+        shape = b.shape()
+        if kind == "extremes":
+            i = int_extremes(b, shape)
+        else:
+            i = b.new_input(shape, kind=kind, low=-8, high=8)
+    return (i, b.partner(i, kinds=("int", "bool"))), {}
+
+
+def gen_bitwise_not(b):
+    i = b.pick(("int", "bool")) if b.draw(st.booleans()) else None
+    return (int_extremes(b, b.shape()) if i is None else i,), {}
 
 
 def gen_cat(b, stack=False):
@@ -794,11 +887,16 @@ OPS = {
     "F.sum": Op(F.sum, _sum_ref, gen_reduce, bound=_sum_ref),
     # mean and var of integers are float32 in minitensor (documented); torch refuses them
     "F.mean": Op(F.mean, _mean_ref, gen_reduce, bound=_mean_ref),
+    # (a tuple of axes: F.max(x, axis=int) is torch's (values, indices), drawn as "F.max(dim)")
     "F.max": Op(
-        F.max, lambda x, axis, keepdims: torch.amax(x, _dims(x, axis), keepdim=keepdims), gen_reduce
+        lambda x, axis, keepdims: F.max(x, axis=_tuple(axis), keepdims=keepdims),
+        lambda x, axis, keepdims: _extremum_ref(torch.max, torch.amax, x, axis, keepdims),
+        gen_reduce,
     ),
     "F.min": Op(
-        F.min, lambda x, axis, keepdims: torch.amin(x, _dims(x, axis), keepdim=keepdims), gen_reduce
+        lambda x, axis, keepdims: F.min(x, axis=_tuple(axis), keepdims=keepdims),
+        lambda x, axis, keepdims: _extremum_ref(torch.min, torch.amin, x, axis, keepdims),
+        gen_reduce,
     ),
     "F.var": Op(
         F.var,
@@ -849,6 +947,42 @@ OPS = {
     "F.masked_fill": Op(
         F.masked_fill, lambda x, m, value: x.masked_fill(m, value), gen_masked_fill
     ),
+    # sorting and max along a dim: NaN the largest, integers at their edges, ties in order
+    "F.sort": Op(
+        lambda x, axis, descending: F.sort(x, axis, descending)[0],
+        lambda x, axis, descending: torch.sort(x, dim=axis, descending=descending, stable=True)[0],
+        gen_sort,
+    ),
+    "F.argsort": Op(
+        F.argsort,
+        lambda x, axis, descending: torch.argsort(x, dim=axis, descending=descending, stable=True),
+        gen_sort,
+    ),
+    "F.topk": Op(
+        lambda x, k, axis, largest: F.topk(x, k, axis, largest)[0],
+        lambda x, k, axis, largest: _topk_ref(x, k, axis, largest, 0),
+        gen_topk,
+    ),
+    "F.topk.indices": Op(
+        lambda x, k, axis, largest: F.topk(x, k, axis, largest)[1],
+        lambda x, k, axis, largest: _topk_ref(x, k, axis, largest, 1),
+        gen_topk,
+    ),
+    "F.max(dim)": Op(
+        lambda x, axis, keepdim: F.max(x, axis, keepdim)[0],
+        lambda x, axis, keepdim: torch.max(x, axis, keepdim)[0],
+        gen_max_dim,
+    ),
+    "F.max(dim).indices": Op(
+        lambda x, axis, keepdim: F.max(x, axis, keepdim)[1],
+        lambda x, axis, keepdim: torch.max(x, axis, keepdim)[1],
+        gen_max_dim,
+    ),
+    # bitwise on integers, logical on bools
+    "F.bitwise_and": Op(F.bitwise_and, torch.bitwise_and, gen_bitwise),
+    "F.bitwise_or": Op(F.bitwise_or, torch.bitwise_or, gen_bitwise),
+    "F.bitwise_xor": Op(F.bitwise_xor, torch.bitwise_xor, gen_bitwise),
+    "F.bitwise_not": Op(F.bitwise_not, torch.bitwise_not, gen_bitwise_not),
     # linear algebra
     "F.matmul": Op(
         _matmul(F.matmul), _matmul(torch.matmul), gen_matmul, bound=_matmul(torch.matmul)

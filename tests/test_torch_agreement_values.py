@@ -326,3 +326,12 @@ def test_mixed_integer_slice_tensor_index_assignment(index):
 def test_mixed_index_gradcheck():
     y = mt.randn(2, 3, 4, dtype=mt.float64, requires_grad=True)
     assert mt.gradcheck(lambda t: t[1, :, mt.tensor([0, 3, 3])], y)
+
+
+def test_python_int_beside_a_uint8_tensor_wraps_as_torch():
+    # found by the fuzzer's integer extremes: minitensor raised OverflowError
+    def case(torch, F):
+        x = torch.tensor([0, 1, 200], dtype=torch.uint8)
+        return [x + -2, x - 3, x * 300, torch.tensor([5], dtype=torch.int32) + (2**31 + 1)]
+
+    both(case)

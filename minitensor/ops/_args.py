@@ -23,7 +23,9 @@ def _operand(x, like=None):
         if like.dtype.kind == "f" and arr.dtype.kind in "fiub":
             return arr.astype(like.dtype, copy=False)
         if like.dtype.kind in "iu" and isinstance(x, int) and not isinstance(x, bool):
-            return np.asarray(x, dtype=like.dtype)
+            # astype, not dtype=: the int wraps into the dtype as torch's does (uint8 + -2
+            # adds 254), where np.asarray(-2, dtype=uint8) raises OverflowError
+            return np.asarray(x).astype(like.dtype)
     return Tensor(x).numpy()
 
 
