@@ -8,6 +8,7 @@ Kernels compile once per machine (numba's on-disk cache); the tests reuse the sa
 signatures, so nothing recompiles per test.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -947,12 +948,45 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
     assert shapes == list(matmul_module.TILE_SHAPES)
     best = products[times.index(min(times))]
     assert route == ("numpy" if best in NUMPY_PRODUCTS else "tiles")
-    assert matmul_module._choose(q, k_t)[1] is best and len(measured) == 1  # kept
+    kept = matmul_module._choose(q, k_t)[1]
+    assert getattr(kept, "product", kept) is best and len(measured) == 1  # kept
     assert matmul_module.tile_shape(q, k_t) == (None if route == "numpy" else best.keywords["tile"])
     for shape in matmul_module.TILE_SHAPES:  # every shape computes the same product
         assert_agree(K.tiled_matmul(q, k_t, shape), np.matmul(q, k_t), np.float32)
     with pytest.raises(ValueError, match=r"tiled_matmul: tile \(3, 3\) is not one of"):
         K.tiled_matmul(q, k_t, (3, 3))
+
+
+def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypatch):
+    """A candidate that won the timing is timed again on its first calls where it runs: when
+    their median is more than twice np.matmul's timed best, the layout goes to np.matmul's
+    best; when not, the candidate stays, no longer watched. (A fake clock: no timing here.)"""
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_FASTEST", {})
+    order = {matmul_module.numpy_product: 3.0, matmul_module.numpy_one_thread: 2.0}
+    monkeypatch.setattr(
+        matmul_module, "_timings", lambda products, a, b: [order.get(p, 1.0) for p in products]
+    )
+    clock = {"now": 0.0, "step": 5.0}  # each product call "takes" clock["step"]
+
+    def perf_counter():  # read at a call's start and its end: they differ by one step
+        clock["now"] += clock["step"]
+        return clock["now"]
+
+    monkeypatch.setattr(matmul_module.time, "perf_counter", perf_counter)
+    q = rng.standard_normal((256, 16, 16)).astype(np.float32)
+    k_t = np.swapaxes(q, -1, -2)
+    assert K.matmul_route(q, k_t) == "tiles"
+    for _ in range(matmul_module._WATCHED_CALLS):  # 5 > 2 × 2.0: slower than np.matmul
+        assert_agree(matmul_module.matmul(q, k_t), np.matmul(q, k_t), np.float32)
+    assert matmul_module._choose(q, k_t) == ("numpy", matmul_module.numpy_one_thread)
+    clock["step"] = 3.0  # under 2 × 2.0: the tiles stay
+    assert K.matmul_route(q, q) == "tiles"
+    for _ in range(matmul_module._WATCHED_CALLS):
+        matmul_module.matmul(q, q)
+    name, product = matmul_module._choose(q, q)
+    assert name == "tiles" and isinstance(product, functools.partial)
 
 
 def test_dropout_keep_draws_the_twins_mask():

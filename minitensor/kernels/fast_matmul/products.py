@@ -526,8 +526,43 @@ def fastest(a, b, candidate):
         if min(threads(), blas_threads()) > 1:
             named.append(("numpy", numpy_one_thread))
         times = _timings([f for _, f in named], a, b)
-        _FASTEST[key] = named[times.index(min(times))]
+        name, product = named[times.index(min(times))]
+        if name != "numpy":  # np.matmul's best, should the winner lose in the step itself
+            numpy_time, fallback = min(
+                (t, i) for i, t in enumerate(times) if named[i][0] == "numpy"
+            )
+            product = _Watched(key, name, product, named[fallback], numpy_time)
+        _FASTEST[key] = name, product
     return _FASTEST[key]
+
+
+# How many calls of a winning candidate are timed where they run, and how much slower than
+# np.matmul's best their median may be before the layout goes to np.matmul after all.
+_WATCHED_CALLS, _WATCHED_SLOWER = 8, 2.0
+
+
+class _Watched:
+    """A candidate that won `fastest`'s timing, timed again in the program it runs in for its
+    first _WATCHED_CALLS calls. Timed alone, back to back, a product on numba's threads can
+    win and then lose in a training step: between its calls other kernels run, BLAS's idle
+    threads spin, other processes take the cores, and a worker that waits for a core stalls
+    the call. If the median of those calls is more than _WATCHED_SLOWER × np.matmul's timed
+    best, the layout goes to np.matmul (`fallback`); either way the watch then ends."""
+
+    def __init__(self, key, name, product, fallback, numpy_time):
+        self.key, self.name, self.product = key, name, product
+        self.fallback, self.numpy_time = fallback, numpy_time
+        self.keywords = getattr(product, "keywords", {})  # the tile shape, for tile_shape
+        self.times = []
+
+    def __call__(self, a, b):
+        start = time.perf_counter()
+        out = self.product(a, b)
+        self.times.append(time.perf_counter() - start)
+        if len(self.times) == _WATCHED_CALLS:
+            slow = statistics.median(self.times) > _WATCHED_SLOWER * self.numpy_time
+            _FASTEST[self.key] = self.fallback if slow else (self.name, self.product)
+        return out
 
 
 def _timings(products, a, b, rounds=5):
