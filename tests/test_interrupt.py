@@ -101,6 +101,7 @@ class _Demo:
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join("demos", demo), *args],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,  # open and silent: an interactive demo waits for Enter
         )  # fmt: skip
         self.err, self.out = [], []
         read_err = lambda: self.err.extend(iter(lambda: self.proc.stderr.read(1), ""))  # noqa: E731
@@ -180,3 +181,13 @@ def test_ctrl_c_in_a_demo_is_one_line_and_status_130(tmp_path, name):
     assert code == 130, err
     assert "Traceback" not in err + out
     assert len([line for line in err.splitlines() if line.startswith("interrupted")]) == 1, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_step_backward_waits_for_enter():
+    demo = _Demo("step_backward.py", "--no-frames")
+    demo.wait_for(lambda d: any("Enter: next step" in line for line in d.out))
+    code, out, err = demo.interrupt()
+    assert code == 130, err
+    assert "Traceback" not in err + out
+    assert err.strip().splitlines()[-1] == "interrupted"  # (after any compile notice)
