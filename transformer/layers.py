@@ -14,15 +14,23 @@ Names follow torch.nn.TransformerEncoderLayer / DecoderLayer, so weights map one
 (see `transformer.interop`).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import minitensor.functional as F
-from minitensor import Function, nn
+from minitensor import Function, Tensor, nn
 from minitensor.nn import init
 from minitensor.ops.nn import bias_activation
 from minitensor.scope import module_scope
 
 from .attention import MultiHeadAttention
-from .config import activation_name, check_activation
+from .config import TransformerConfig, activation_name, check_activation
 from .embeddings import RotaryEmbedding
+
+if TYPE_CHECKING:  # annotations only: models.py (where LayerCache is) imports this module
+    from .models import LayerCache
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu, "swiglu": F.silu, "geglu": F.gelu}
 # activations whose bias add runs fused with them after linear1 (one node, "bias + relu")
@@ -45,7 +53,9 @@ class FeedForward(nn.Module):
     hidden activations instead of two (docs/kernels.md, "Bias + activation").
     """
 
-    def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: Any = "relu"
+    ) -> None:
         super().__init__()
         check_activation(activation, "FeedForward")
         self.activation = activation
@@ -61,7 +71,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])  # tokens are independent: one 2-D matmul
         if self.activation in _FUSED_WITH_BIAS and type(self.linear1) is nn.Linear:
@@ -72,7 +82,7 @@ class FeedForward(nn.Module):
             h = act(self.linear_gate(x2)) * h if self.gated else act(h)
         return self.linear2(self.dropout(h)).reshape(shape)
 
-    def _linear1_activated(self, x2):
+    def _linear1_activated(self, x2: Tensor) -> Tensor:
         """act(x2 W_1ᵀ + b_1): linear1's product in linear1's scope (where the graph shows
         it), then its bias and the activation as one op. (A linear1 replaced by another
         module keeps its own forward: the caller checks that it is a plain nn.Linear.)"""
@@ -83,11 +93,11 @@ class FeedForward(nn.Module):
             h = x2 @ lin.weight.T
         return bias_activation(h, lin.bias, self.activation)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"activation={activation_name(self.activation)!r}"
 
 
-def make_activation(activation):
+def make_activation(activation: Any) -> Callable[[Tensor], Tensor] | nn.Module:
     """The function FeedForward applies: a built-in by name; your function as is; an nn.Module
     class instantiated (one per FFN); an mt.Function class's ``apply``."""
     if isinstance(activation, str):
@@ -121,7 +131,7 @@ class EncoderLayer(nn.Module):
     Children: self_attn, norm1, dropout1, ffn, norm2, dropout2.
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.norm_first = cfg.norm_first
         self.self_attn = _mha(cfg, rotary=True)
@@ -131,13 +141,13 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.dropout2 = nn.Dropout(cfg.dropout)
 
-    def _attend(self, x, mask):
+    def _attend(self, x: Tensor, mask: Any) -> Tensor:
         # only the output is used: need_weights=False lets long sequences take the fused op
         # (as torch.nn.TransformerEncoderLayer); last_weights / attention_maps() recompute the
         # weights from the kept Q and K when asked for
         return self.self_attn(x, mask=mask, need_weights=False)[0]
 
-    def forward(self, x, mask=None):
+    def forward(self, x: Tensor, mask: Any = None) -> Tensor:
         if self.norm_first:  # Pre-Norm: x + F(LN(x))
             x = x + self.dropout1(self._attend(self.norm1(x), mask))
             return x + self.dropout2(self.ffn(self.norm2(x)))
@@ -154,14 +164,14 @@ class DecoderLayer(nn.Module):
     cross_mask: broadcastable to (B, h, L_t, L_s) — the source padding mask.
     The queries of cross-attention come from the decoder, its keys and values from the memory
     (paper, §3.2.3), so its weights are (L_t, L_s).
-    cache: a `LayerCache` for step-by-step decoding (see `transformer.decoding`).
+    cache: a `LayerCache` (transformer.models) for step-by-step decoding (transformer.decoding).
 
     With cross_attention=False (a GPT-style decoder-only block) there is no cross_attn and the
     children are self_attn, norm1, dropout1, ffn, norm2, dropout2; otherwise self_attn, norm1,
     dropout1, cross_attn, norm2, dropout2, ffn, norm3, dropout3 (torch's names).
     """
 
-    def __init__(self, cfg, cross_attention=True):
+    def __init__(self, cfg: TransformerConfig, cross_attention: bool = True) -> None:
         super().__init__()
         self.norm_first = cfg.norm_first
         self.has_cross = cross_attention
@@ -181,50 +191,48 @@ class DecoderLayer(nn.Module):
             self.norm2 = nn.LayerNorm(cfg.d_model, eps=eps)
             self.dropout2 = nn.Dropout(cfg.dropout)
 
-    def _sublayers(self, memory, self_mask, cross_mask, cache):
-        """(function, norm, dropout) of each sub-layer, in order."""
-        self_cache = cache.self_attn if cache is not None else None
-        # need_weights=False: only the outputs are used (see EncoderLayer._attend)
-        subs = [
-            (
-                lambda h: self.self_attn(h, mask=self_mask, cache=self_cache, need_weights=False)[
-                    0
-                ],
-                self.norm1,
-                self.dropout1,
-            )
-        ]
-        if self.has_cross:
-            cross_cache = cache.cross_attn if cache is not None else None
-            subs.append(
-                (
-                    lambda h: self.cross_attn(
-                        h, memory, mask=cross_mask, cache=cross_cache, need_weights=False
-                    )[0],
-                    self.norm2,
-                    self.dropout2,
-                )
-            )
-            subs.append((self.ffn, self.norm3, self.dropout3))
-        else:
-            subs.append((self.ffn, self.norm2, self.dropout2))
-        return subs
-
-    def forward(self, x, memory=None, self_mask=None, cross_mask=None, cache=None):
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        self_mask: Any = None,
+        cross_mask: Any = None,
+        cache: LayerCache | None = None,
+    ) -> Tensor:
         if self.has_cross and memory is None:
             raise ValueError(
                 f"DecoderLayer in {self.path or 'model'}: cross-attention needs "
                 f"the encoder's memory"
             )
-        for fn, norm, drop in self._sublayers(memory, self_mask, cross_mask, cache):
-            if self.norm_first:
-                x = x + drop(fn(norm(x)))  # Pre-Norm
-            else:
-                x = norm(x + drop(fn(x)))  # Post-Norm (paper)
-        return x
+        # the FFN's Add & Norm is the third sub-layer's (norm3), or the second's without
+        # cross-attention: torch's names, so that weights map one to one
+        norm_ff, drop_ff = (
+            (self.norm3, self.dropout3) if self.has_cross else (self.norm2, self.dropout2)
+        )
+        if self.norm_first:  # Pre-Norm: x + F(LN(x))
+            x = x + self.dropout1(self._self_attend(self.norm1(x), self_mask, cache))
+            if self.has_cross:
+                x = x + self.dropout2(self._cross_attend(self.norm2(x), memory, cross_mask, cache))
+            return x + drop_ff(self.ffn(norm_ff(x)))
+        x = self.norm1(x + self.dropout1(self._self_attend(x, self_mask, cache)))  # Post-Norm
+        if self.has_cross:
+            x = self.norm2(x + self.dropout2(self._cross_attend(x, memory, cross_mask, cache)))
+        return norm_ff(x + drop_ff(self.ffn(x)))
+
+    # only the outputs are used: need_weights=False (see EncoderLayer._attend)
+    def _self_attend(self, h: Tensor, mask: Any, cache: LayerCache | None) -> Tensor:
+        self_cache = cache.self_attn if cache is not None else None
+        return self.self_attn(h, mask=mask, cache=self_cache, need_weights=False)[0]
+
+    def _cross_attend(
+        self, h: Tensor, memory: Tensor, mask: Any, cache: LayerCache | None
+    ) -> Tensor:
+        # queries from the decoder, keys and values from the encoder's memory (§3.2.3)
+        cross_cache = cache.cross_attn if cache is not None else None
+        return self.cross_attn(h, memory, mask=mask, cache=cross_cache, need_weights=False)[0]
 
 
-def init_linear_weights(module):
+def init_linear_weights(module: nn.Module) -> None:
     """Xavier-uniform every Linear weight below `module` (torch.nn.Transformer's
     _reset_parameters does the same to all its matrices); biases keep their init."""
     for m in module.modules():
