@@ -12,6 +12,7 @@ under ``if TYPE_CHECKING:`` (to break an import cycle) is given here, in TYPE_CH
 """
 
 import collections.abc
+import importlib
 import inspect
 import pathlib
 import types
@@ -258,3 +259,60 @@ def test_conforms_can_fail():
     assert not _conforms((1, 2), tuple[int])
     assert not _conforms(None, int | str)
     assert _conforms(iter([mt.tensor(1.0)]), collections.abc.Iterator[mt.Tensor])
+
+
+# ----------------------------------------------------------------- transformer's public API
+
+# The transformer modules whose public functions and methods carry the core's hints; a module
+# joins the list when it is annotated (transformer.attention, models, decoding, training,
+# interop, tokenizer and viz are still to do).
+TRANSFORMER_ANNOTATED = (
+    "transformer.config",
+    "transformer.embeddings",
+    "transformer.layers",
+    "transformer.masks",
+)
+# layers.py names LayerCache (transformer.models) under TYPE_CHECKING: models imports layers
+TYPE_CHECKING_ONLY["LayerCache"] = importlib.import_module("transformer.models").LayerCache
+
+
+def _transformer_api(module_name):
+    """(where, function, bound) of each public function and public (or dunder) method of a
+    public class that the transformer module `module_name` defines."""
+    module = importlib.import_module(module_name)
+    for name, obj in vars(module).items():
+        if name.startswith("_") or getattr(obj, "__module__", None) != module_name:
+            continue
+        if inspect.isfunction(obj):
+            yield f"{module_name}.{name}", obj, False
+        elif isinstance(obj, type):
+            for attr_name, attr in vars(obj).items():
+                if attr_name.startswith("_") and not attr_name.startswith("__"):
+                    continue
+                where = f"{module_name}.{name}.{attr_name}"
+                if isinstance(attr, (staticmethod, classmethod)):
+                    yield where, attr.__func__, isinstance(attr, classmethod)
+                elif isinstance(attr, property):
+                    yield where, attr.fget, True
+                elif inspect.isfunction(attr) and attr.__code__.co_filename == module.__file__:
+                    yield where, attr, True
+
+
+@pytest.mark.parametrize("module_name", TRANSFORMER_ANNOTATED)
+def test_transformer_public_api_is_annotated(module_name):
+    found = list(_transformer_api(module_name))
+    assert found
+    problems = [p for where, fn, bound in found for p in _problems(where, fn, bound)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_transformer_walk_sees_methods_and_functions():
+    names = {w for m in TRANSFORMER_ANNOTATED for w, _, _ in _transformer_api(m)}
+    for expected in (
+        "transformer.layers.DecoderLayer.forward",
+        "transformer.layers.FeedForward.__init__",
+        "transformer.masks.combine_masks",
+        "transformer.config.TransformerConfig.small",
+        "transformer.embeddings.RotaryEmbedding.forward",
+    ):
+        assert expected in names

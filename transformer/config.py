@@ -6,7 +6,10 @@ positions, embeddings scaled by √d_model. `TransformerConfig.small(...)` is th
 task and the tests use.
 """
 
+from __future__ import annotations
+
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 ACTIVATIONS = ("relu", "gelu", "silu", "swiglu", "geglu")
 POSITIONALS = ("sinusoidal", "learned", "rotary", "none")
@@ -67,7 +70,7 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5
     final_norm: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.d_model <= 0 or self.n_heads <= 0 or self.d_model % self.n_heads:
             raise ValueError(
                 f"TransformerConfig: d_model={self.d_model} must be a positive "
@@ -93,17 +96,17 @@ class TransformerConfig:
                 )
 
     @property
-    def d_k(self):
+    def d_k(self) -> int:
         """Size of one head's queries, keys and values: d_model / n_heads."""
         return self.d_model // self.n_heads
 
     @classmethod
-    def paper(cls, src_vocab_size, tgt_vocab_size, **overrides):
+    def paper(cls, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> TransformerConfig:
         """The base model of the paper: N = 6, d_model = 512, h = 8, d_ff = 2048, dropout 0.1."""
         return cls(src_vocab_size, tgt_vocab_size, **overrides)
 
     @classmethod
-    def small(cls, src_vocab_size, tgt_vocab_size, **overrides):
+    def small(cls, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> TransformerConfig:
         """The addition-task size: d_model 128, 4 heads, 2 + 2 layers, d_ff 512."""
         base = dict(
             d_model=128,
@@ -117,7 +120,7 @@ class TransformerConfig:
         return cls(src_vocab_size, tgt_vocab_size, **{**base, **overrides})
 
     @classmethod
-    def tiny(cls, src_vocab_size, tgt_vocab_size, **overrides):
+    def tiny(cls, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> TransformerConfig:
         """Small enough for gradchecks and quick tests: d_model 16, 2 heads, 1 + 1 layers."""
         base = dict(
             d_model=16,
@@ -130,11 +133,11 @@ class TransformerConfig:
         )
         return cls(src_vocab_size, tgt_vocab_size, **{**base, **overrides})
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> TransformerConfig:
         """A copy with some fields changed (for ablations: cfg.replace(positional="none"))."""
         return replace(self, **changes)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """Every field as plain data (for checkpoints); your own activation by its name only:
         ``"custom:my_module.my_gelu"``, which `TransformerConfig(**d)` refuses with a message
         saying to pass the callable again."""
@@ -147,7 +150,7 @@ class TransformerConfig:
 CUSTOM_PREFIX = "custom:"
 
 
-def activation_name(activation, qualified=False):
+def activation_name(activation: Any, qualified: bool = False) -> str:
     """'relu', or a callable's name ('my_gelu'; with qualified: 'my_module.my_gelu')."""
     if isinstance(activation, str):
         return activation
@@ -156,7 +159,7 @@ def activation_name(activation, qualified=False):
     return f"{module}.{name}" if qualified and module else name
 
 
-def check_activation(activation, where):
+def check_activation(activation: Any, where: str) -> None:
     """A built-in name or your own callable; a clear error otherwise."""
     if callable(activation) or activation in ACTIVATIONS:
         return

@@ -23,6 +23,8 @@ Attention itself does not know the order of the tokens (paper, §3.5); these are
 where order enters the model.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
@@ -31,7 +33,7 @@ from minitensor import Tensor, from_numpy, nn, no_grad
 from minitensor.nn import init
 
 
-def sinusoidal_table(max_len, d_model):
+def sinusoidal_table(max_len: int, d_model: int) -> np.ndarray:
     """The paper's PE table (max_len, d_model), float64: sin on even, cos on odd dimensions."""
     pos = np.arange(max_len)[:, None]
     two_i = np.arange(0, d_model, 2)[None, :]
@@ -77,22 +79,24 @@ class TokenEmbedding(nn.Embedding):
     receives no gradient. The table is `.weight` (vocab_size, d_model).
     """
 
-    def __init__(self, vocab_size, d_model, pad_id=None, scale=True):
+    def __init__(
+        self, vocab_size: int, d_model: int, pad_id: int | None = None, scale: bool = True
+    ) -> None:
         super().__init__(vocab_size, d_model, padding_idx=pad_id)
         self.scale = math.sqrt(d_model) if scale else 1.0
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         init.normal_(self.weight, 0.0, 1.0 / getattr(self, "scale", 1.0))
         if self.padding_idx is not None:
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
 
-    def forward(self, ids):
+    def forward(self, ids: Tensor | np.ndarray) -> Tensor:
         x = super().forward(ids)
         return x * self.scale if self.scale != 1.0 else x
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return super().extra_repr() + f", scale={self.scale:.4g}"
 
 
@@ -100,12 +104,12 @@ class SinusoidalPositionalEncoding(nn.Module):
     """x (B, L, d_model) → x + PE[offset : offset + L]. The table is fixed (no parameters, not
     in the state dict): kept in float64 and used in x's dtype."""
 
-    def __init__(self, d_model, max_len=512):
+    def __init__(self, d_model: int, max_len: int = 512) -> None:
         super().__init__()
         self.max_len = max_len
         self.table = _Table(sinusoidal_table(max_len, d_model), "PE")
 
-    def forward(self, x, offset=0):
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         length = x.shape[1]
         _check_length(self, length, offset, self.max_len)
         # a constant, not a graph input: the table gets no gradient
@@ -115,13 +119,13 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """x (B, L, d_model) → x + P[offset : offset + L], P a trainable (max_len, d_model) table."""
 
-    def __init__(self, d_model, max_len=512):
+    def __init__(self, d_model: int, max_len: int = 512) -> None:
         super().__init__()
         self.max_len = max_len
         self.weight = nn.Parameter(np.zeros((max_len, d_model), dtype=np.float32))
         init.normal_(self.weight, 0.0, 0.02)
 
-    def forward(self, x, offset=0):
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         length = x.shape[1]
         _check_length(self, length, offset, self.max_len)
         return x + self.weight[offset : offset + length]
@@ -137,7 +141,7 @@ class RotaryEmbedding(nn.Module):
     one matmul with a fixed signed permutation matrix (its gradient is the transpose).
     """
 
-    def __init__(self, d_k, max_len=512, base=10000.0):
+    def __init__(self, d_k: int, max_len: int = 512, base: float = 10000.0) -> None:
         super().__init__()
         if d_k % 2:
             raise ValueError(f"RotaryEmbedding: the head size d_k={d_k} must be even")
@@ -152,7 +156,7 @@ class RotaryEmbedding(nn.Module):
         rot[np.arange(half), np.arange(half) + half] = 1.0  # out[:, i + half] = x[:, i]
         self.rotate_half = _Table(rot, "rotate_half")
 
-    def forward(self, x, offset=0):
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         length = x.shape[-2]
         _check_length(self, length, offset, self.max_len)
         cos = self.cos.get(x.dtype, offset, offset + length)
@@ -171,14 +175,14 @@ class Embeddings(nn.Module):
 
     def __init__(
         self,
-        vocab_size,
-        d_model,
-        positional="sinusoidal",
-        max_len=512,
-        dropout=0.0,
-        scale=True,
-        pad_id=None,
-    ):
+        vocab_size: int,
+        d_model: int,
+        positional: str = "sinusoidal",
+        max_len: int = 512,
+        dropout: float = 0.0,
+        scale: bool = True,
+        pad_id: int | None = None,
+    ) -> None:
         super().__init__()
         self.token = TokenEmbedding(vocab_size, d_model, pad_id=pad_id, scale=scale)
         self.positional = positional
@@ -192,7 +196,7 @@ class Embeddings(nn.Module):
             raise ValueError(f"Embeddings: unknown positional {positional!r}")
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids, offset=0):
+    def forward(self, ids: Tensor | np.ndarray, offset: int = 0) -> Tensor:
         ids = ids.numpy() if isinstance(ids, Tensor) else np.asarray(ids)
         if ids.ndim != 2:
             raise ValueError(
@@ -204,5 +208,5 @@ class Embeddings(nn.Module):
             x = self.position(x, offset)
         return self.dropout(x)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"positional={self.positional!r}"

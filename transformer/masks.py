@@ -24,11 +24,14 @@ live beside the attention core, in `minitensor.ops.attention`; this module gives
 names and shapes the Transformer's code uses.
 """
 
+from __future__ import annotations
+
 import numpy as np
 
 import minitensor.functional as F
 from minitensor import Tensor
 from minitensor.ops import attention as A
+from minitensor.typing import ArrayLike, DType
 
 
 def _array(mask, name):
@@ -36,7 +39,7 @@ def _array(mask, name):
     return F.as_attention_mask(mask, name)
 
 
-def padding_mask(ids, pad_id=0):
+def padding_mask(ids: Tensor | ArrayLike, pad_id: int = 0) -> np.ndarray:
     """True where `ids` is the <pad> id: (B, L) int ids → (B, L) bool, **True = blocked**.
 
     Used as a key padding mask: queries never attend to <pad> keys.
@@ -47,7 +50,7 @@ def padding_mask(ids, pad_id=0):
     return ids == pad_id
 
 
-def causal_mask(length, key_length=None):
+def causal_mask(length: int, key_length: int | None = None) -> np.ndarray:
     """(L, L) bool, **True above the diagonal = blocked**: position i may attend to j ≤ i only.
 
     With key_length = L_k > L (queries are the last L of L_k positions, as when decoding with a
@@ -65,7 +68,7 @@ def causal_mask(length, key_length=None):
     return A.causal_mask(length, key_length, offset=key_length - length)
 
 
-def from_allowed_mask(allowed):
+def from_allowed_mask(allowed: Tensor | ArrayLike) -> np.ndarray:
     """Convert a bool mask in the **True = allowed** convention into ours (True = blocked).
 
     ⚠ The PyTorch trap: `F.scaled_dot_product_attention`'s bool attn_mask, and masks
@@ -82,12 +85,16 @@ def from_allowed_mask(allowed):
     return ~allowed
 
 
-def to_additive(mask, dtype=np.float32):
+def to_additive(mask: Tensor | ArrayLike, dtype: DType = np.float32) -> np.ndarray:
     """A bool mask (True = blocked) as an additive float mask: 0 allowed, −inf blocked."""
     return A.to_additive(_array(mask, "to_additive"), dtype)
 
 
-def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
+def combine_masks(
+    key_padding_mask: Tensor | ArrayLike | None = None,
+    attn_mask: Tensor | ArrayLike | None = None,
+    n_heads: int | None = None,
+) -> np.ndarray | None:
     """Combine a key padding mask and a (query, key) mask into one mask for the scores.
 
     key_padding_mask: (B, L_k) bool or float, **True = blocked** (a <pad> key).
@@ -140,7 +147,9 @@ def combine_masks(key_padding_mask=None, attn_mask=None, n_heads=None):
     return A.combine(a, b, "combine_masks")
 
 
-def broadcast_mask(mask, batch, n_heads, l_q, l_k):
+def broadcast_mask(
+    mask: Tensor | ArrayLike | None, batch: int, n_heads: int, l_q: int, l_k: int
+) -> np.ndarray:
     """Materialise a mask as (B, h, L_q, L_k) (for plots and tests; attention itself
     broadcasts lazily)."""
     if mask is None:
@@ -148,7 +157,7 @@ def broadcast_mask(mask, batch, n_heads, l_q, l_k):
     return np.broadcast_to(_array(mask, "broadcast_mask"), (batch, n_heads, l_q, l_k))
 
 
-def fully_masked_rows(mask, l_k=None):
+def fully_masked_rows(mask: Tensor | ArrayLike, l_k: int | None = None) -> np.ndarray:
     """Bool (…, L_q): rows in which every key is blocked. Their attention weights are zero
     (the fused softmax's rule; a naive softmax gives NaN there: exp(−∞ − (−∞)))."""
     mask = _array(mask, "fully_masked_rows")
