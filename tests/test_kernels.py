@@ -957,6 +957,25 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
         K.tiled_matmul(q, k_t, (3, 3))
 
 
+def test_blas_on_one_thread_is_kept_only_when_clearly_faster(monkeypatch):
+    """np.matmul with BLAS held at one thread costs two switches of the thread count per call:
+    it is kept only when at least 10% faster than np.matmul as it is."""
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_FASTEST", {})
+    one = {"time": 0.95}
+    monkeypatch.setattr(
+        matmul_module,
+        "_timings",
+        lambda products, a, b: [2.0] * (len(products) - 2) + [1.0, one["time"]],
+    )
+    q = np.zeros((256, 16, 16), np.float32)
+    assert matmul_module._choose(q, q) == ("numpy", matmul_module.numpy_product)
+    one["time"] = 0.85
+    k_t = np.swapaxes(q, -1, -2)
+    assert matmul_module._choose(q, k_t) == ("numpy", matmul_module.numpy_one_thread)
+
+
 def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypatch):
     """A candidate that won the timing is timed again on its first calls where it runs: when
     their median is more than twice np.matmul's timed best, the layout goes to np.matmul's

@@ -526,6 +526,8 @@ def fastest(a, b, candidate):
         if min(threads(), blas_threads()) > 1:
             named.append(("numpy", numpy_one_thread))
         times = _timings([f for _, f in named], a, b)
+        if len(named) > len(ours) + 1 and times[-1] > _ONE_THREAD_GAIN * times[-2]:
+            times[-1] = math.inf  # setting BLAS's thread count twice a call costs a few µs
         name, product = named[times.index(min(times))]
         if name != "numpy":  # np.matmul's best, should the winner lose in the step itself
             numpy_time, fallback = min(
@@ -534,6 +536,12 @@ def fastest(a, b, candidate):
             product = _Watched(key, name, product, named[fallback], numpy_time)
         _FASTEST[key] = name, product
     return _FASTEST[key]
+
+
+# np.matmul with BLAS held at one thread is kept only when it is at least this much faster
+# than np.matmul as it is: on a small product both run on one thread inside BLAS, and the
+# median of five calls picks either by chance, while each switch of the count costs time.
+_ONE_THREAD_GAIN = 0.9
 
 
 # How many calls of a winning candidate are timed where they run, and how much slower than
