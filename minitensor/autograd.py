@@ -233,8 +233,10 @@ def _start(tensor, grad, retain_graph, record):
         return iter(())
     order = topological_order(tensor.grad_fn)
     for node in order:
-        node.check_not_released()
-        _check_versions(node)
+        if node._released:
+            node.check_not_released()  # raises, naming the node
+        if node._saved_versions:
+            _check_versions(node)
     return _walk(order, g0, retain_graph, record)
 
 
