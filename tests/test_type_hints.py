@@ -265,12 +265,13 @@ def test_conforms_can_fail():
 
 # The transformer modules whose public functions and methods carry the core's hints; a module
 # joins the list when it is annotated (transformer.attention, models, decoding, training,
-# interop, tokenizer and viz are still to do).
+# interop and viz are still to do).
 TRANSFORMER_ANNOTATED = (
     "transformer.config",
     "transformer.embeddings",
     "transformer.layers",
     "transformer.masks",
+    "transformer.tokenizer",
 )
 # layers.py names LayerCache (transformer.models) under TYPE_CHECKING: models imports layers
 TYPE_CHECKING_ONLY["LayerCache"] = importlib.import_module("transformer.models").LayerCache

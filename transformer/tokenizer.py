@@ -20,7 +20,15 @@ id every other library uses too.
     '12+3'
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from minitensor import Tensor
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -33,13 +41,13 @@ class Vocab:
     Repeated tokens are kept once; a token that is one of the specials is not added twice.
     """
 
-    def __init__(self, tokens=()):
+    def __init__(self, tokens: Iterable[str] = ()) -> None:
         self.itos = list(SPECIALS)  # id → token
         self.stoi = {s: i for i, s in enumerate(self.itos)}  # token → id
         for t in tokens:
             self.add(t)
 
-    def add(self, token):
+    def add(self, token: str) -> int:
         """Add `token` (if new) and return its id."""
         if not isinstance(token, str):
             raise TypeError(f"Vocab.add: tokens are strings, got {type(token).__name__} {token!r}")
@@ -49,22 +57,33 @@ class Vocab:
         return self.stoi[token]
 
     # the specials' ids, by name, so code reads `vocab.pad_id` instead of a bare 0
-    pad_id = property(lambda self: self.stoi[PAD])
-    bos_id = property(lambda self: self.stoi[BOS])
-    eos_id = property(lambda self: self.stoi[EOS])
-    unk_id = property(lambda self: self.stoi[UNK])
+    @property
+    def pad_id(self) -> int:
+        return self.stoi[PAD]
 
-    def __len__(self):
+    @property
+    def bos_id(self) -> int:
+        return self.stoi[BOS]
+
+    @property
+    def eos_id(self) -> int:
+        return self.stoi[EOS]
+
+    @property
+    def unk_id(self) -> int:
+        return self.stoi[UNK]
+
+    def __len__(self) -> int:
         return len(self.itos)
 
-    def __contains__(self, token):
+    def __contains__(self, token: object) -> bool:
         return token in self.stoi
 
-    def token_to_id(self, token):
+    def token_to_id(self, token: str) -> int:
         """The id of `token`, or ``<unk>``'s id if it is not in the vocabulary."""
         return self.stoi.get(token, self.unk_id)
 
-    def id_to_token(self, i):
+    def id_to_token(self, i: int) -> str:
         i = int(i)
         if not 0 <= i < len(self.itos):
             raise IndexError(
@@ -72,7 +91,7 @@ class Vocab:
             )
         return self.itos[i]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         shown = ", ".join(repr(t) for t in self.itos[:12])
         more = ", …" if len(self) > 12 else ""
         return f"Vocab({len(self)} tokens: {shown}{more})"
@@ -86,22 +105,33 @@ class CharTokenizer:
     other character encodes to ``<unk>``.
     """
 
-    def __init__(self, alphabet):
+    def __init__(self, alphabet: Iterable[str]) -> None:
         self.vocab = Vocab(list(dict.fromkeys(alphabet)))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.vocab)
 
-    pad_id = property(lambda self: self.vocab.pad_id)
-    bos_id = property(lambda self: self.vocab.bos_id)
-    eos_id = property(lambda self: self.vocab.eos_id)
-    unk_id = property(lambda self: self.vocab.unk_id)
+    @property
+    def pad_id(self) -> int:
+        return self.vocab.pad_id
 
-    def tokenize(self, text):
+    @property
+    def bos_id(self) -> int:
+        return self.vocab.bos_id
+
+    @property
+    def eos_id(self) -> int:
+        return self.vocab.eos_id
+
+    @property
+    def unk_id(self) -> int:
+        return self.vocab.unk_id
+
+    def tokenize(self, text: str) -> list[str]:
         """Split text into tokens (here: its characters)."""
         return list(text)
 
-    def encode(self, text, add_bos=False, add_eos=False):
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         """text → list of ids, optionally framed by ``<bos>`` … ``<eos>``."""
         if not isinstance(text, str):
             raise TypeError(f"CharTokenizer.encode: expected a string, got {type(text).__name__}")
@@ -112,7 +142,7 @@ class CharTokenizer:
             ids.append(self.eos_id)
         return ids
 
-    def decode(self, ids, stop_at_eos=True):
+    def decode(self, ids: Sequence[int] | np.ndarray | Tensor, stop_at_eos: bool = True) -> str:
         """ids → text. Stops at the first ``<eos>``, drops ``<pad>`` and ``<bos>``.
 
         ``<unk>`` is shown as the string ``"<unk>"`` so an unknown symbol stays visible.
@@ -127,7 +157,9 @@ class CharTokenizer:
             out.append(self.vocab.id_to_token(i))
         return "".join(out)
 
-    def decode_batch(self, ids, stop_at_eos=True):
+    def decode_batch(
+        self, ids: Sequence[Sequence[int]] | np.ndarray | Tensor, stop_at_eos: bool = True
+    ) -> list[str]:
         """(B, L) ids → list of B strings."""
         ids = np.asarray(ids.numpy() if hasattr(ids, "numpy") else ids)
         if ids.ndim != 2:
@@ -136,7 +168,13 @@ class CharTokenizer:
             )
         return [self.decode(row, stop_at_eos) for row in ids]
 
-    def encode_batch(self, texts, add_bos=False, add_eos=False, max_len=None):
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        add_bos: bool = False,
+        add_eos: bool = False,
+        max_len: int | None = None,
+    ) -> np.ndarray:
         """A list of B strings → int64 array (B, L) padded with ``<pad>`` on the right.
 
         L is the longest encoded text, or `max_len` (longer texts raise: truncating a
@@ -146,7 +184,9 @@ class CharTokenizer:
         return pad_sequences(rows, self.pad_id, max_len)
 
 
-def pad_sequences(rows, pad_id=0, max_len=None):
+def pad_sequences(
+    rows: Sequence[Sequence[int]], pad_id: int = 0, max_len: int | None = None
+) -> np.ndarray:
     """Lists of ids of different lengths → int64 array (B, L), right-padded with `pad_id`."""
     longest = max((len(r) for r in rows), default=0)
     if max_len is None:
