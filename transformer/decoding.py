@@ -21,12 +21,16 @@ Conventions of every function here:
   FloatingPointError naming the function, the step and the rows, never a silent <pad>.
 """
 
+from __future__ import annotations
+
 from numbers import Real
+from typing import Any
 
 import numpy as np
 
-from minitensor import Tensor, from_numpy, no_grad
+from minitensor import Tensor, from_numpy, nn, no_grad
 from minitensor.state import state
+from minitensor.typing import ArrayLike
 
 
 # ---------------------------------------------------------------------------- steppers
@@ -214,7 +218,15 @@ def _run(stepper, start, max_len, eos_id, pad_id, choose):
     return ys[:, t0:]
 
 
-def greedy_decode(model, src, max_len, bos_id, eos_id, src_padding_mask=None, use_cache=True):
+def greedy_decode(
+    model: nn.Module,
+    src: Tensor | ArrayLike,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    src_padding_mask: Any = None,
+    use_cache: bool = True,
+) -> np.ndarray:
     """Greedy decoding: at each step take the most likely next token.
 
     src (B, L_src) ids → ids (B, ≤ max_len), without the leading <bos>; each row stops at its
@@ -278,18 +290,18 @@ def _sampler(temperature, top_k, top_p, seed):
 
 
 def sample(
-    model,
-    src,
-    max_len,
-    bos_id,
-    eos_id,
-    temperature=1.0,
-    top_k=None,
-    top_p=None,
-    seed=None,
-    src_padding_mask=None,
-    use_cache=True,
-):
+    model: nn.Module,
+    src: Tensor | ArrayLike,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    src_padding_mask: Any = None,
+    use_cache: bool = True,
+) -> np.ndarray:
     """Sampling: draw each next token from softmax(logits / temperature), optionally only among
     the top_k most likely tokens and/or the smallest set whose probability reaches top_p.
 
@@ -388,16 +400,16 @@ class _Beams:
 
 
 def beam_search(
-    model,
-    src,
-    max_len,
-    bos_id,
-    eos_id,
-    beam_size=4,
-    length_penalty=0.6,
-    src_padding_mask=None,
-    use_cache=True,
-):
+    model: nn.Module,
+    src: Tensor | ArrayLike,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    src_padding_mask: Any = None,
+    use_cache: bool = True,
+) -> np.ndarray:
     """Beam search: keep the beam_size most likely prefixes of each source at every step
     ("Attention Is All You Need", §6.1: beam size 4, length penalty α = 0.6).
 
@@ -433,16 +445,16 @@ def beam_search(
 
 # ---------------------------------------------------------------------------- language models
 def generate(
-    model,
-    prompt,
-    max_new_tokens,
-    eos_id=None,
-    temperature=None,
-    top_k=None,
-    top_p=None,
-    seed=None,
-    use_cache=True,
-):
+    model: nn.Module,
+    prompt: Tensor | ArrayLike,
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    use_cache: bool = True,
+) -> np.ndarray:
     """Continue a decoder-only LM's prompt (B, L_p) ids (no padding): greedy when temperature,
     top_k and top_p are all None, else sampling. Returns only the new tokens (B, ≤
     max_new_tokens); each row stops at its own eos_id (kept), padded with pad_id after it."""
