@@ -264,14 +264,15 @@ def test_conforms_can_fail():
 # ----------------------------------------------------------------- transformer's public API
 
 # The transformer modules whose public functions and methods carry the core's hints; a module
-# joins the list when it is annotated (transformer.attention, models, training, interop and
-# viz are still to do).
+# joins the list when it is annotated (transformer.attention, training, interop and viz are
+# still to do).
 TRANSFORMER_ANNOTATED = (
     "transformer.config",
     "transformer.decoding",
     "transformer.embeddings",
     "transformer.layers",
     "transformer.masks",
+    "transformer.models",
     "transformer.tokenizer",
 )
 # layers.py names LayerCache (transformer.models) under TYPE_CHECKING: models imports layers

@@ -13,9 +13,15 @@ Masks, everywhere **bool True = blocked**: a padding mask is (B, L) (True = <pad
 added inside the decoder. Each forward builds every mask once, as a numpy constant.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 
 from minitensor import Tensor, from_numpy, nn
+from minitensor.typing import ArrayLike
 
 from . import masks as M
 from .attention import AttentionCache, MultiHeadAttention
@@ -29,11 +35,11 @@ class LayerCache:
     """One decoder layer's cache: `self_attn` grows by one position per step, `cross_attn`
     (the memory's keys and values) is computed once."""
 
-    def __init__(self, cross_attention=True):
+    def __init__(self, cross_attention: bool = True) -> None:
         self.self_attn = AttentionCache(static=False)
         self.cross_attn = AttentionCache(static=True) if cross_attention else None
 
-    def reorder(self, index):
+    def reorder(self, index: ArrayLike) -> None:
         self.self_attn.reorder(index)
         if self.cross_attn is not None:
             self.cross_attn.reorder(index)
@@ -44,14 +50,14 @@ class DecoderCache:
     padding seen so far. `len(cache)` is the number of positions already decoded, which is also
     the position of the next token (positions are offset by it)."""
 
-    def __init__(self, num_layers, cross_attention=True):
+    def __init__(self, num_layers: int, cross_attention: bool = True) -> None:
         self.layers = [LayerCache(cross_attention) for _ in range(num_layers)]
         self.key_padding = None  # (B, L so far) bool, True = <pad>, or None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.layers[0].self_attn) if self.layers else 0
 
-    def reorder(self, index):
+    def reorder(self, index: ArrayLike) -> None:
         """Keep batch rows `index` of every cached tensor (beam search reorders beams)."""
         index = np.asarray(index)
         for layer in self.layers:
@@ -72,12 +78,12 @@ class Encoder(nn.Module):
     (B, h, L, L), True = blocked (the padding mask as (B, 1, 1, L)).
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_encoder_layers))
         self.norm = _final_norm(cfg)
 
-    def forward(self, x, mask=None):
+    def forward(self, x: Tensor, mask: Any = None) -> Tensor:
         for layer in self.layers:
             x = layer(x, mask)
         return self.norm(x) if self.norm is not None else x
@@ -90,13 +96,22 @@ class Decoder(nn.Module):
     → (B, L_t, d). cross_attention=False builds GPT-style layers (no memory).
     """
 
-    def __init__(self, cfg, cross_attention=True, num_layers=None):
+    def __init__(
+        self, cfg: TransformerConfig, cross_attention: bool = True, num_layers: int | None = None
+    ) -> None:
         super().__init__()
         n = cfg.num_decoder_layers if num_layers is None else num_layers
         self.layers = nn.ModuleList(DecoderLayer(cfg, cross_attention) for _ in range(n))
         self.norm = _final_norm(cfg)
 
-    def forward(self, x, memory=None, self_mask=None, cross_mask=None, cache=None):
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        self_mask: Any = None,
+        cross_mask: Any = None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
         for i, layer in enumerate(self.layers):
             x = layer(
                 x, memory, self_mask, cross_mask, cache.layers[i] if cache is not None else None
@@ -161,12 +176,12 @@ def _project(generator, x):
 class _Inspectable:
     """attention_maps() and score_stats() for any model built of MultiHeadAttention."""
 
-    def _attention_modules(self):
+    def _attention_modules(self) -> Iterator[tuple[str, MultiHeadAttention]]:
         for name, m in self.named_modules():
             if isinstance(m, MultiHeadAttention):
                 yield name, m
 
-    def attention_maps(self):
+    def attention_maps(self) -> dict[str, np.ndarray]:
         """{"encoder.layers.0.self_attn": weights (B, h, L_q, L_k), ...}: numpy copies of the
         attention weights of each attention's most recent forward (for heatmaps)."""
         return {
@@ -175,7 +190,7 @@ class _Inspectable:
             if m.last_weights is not None
         }
 
-    def score_stats(self):
+    def score_stats(self) -> dict[str, dict[str, float]]:
         """{"encoder.layers.0.self_attn": {"max_abs_score": …, "mean_abs_score": …,
         "std_score": …, "max_weight_mean": …}, …} for the most recent forward. Scores are those
         the softmax saw (Q Kᵀ/√d_k when attention_scale is on), over allowed positions only."""
@@ -200,7 +215,7 @@ class Transformer(nn.Module, _Inspectable):
         (`<bos> I am a dog`), and logits[:, i] predicts the target's token i (`I am a dog <eos>`).
     """
 
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
             raise ValueError(
@@ -225,17 +240,30 @@ class Transformer(nn.Module, _Inspectable):
         if cfg.tie_embeddings:
             self.generator.weight = self.tgt_embed.token.weight
 
-    def forward(self, src, tgt_in, src_padding_mask=None, tgt_padding_mask=None):
+    def forward(
+        self,
+        src: Tensor | ArrayLike,
+        tgt_in: Tensor | ArrayLike,
+        src_padding_mask: Any = None,
+        tgt_padding_mask: Any = None,
+    ) -> Tensor:
         memory = self.encode(src, src_padding_mask)
         return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
 
-    def encode(self, src, src_padding_mask=None):
+    def encode(self, src: Tensor | ArrayLike, src_padding_mask: Any = None) -> Tensor:
         """src (B, L_s) ids → memory (B, L_s, d_model)."""
         src = _ids(src, "Transformer.encode")
         pad = _padding(src_padding_mask, src, "Transformer.encode")
         return self.encoder(self.src_embed(src), _key_mask(pad))
 
-    def decode(self, tgt_in, memory, src_padding_mask=None, tgt_padding_mask=None, cache=None):
+    def decode(
+        self,
+        tgt_in: Tensor | ArrayLike,
+        memory: Tensor,
+        src_padding_mask: Any = None,
+        tgt_padding_mask: Any = None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
         """tgt_in (B, L_t) ids, memory (B, L_s, d_model) → logits (B, L_t, tgt_vocab_size).
 
         src_padding_mask (B, L_s) blocks <pad> keys of cross-attention; tgt_padding_mask
@@ -272,7 +300,7 @@ class Transformer(nn.Module, _Inspectable):
         )
         return _project(self.generator, x)
 
-    def new_cache(self):
+    def new_cache(self) -> DecoderCache:
         """An empty KV cache for step-by-step decoding (see `decode`)."""
         return DecoderCache(len(self.decoder.layers))
 
@@ -300,7 +328,9 @@ class EncoderOnly(nn.Module, _Inspectable):
     forward(ids (B, L), padding_mask=None) → logits (B, num_classes) or (B, L, vocab).
     """
 
-    def __init__(self, cfg: TransformerConfig, num_classes=None, pooling="mean"):
+    def __init__(
+        self, cfg: TransformerConfig, num_classes: int | None = None, pooling: str = "mean"
+    ) -> None:
         super().__init__()
         if pooling not in ("mean", "first"):
             raise ValueError(f"EncoderOnly: pooling must be 'mean' or 'first', got {pooling!r}")
@@ -323,13 +353,13 @@ class EncoderOnly(nn.Module, _Inspectable):
             if cfg.tie_embeddings:
                 self.output_proj.weight = self.src_embed.token.weight
 
-    def encode(self, ids, padding_mask=None):
+    def encode(self, ids: Tensor | ArrayLike, padding_mask: Any = None) -> Tensor:
         """ids (B, L) → hidden states (B, L, d_model)."""
         ids = _ids(ids, "EncoderOnly")
         pad = _padding(padding_mask, ids, "EncoderOnly")
         return self.encoder(self.src_embed(ids), _key_mask(pad))
 
-    def forward(self, ids, padding_mask=None):
+    def forward(self, ids: Tensor | ArrayLike, padding_mask: Any = None) -> Tensor:
         h = self.encode(ids, padding_mask)
         if self.num_classes is None:
             return _project(self.output_proj, h)
@@ -360,7 +390,7 @@ class DecoderOnlyLM(nn.Module, _Inspectable):
     predicts token i + 1. `generate` continues a prompt (see `transformer.decoding`).
     """
 
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.vocab_size = cfg.tgt_vocab_size or cfg.src_vocab_size
@@ -381,7 +411,9 @@ class DecoderOnlyLM(nn.Module, _Inspectable):
         if cfg.tie_embeddings:
             self.generator.weight = self.tgt_embed.token.weight
 
-    def forward(self, ids, padding_mask=None, cache=None):
+    def forward(
+        self, ids: Tensor | ArrayLike, padding_mask: Any = None, cache: DecoderCache | None = None
+    ) -> Tensor:
         ids = _ids(ids, "DecoderOnlyLM")
         offset = len(cache) if cache is not None else 0
         pad = _padding(padding_mask, ids, "DecoderOnlyLM")
@@ -391,20 +423,20 @@ class DecoderOnlyLM(nn.Module, _Inspectable):
         x = self.decoder(x, None, _self_mask(ids.shape[1], offset, pad), None, cache)
         return _project(self.generator, x)
 
-    def new_cache(self):
+    def new_cache(self) -> DecoderCache:
         return DecoderCache(len(self.decoder.layers), cross_attention=False)
 
     def generate(
         self,
-        prompt,
-        max_new_tokens,
-        eos_id=None,
-        temperature=None,
-        top_k=None,
-        top_p=None,
-        seed=None,
-        use_cache=True,
-    ):
+        prompt: Tensor | ArrayLike,
+        max_new_tokens: int,
+        eos_id: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        use_cache: bool = True,
+    ) -> np.ndarray:
         """Continue `prompt` (B, L_p) ids (no padding) by up to max_new_tokens tokens.
 
         Greedy when temperature, top_k and top_p are all None; otherwise sampling (see
