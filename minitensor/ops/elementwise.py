@@ -994,6 +994,13 @@ class Remainder(_Modulo):
     mod = staticmethod(np.remainder)
     quotient = staticmethod(np.floor)
 
+    @staticmethod
+    def backward(ctx, grad):  # q = a // b as Python and torch round it, not floor(a / b)
+        a, b = ctx.saved_tensors
+        with np.errstate(all="ignore"):
+            q = np.floor_divide(a, b)
+        return unbroadcast(grad, a.shape), unbroadcast(-grad * q, b.shape)
+
 
 class Fmod(_Modulo):
     mod = staticmethod(np.fmod)
@@ -1026,7 +1033,25 @@ def _rounded_div(a, b, rounding_mode):
         a, b = _operand(a, b), _operand(b, a)
         q = _integer_quotient(np.asarray(_data(a)), np.asarray(_data(b)), rounding_mode)
         return Tensor._make(np.asarray(q))
-    return (floor if rounding_mode == "floor" else trunc)(div(a, b))
+    a = a if isinstance(a, Tensor) else Tensor(a)
+    a, b = _keep_float_dtype(_operand(a, b), _operand(b, a))
+    return RoundedDiv.apply(a, b, mode=rounding_mode)
+
+
+class RoundedDiv(Function):
+    """a / b rounded down ("floor": Python's //, np.floor_divide, exact where floor(a / b)
+    is not) or toward 0 ("trunc"); piecewise constant, so both gradients are 0 (as torch)."""
+
+    @staticmethod
+    def forward(ctx, a, b, mode):
+        ctx.shapes = (np.shape(a), np.shape(b))
+        with np.errstate(all="ignore"):
+            return np.floor_divide(a, b) if mode == "floor" else np.trunc(a / b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        sa, sb = ctx.shapes
+        return np.zeros(sa, grad.dtype), np.zeros(sb, grad.dtype)
 
 
 def _integer_quotient(a, b, rounding_mode):
@@ -1053,10 +1078,10 @@ class LogAddExp(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b, out = ctx.saved_tensors
-        with np.errstate(all="ignore"):
-            return (
-                unbroadcast(grad * np.exp(a - out), a.shape),
-                unbroadcast(grad * np.exp(b - out), b.shape),
+        with np.errstate(all="ignore"):  # 1/(1 + e^(b − a)), not e^(a − out): a = b = 1e30
+            return (  # gives out = a exactly, and e^(a − out) would be 1 instead of ½
+                unbroadcast(grad / (1 + np.exp(b - a)), a.shape),
+                unbroadcast(grad / (1 + np.exp(a - b)), b.shape),
             )
 
 
@@ -1204,7 +1229,9 @@ def sinc(x: Tensor) -> Tensor:
 
 def heaviside(x: Tensor, values: Tensor | ArrayLike) -> Tensor:
     """0 where x < 0, 1 where x > 0, `values` where x = 0 (no gradient)."""
-    return Tensor._make(np.heaviside(_data(x), _data(values)).astype(_data(x).dtype))
+    d, v = _data(x), _data(values)
+    out = np.where(d == 0, v, d > 0)  # NaN is not > 0: 0, as torch (np.heaviside gives NaN)
+    return Tensor._make(np.asarray(out).astype(np.result_type(d, v)))
 
 
 def copysign(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
@@ -1286,10 +1313,10 @@ class LogAddExp2(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b, out = ctx.saved_tensors
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # as LogAddExp: 1/(1 + 2^(b − a)) stays exact
             return (
-                unbroadcast(grad * np.exp2(a - out), a.shape),
-                unbroadcast(grad * np.exp2(b - out), b.shape),
+                unbroadcast(grad / (1 + np.exp2(b - a)), a.shape),
+                unbroadcast(grad / (1 + np.exp2(a - b)), b.shape),
             )
 
 

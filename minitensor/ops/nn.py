@@ -970,7 +970,10 @@ def normalize(
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """x1·x2 / max(‖x1‖·‖x2‖, eps) along `dim` (x1 and x2 broadcast)."""
+    """x1·x2 / max(‖x1‖·‖x2‖, eps) along `dim` (x1 and x2 broadcast, first)."""
+    from .shape import broadcast_tensors
+
+    x1, x2 = broadcast_tensors(x1, x2)
     dot = sum(x1 * x2, dim)
     return dot / clamp_min(norm(x1, 2, dim) * norm(x2, 2, dim), eps)
 

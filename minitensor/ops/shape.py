@@ -1175,16 +1175,13 @@ def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     if indexing not in ("ij", "xy"):
         raise op_error("meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}")
     ts = [reshape(t, (-1,)) for t in tensors]
-    if indexing == "xy" and len(ts) >= 2:
-        ts[0], ts[1] = ts[1], ts[0]
     shape = tuple(t.shape[0] for t in ts)
     grids = [
         expand(reshape(t, (1,) * i + (-1,) + (1,) * (len(ts) - i - 1)), shape)
         for i, t in enumerate(ts)
     ]
-    if indexing == "xy" and len(ts) >= 2:
+    if indexing == "xy" and len(ts) >= 2:  # Cartesian: the first two axes swapped (numpy's)
         grids = [swapaxes(g, 0, 1) for g in grids]
-        grids[0], grids[1] = grids[1], grids[0]
     return tuple(grids)
 
 
