@@ -264,9 +264,10 @@ def test_conforms_can_fail():
 # ----------------------------------------------------------------- transformer's public API
 
 # The transformer modules whose public functions and methods carry the core's hints; a module
-# joins the list when it is annotated (transformer.attention, training, interop and viz are
-# still to do).
+# joins the list when it is annotated (transformer.training, interop and viz are still to
+# do).
 TRANSFORMER_ANNOTATED = (
+    "transformer.attention",
     "transformer.config",
     "transformer.decoding",
     "transformer.embeddings",

@@ -15,7 +15,10 @@ Masks follow the project's convention, **bool True = blocked** (or additive floa
 `transformer.masks`.
 """
 
+from __future__ import annotations
+
 import math
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +26,7 @@ import minitensor.functional as F
 from minitensor import Tensor, from_numpy, kernels, nn
 from minitensor.nn import init
 from minitensor.ops import attention as A
+from minitensor.typing import ArrayLike
 
 from . import masks as M
 
@@ -36,15 +40,15 @@ class AttentionCache:
     computed at the first step only. k, v: (B, h, L, d_k) tensors, or None before the first step.
     """
 
-    def __init__(self, static=False):
+    def __init__(self, static: bool = False) -> None:
         self.static = static
         self.k = None
         self.v = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
 
-    def reorder(self, index):
+    def reorder(self, index: ArrayLike) -> None:
         """Keep batch rows `index` (beam search: each surviving beam takes its parent's cache)."""
         if self.k is not None:
             self.k = from_numpy(self.k.numpy()[index])
@@ -81,7 +85,15 @@ class MultiHeadAttention(nn.Module):
     weights before dropout); asking costs one explicit attention, a training step nothing.
     """
 
-    def __init__(self, d_model, n_heads, dropout=0.0, bias=True, attention_scale=True, rotary=None):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        attention_scale: bool = True,
+        rotary: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(
@@ -99,7 +111,7 @@ class MultiHeadAttention(nn.Module):
         self._record = None  # what the last forward left for last_weights / score_stats
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         """Xavier-uniform weights and zero biases, as torch.nn.MultiheadAttention."""
         for lin in (self.w_q, self.w_k, self.w_v, self.w_o):
             init.xavier_uniform_(lin.weight)
@@ -161,16 +173,16 @@ class MultiHeadAttention(nn.Module):
     # ------------------------------------------------------------------ forward
     def forward(
         self,
-        query,
-        key=None,
-        value=None,
-        mask=None,
-        key_padding_mask=None,
-        attn_mask=None,
-        cache=None,
-        need_weights=None,
-        is_causal=False,
-    ):
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        mask: Any = None,
+        key_padding_mask: Any = None,
+        attn_mask: Any = None,
+        cache: AttentionCache | None = None,
+        need_weights: bool | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
@@ -228,7 +240,7 @@ class MultiHeadAttention(nn.Module):
         return scores, scale, mask
 
     @property
-    def last_weights(self):
+    def last_weights(self) -> np.ndarray | None:
         """The attention weights (B, h, L_q, L_k) of the last forward (numpy), or None."""
         if self._record is None:
             return None
@@ -239,7 +251,7 @@ class MultiHeadAttention(nn.Module):
         return self._record[0]
 
     # ------------------------------------------------------------------ diagnostics
-    def score_stats(self):
+    def score_stats(self) -> dict[str, float] | None:
         """Statistics of the last forward's scores as the softmax saw them (Q Kᵀ · scale),
         over the positions the mask allows: max_abs_score, mean_abs_score, std_score, and
         max_weight_mean (the mean over rows of the largest weight: near 1 = saturated softmax:
@@ -269,7 +281,7 @@ class MultiHeadAttention(nn.Module):
             "max_weight_mean": float(w.max(axis=-1).mean()) if w is not None else 0.0,
         }
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, "
             f"scale={self.scale:.4g}, dropout={self.dropout_p}"
