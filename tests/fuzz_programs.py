@@ -252,31 +252,11 @@ class Op:
     # rounding error (add for a − b: |a| + |b|)
 
 
-class _ExtremumRef(torch.autograd.Function):
-    """torch.amax/amin over `dims`, with the gradient rule of torch.max(x) (no dim) on every
-    slice: split evenly among the elements equal to the result, or among the NaNs where the
-    result is NaN — minitensor's documented rule for max/min over a tuple of axes (torch's
-    amax sends NaN to the whole slice of a NaN: x == out is false everywhere, 0/0)."""
-
-    @staticmethod
-    def forward(ctx, x, over_axes, dims, keepdim):
-        out = over_axes(x, dims, keepdim=True)
-        hit = (x == out) | (torch.isnan(x) & torch.isnan(out))
-        ctx.save_for_backward(hit)
-        ctx.dims, ctx.keepdim = dims, keepdim
-        return out if keepdim else out.squeeze(dims)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (hit,) = ctx.saved_tensors
-        g = grad if ctx.keepdim else grad.reshape(hit.sum(ctx.dims, keepdim=True).shape)
-        return hit * (g / hit.sum(ctx.dims, keepdim=True)), None, None, None
-
-
 def _extremum_ref(whole, over_axes, x, axis, keepdims):
-    """torch.max(x) for all axes, else amax over the axes with torch.max's gradient rule."""
+    """torch.max(x) for all axes (a NaN maximum's gradient shared by the NaNs), else amax
+    over the axes (NaN to the whole slice of a NaN), as minitensor's max/min document."""
     if axis is not None:
-        return _ExtremumRef.apply(x, over_axes, _tuple(axis), keepdims)
+        return over_axes(x, _tuple(axis), keepdim=keepdims)
     out = whole(x) if x.numel() else over_axes(x, _dims(x, axis))  # (refused: no elements)
     return out.reshape((1,) * x.ndim) if keepdims else out
 
