@@ -264,13 +264,13 @@ def test_conforms_can_fail():
 # ----------------------------------------------------------------- transformer's public API
 
 # The transformer modules whose public functions and methods carry the core's hints; a module
-# joins the list when it is annotated (transformer.training, interop and viz are still to
-# do).
+# joins the list when it is annotated (transformer.training and viz are still to do).
 TRANSFORMER_ANNOTATED = (
     "transformer.attention",
     "transformer.config",
     "transformer.decoding",
     "transformer.embeddings",
+    "transformer.interop",
     "transformer.layers",
     "transformer.masks",
     "transformer.models",

@@ -36,11 +36,17 @@ What torch's nn.Transformer cannot express: rotary positions, gated FFNs (swiglu
 attention without the 1/√d_k scale — `to_torch` refuses those configurations.
 """
 
+from __future__ import annotations
+
 import warnings
+from typing import Any
 
 import numpy as np
 
+from .attention import MultiHeadAttention
+from .config import TransformerConfig
 from .embeddings import sinusoidal_table
+from .models import Transformer
 
 
 def _torch():
@@ -66,7 +72,7 @@ def _linear_pairs(ours, theirs):
     return [(f"{ours}.weight", f"{theirs}.weight", None), (f"{ours}.bias", f"{theirs}.bias", None)]
 
 
-def stack_name_map(cfg, prefix=""):
+def stack_name_map(cfg: TransformerConfig, prefix: str = "") -> list[tuple[str, str, slice | None]]:
     """[(our name, torch nn.Transformer name, row slice or None), …] for every parameter of the
     two stacks. `prefix` is prepended to the torch names (e.g. "transformer.")."""
     d = cfg.d_model
@@ -241,7 +247,7 @@ def _torch_seq2seq_class():
     return TorchSeq2Seq
 
 
-def to_torch(model):
+def to_torch(model: Transformer) -> Any:
     """A `TorchSeq2Seq` (torch.nn.Module) with our Transformer's weights, in the same dtype.
 
     It is in training mode like a fresh torch module; call .eval() to switch dropout off.
@@ -258,7 +264,13 @@ def to_torch(model):
     return twin
 
 
-def from_torch(model, torch_transformer, src_embedding=None, tgt_embedding=None, generator=None):
+def from_torch(
+    model: Transformer,
+    torch_transformer: Any,
+    src_embedding: Any = None,
+    tgt_embedding: Any = None,
+    generator: Any = None,
+) -> Transformer:
     """Load a torch.nn.Transformer's weights (and optionally its embeddings and output Linear)
     into our `Transformer` `model`, whose config must have the same sizes.
 
@@ -298,7 +310,7 @@ def from_torch(model, torch_transformer, src_embedding=None, tgt_embedding=None,
 
 
 # ---------------------------------------------------------------------------- one attention
-def mha_to_torch(mha):
+def mha_to_torch(mha: MultiHeadAttention) -> Any:
     """A torch.nn.MultiheadAttention (batch_first=True) with our MultiHeadAttention's weights."""
     torch = _torch()
     w = mha.w_q.weight.numpy()
@@ -314,7 +326,7 @@ def mha_to_torch(mha):
     return twin
 
 
-def mha_from_torch(mha, torch_mha):
+def mha_from_torch(mha: MultiHeadAttention, torch_mha: Any) -> MultiHeadAttention:
     """Load a torch.nn.MultiheadAttention's weights (in_proj split into w_q, w_k, w_v)."""
     pairs = [(o[2:], t[2:], r) for o, t, r in _attn_pairs("m", "m", mha.d_model)]
     _copy_into_ours(mha, torch_mha.state_dict(), pairs)
