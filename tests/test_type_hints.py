@@ -264,7 +264,7 @@ def test_conforms_can_fail():
 # ----------------------------------------------------------------- transformer's public API
 
 # The transformer modules whose public functions and methods carry the core's hints; a module
-# joins the list when it is annotated (transformer.training and viz are still to do).
+# joins the list when it is annotated (transformer.training is still to do).
 TRANSFORMER_ANNOTATED = (
     "transformer.attention",
     "transformer.config",
@@ -275,6 +275,7 @@ TRANSFORMER_ANNOTATED = (
     "transformer.masks",
     "transformer.models",
     "transformer.tokenizer",
+    "transformer.viz",
 )
 # layers.py names LayerCache (transformer.models) under TYPE_CHECKING: models imports layers
 TYPE_CHECKING_ONLY["LayerCache"] = importlib.import_module("transformer.models").LayerCache

@@ -25,7 +25,11 @@ number without a display; in Jupyter a returned Figure shows inline (after ``imp
 matplotlib.pyplot`` has set up the inline backend).
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +42,7 @@ KINDS = {
 PANEL_INCHES = 2.1  # each head's heatmap; the tick labels are sized to it
 
 
-def token_labels(tokenizer, ids, keep_pad=False):
+def token_labels(tokenizer: Any, ids: Any, keep_pad: bool = False) -> list[str]:
     """Readable labels for one row of ids (specials in angle brackets). Stops at the first
     ``<pad>`` unless keep_pad (then every position is labelled, ``<pad>`` included)."""
     out = []
@@ -84,16 +88,16 @@ def _panels(maps, kinds, src_tokens, tgt_tokens, bos):
 
 
 def plot_attention(
-    maps,
-    src_tokens,
-    tgt_tokens,
+    maps: dict[str, np.ndarray],
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
     *,
-    example=0,
-    kinds=tuple(KINDS),
-    bos="<bos>",
-    title="",
-    cmap="viridis",
-):
+    example: int = 0,
+    kinds: Sequence[str] = tuple(KINDS),
+    bos: str = "<bos>",
+    title: str = "",
+    cmap: str = "viridis",
+) -> Any:
     """Every layer and head of the chosen kinds of attention, for one example, as one Figure.
 
     maps: ``model.attention_maps()`` — {module path: weights (B, h, L_q, L_k)}.
@@ -166,7 +170,16 @@ def _wide(labels):
     return any(len(str(s)) > 2 for s in labels) and len(labels) > 4
 
 
-def save_attention(maps, src_tokens, tgt_tokens, out_dir, *, example=0, title="", bos="<bos>"):
+def save_attention(
+    maps: dict[str, np.ndarray],
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    out_dir: str | os.PathLike,
+    *,
+    example: int = 0,
+    title: str = "",
+    bos: str = "<bos>",
+) -> list[str]:
     """One PNG per kind of attention (``attention_encoder_self_attn.png``,
     ``attention_decoder_self_attn.png``, ``attention_decoder_cross_attn.png``) in out_dir;
     returns the paths written. Arguments as for `plot_attention`."""
