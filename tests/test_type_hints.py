@@ -263,8 +263,8 @@ def test_conforms_can_fail():
 
 # ----------------------------------------------------------------- transformer's public API
 
-# The transformer modules whose public functions and methods carry the core's hints; a module
-# joins the list when it is annotated (transformer.training is still to do).
+# The transformer modules whose public functions and methods carry the core's hints (all of
+# them; transformer.tasks, the demo tasks' data, is not walked yet).
 TRANSFORMER_ANNOTATED = (
     "transformer.attention",
     "transformer.config",
@@ -275,6 +275,7 @@ TRANSFORMER_ANNOTATED = (
     "transformer.masks",
     "transformer.models",
     "transformer.tokenizer",
+    "transformer.training",
     "transformer.viz",
 )
 # layers.py names LayerCache (transformer.models) under TYPE_CHECKING: models imports layers

@@ -23,22 +23,27 @@ gradient norm per module, the largest attention score |QKᵀ·scale| and how one
 rows are per layer (`DIAGNOSTICS_LEGEND` says how to read them), and train vs validation loss.
 """
 
+from __future__ import annotations
+
 import math
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
 import minitensor as mt
 import minitensor.functional as F
+from minitensor.typing import ArrayLike
 
 PAD_ID, BOS_ID = 0, 1  # transformer.tokenizer.Vocab puts <pad> at 0 and <bos> at 1
 IGNORE_INDEX = -100  # label value that adds nothing to an encoder-only loss
 
 
 # --------------------------------------------------------------------------- teacher forcing
-def shift_right(tgt, bos_id=BOS_ID):
+def shift_right(tgt: mt.Tensor | ArrayLike, bos_id: int = BOS_ID) -> np.ndarray:
     """Decoder input for teacher forcing: ``<bos>`` followed by the target without its last token.
 
     tgt (B, L) int ids, e.g. ``I am a dog <eos>`` → (B, L) ``<bos> I am a dog``. Position t of
@@ -70,7 +75,12 @@ def _padding_mask(ids, pad_id):
     return mask if mask.any() else None
 
 
-def seq2seq_batch(src, tgt, bos_id=BOS_ID, pad_id=PAD_ID):
+def seq2seq_batch(
+    src: mt.Tensor | ArrayLike,
+    tgt: mt.Tensor | ArrayLike,
+    bos_id: int = BOS_ID,
+    pad_id: int = PAD_ID,
+) -> dict[str, Any]:
     """An encoder-decoder batch: src (B, L_src), tgt (B, L_tgt) ending in ``<eos>`` (then pads).
 
     Returns a dict with ``src``, ``tgt_in`` (= shift_right(tgt)), ``tgt_out`` (= tgt, the labels)
@@ -93,7 +103,7 @@ def seq2seq_batch(src, tgt, bos_id=BOS_ID, pad_id=PAD_ID):
     }
 
 
-def lm_batch(ids, pad_id=PAD_ID):
+def lm_batch(ids: mt.Tensor | ArrayLike, pad_id: int = PAD_ID) -> dict[str, Any]:
     """A decoder-only (GPT-style) batch: ids (B, L) → inputs ids[:, :-1], labels ids[:, 1:]."""
     ids = _ids(ids, "lm_batch")
     if ids.ndim != 2 or ids.shape[1] < 2:
@@ -107,7 +117,9 @@ def lm_batch(ids, pad_id=PAD_ID):
     }
 
 
-def labeled_batch(ids, labels, pad_id=PAD_ID):
+def labeled_batch(
+    ids: mt.Tensor | ArrayLike, labels: mt.Tensor | ArrayLike, pad_id: int = PAD_ID
+) -> dict[str, Any]:
     """An encoder-only (BERT-style) batch: ids (B, L) and labels (B, L) per token (−100 = not
     predicted) or (B,) one class per sequence."""
     ids, labels = _ids(ids, "labeled_batch"), _ids(labels, "labeled_batch")
@@ -125,7 +137,12 @@ def labeled_batch(ids, labels, pad_id=PAD_ID):
 
 
 # --------------------------------------------------------------------------- loss
-def sequence_loss(logits, targets, pad_id=PAD_ID, label_smoothing=0.0):
+def sequence_loss(
+    logits: mt.Tensor,
+    targets: mt.Tensor | ArrayLike,
+    pad_id: int = PAD_ID,
+    label_smoothing: float = 0.0,
+) -> mt.Tensor:
     """Mean cross-entropy over the positions whose target is not ``<pad>``.
 
     logits (B, L, V) or (N, V); targets (B, L) or (N,) int ids. Label smoothing ε spreads ε of
@@ -146,14 +163,16 @@ def sequence_loss(logits, targets, pad_id=PAD_ID, label_smoothing=0.0):
     )
 
 
-def token_accuracy(logits, targets, pad_id=PAD_ID):
+def token_accuracy(
+    logits: mt.Tensor, targets: mt.Tensor | ArrayLike, pad_id: int = PAD_ID
+) -> tuple[int, int]:
     """(correct, counted): argmax predictions equal to the target at non-pad positions."""
     pred = np.argmax(logits.numpy() if isinstance(logits, mt.Tensor) else logits, axis=-1)
     keep = targets != pad_id
     return int(((pred == targets) & keep).sum()), int(keep.sum())
 
 
-def forward_batch(model, batch):
+def forward_batch(model: mt.nn.Module, batch: dict[str, Any]) -> tuple[mt.Tensor, Any]:
     """Run the model on a batch made by seq2seq_batch, lm_batch or labeled_batch:
     (logits, labels)."""
     if "src" in batch:
@@ -178,7 +197,9 @@ def forward_batch(model, batch):
 
 
 # --------------------------------------------------------------------------- evaluation
-def evaluate(model, batches, label_smoothing=0.0):
+def evaluate(
+    model: mt.nn.Module, batches: Iterable[dict[str, Any]], label_smoothing: float = 0.0
+) -> dict[str, float]:
     """Loss and token accuracy over `batches` (an iterable of batch dicts), without gradients.
 
     Returns {"loss": mean over all counted tokens, "token_accuracy": fraction, "tokens": count}.
@@ -205,7 +226,7 @@ def evaluate(model, batches, label_smoothing=0.0):
 
 
 # --------------------------------------------------------------------------- diagnostics
-def module_of(param_name):
+def module_of(param_name: str) -> str:
     """The module a parameter is reported under in the diagnostics table.
 
     ``encoder.layers.0.self_attn.w_q.weight`` → ``encoder.layers.0.self_attn`` (a layer's
@@ -223,7 +244,7 @@ def module_of(param_name):
     return ".".join(parts[:2])
 
 
-def grad_norms_by_module(model):
+def grad_norms_by_module(model: mt.nn.Module) -> dict[str, float]:
     """{module: L2 norm of the gradients of all its parameters}, from mt.nn.utils.grad_norms."""
     squares = {}
     for name, norm in mt.nn.utils.grad_norms(model).items():
@@ -232,7 +253,7 @@ def grad_norms_by_module(model):
     return {k: math.sqrt(v) for k, v in squares.items()}
 
 
-def score_ranges(model):
+def score_ranges(model: mt.nn.Module) -> dict[str, tuple[float, float]]:
     """{attention module: (max |score|, saturation)} of the model's last forward, if it records
     them (model.score_stats()). The scores QKᵀ·scale lie in [−max, max]; saturation is the mean
     over rows of the largest softmax weight (1.0: each row puts all its weight on one key)."""
@@ -247,8 +268,15 @@ def score_ranges(model):
 
 
 def diagnostics_table(
-    step, grad_norms, scores, train_loss, val=None, extra=None, order=None, legend=True
-):
+    step: int,
+    grad_norms: dict[str, float],
+    scores: dict[str, tuple[float, float]],
+    train_loss: float,
+    val: float | None = None,
+    extra: dict[str, Any] | None = None,
+    order: Iterable[str] | None = None,
+    legend: bool = True,
+) -> str:
     """The compact table `train` prints: one row per module, then the losses.
 
     order: module paths in data-flow order (``[name for name, _ in model.named_modules()]``);
@@ -308,7 +336,7 @@ DIAGNOSTICS_LEGEND = (
 
 
 # --------------------------------------------------------------------------- the loop
-def current_lr(optimizer):
+def current_lr(optimizer: Any) -> float:
     """The learning rate of the optimizer's first parameter group (or its .lr)."""
     groups = getattr(optimizer, "param_groups", None)
     if groups:
@@ -321,7 +349,7 @@ class History:
     ``evals`` (``step`` plus whatever eval_fn returned, and ``val_loss`` with val_batches);
     ``seconds`` of wall-clock time, ``stopped_early``, and ``trace`` if one step was traced."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.steps, self.losses, self.lrs, self.evals = [], [], [], []
         self.seconds = 0.0
         self.stopped_early = False
@@ -329,10 +357,10 @@ class History:
         self.legend_shown = False  # the diagnostics legend is printed once, under the first table
 
     @property
-    def last_step(self):
+    def last_step(self) -> int:
         return self.steps[-1] if self.steps else 0
 
-    def as_arrays(self):
+    def as_arrays(self) -> dict[str, np.ndarray]:
         """For saving in a checkpoint (.npz): numbers only."""
         out = {
             "steps": np.array(self.steps),
@@ -345,7 +373,13 @@ class History:
         return out
 
 
-def train_step(model, optimizer, batch, label_smoothing=0.0, max_grad_norm=None):
+def train_step(
+    model: mt.nn.Module,
+    optimizer: Any,
+    batch: dict[str, Any],
+    label_smoothing: float = 0.0,
+    max_grad_norm: float | None = None,
+) -> tuple[float, int, mt.Tensor]:
     """One step of teacher-forced training: forward, loss, backward, (clip), optimizer step.
 
     Returns (loss value, number of target tokens counted, the loss tensor).
@@ -360,11 +394,30 @@ def train_step(model, optimizer, batch, label_smoothing=0.0, max_grad_norm=None)
     return loss.item(), int((labels != batch["pad_id"]).sum()), loss
 
 
-def train(model, optimizer, batches, steps, *, scheduler=None, label_smoothing=0.0,
-          max_grad_norm=None, eval_fn=None, eval_every=0, stop_when=None, val_batches=None,
-          diagnostics=False, diagnostics_every=100, trace=False, quiet=False, start_step=0,
-          history=None, desc="train", print_fn=None, checkpoint=None,
-          checkpoint_every=0):  # fmt: skip
+def train(
+    model: mt.nn.Module,
+    optimizer: Any,
+    batches: Callable[[int], dict[str, Any]] | Iterable[dict[str, Any]],
+    steps: int,
+    *,
+    scheduler: Any = None,
+    label_smoothing: float = 0.0,
+    max_grad_norm: float | None = None,
+    eval_fn: Callable[[mt.nn.Module], dict[str, Any]] | None = None,
+    eval_every: int = 0,
+    stop_when: Callable[[dict[str, Any]], bool] | None = None,
+    val_batches: Iterable[dict[str, Any]] | None = None,
+    diagnostics: bool = False,
+    diagnostics_every: int = 100,
+    trace: bool = False,
+    quiet: bool = False,
+    start_step: int = 0,
+    history: History | None = None,
+    desc: str = "train",
+    print_fn: Callable[[str], None] | None = None,
+    checkpoint: Callable[[int, History], str | None] | None = None,
+    checkpoint_every: int = 0,
+) -> History:
     """Train `model` for up to `steps` optimizer steps (counting from `start_step`).
 
     batches: a function ``step → batch`` (fresh data each step, as the addition demo does) or
@@ -418,7 +471,7 @@ class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C stopped `train` after a whole step: `.step` is the last step done, `.path` the
     checkpoint saved then (None without a `checkpoint` function)."""
 
-    def __init__(self, step, path):
+    def __init__(self, step: int, path: str | None) -> None:
         where = f"; saved {path}" if path else ""
         super().__init__(f"training interrupted after step {step}{where}")
         self.step, self.path = step, path
