@@ -908,7 +908,8 @@ def relu6(x: Tensor, inplace: bool = False) -> Tensor:
 
 def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
     """relu6(x + 3)/6: 0 below −3, 1 above 3, linear between (gradient 1/6 strictly inside)."""
-    return where(x <= -3, 0.0, where(x >= 3, 1.0, x / 6 + 0.5))
+    outside = where(x <= -3, 0.0, where(x >= 3, 1.0, x.detach()))  # NaN: NaN, no gradient
+    return where((x > -3) & (x < 3), x / 6 + 0.5, outside)
 
 
 def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
@@ -938,17 +939,19 @@ def mish(x: Tensor, inplace: bool = False) -> Tensor:
 
 def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
     """x where |x| > lambd, 0 elsewhere."""
-    return where(abs(x) > lambd, x, 0.0)
+    return where((x >= -lambd) & (x <= lambd), 0.0, x)  # NaN stays NaN, as torch
 
 
 def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
     """x − lambd above lambd, x + lambd below −lambd, 0 between."""
-    return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, 0.0))
+    # a NaN stays NaN and passes its gradient on, as torch's
+    middle = where(np.isnan(_data(x)), x, 0.0)
+    return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, middle))
 
 
 def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > threshold, `value` elsewhere."""
-    return where(x > threshold, x, value)
+    return where(x <= threshold, value, x)  # NaN is not ≤: it stays NaN, as torch
 
 
 def glu(x: Tensor, dim: int = -1) -> Tensor:

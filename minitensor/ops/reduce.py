@@ -914,6 +914,8 @@ def diff(
     from .shape import concat, getitem
 
     axis = normalize_axis(dim, x.ndim, "diff", x.shape)
+    if n == 0:  # torch: x itself, prepend and append not joined
+        return x
     parts = [p for p in (prepend, x, append) if p is not None]
     x = concat(parts, axis) if len(parts) > 1 else x
     for _ in range(n):
