@@ -1,11 +1,13 @@
 """The public op API, imported as ``import minitensor.functional as F`` (the same module as
-``minitensor.nn.functional``). Tensor methods and operators call these functions.
+``minitensor.nn.functional``). Tensor's op methods and operators are these functions
+themselves, bound onto the class by `minitensor.methods` (``Tensor.sum is F.sum``).
 
 Each is written in `minitensor.ops`, right after the `Function` class it applies
 (`ops/elementwise.py`: `class Exp`, then `def exp`): it checks its arguments once and applies
 the class. Functions that compose several ops, or have no gradient, close their module.
 This module only re-exports them (`F.exp is minitensor.ops.elementwise.exp`), grouped by
-family:
+family below; an op marked ``@export`` in its ops file (`ops/_register.py`) is added here by
+`minitensor.methods.publish` without an edit (docs/extending.md, "Adding a built-in op"):
 
 - `ops/elementwise.py`: arithmetic, activations, cast and clone; comparisons and logic;
 - `ops/reduce.py`: sum, mean, max/min, var/std, logsumexp, arg-extrema, cumsum, einsum;
