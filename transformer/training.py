@@ -394,30 +394,20 @@ def train_step(
     return loss.item(), int((labels != batch["pad_id"]).sum()), loss
 
 
-def train(
-    model: mt.nn.Module,
-    optimizer: Any,
-    batches: Callable[[int], dict[str, Any]] | Iterable[dict[str, Any]],
-    steps: int,
-    *,
-    scheduler: Any = None,
-    label_smoothing: float = 0.0,
-    max_grad_norm: float | None = None,
-    eval_fn: Callable[[mt.nn.Module], dict[str, Any]] | None = None,
-    eval_every: int = 0,
-    stop_when: Callable[[dict[str, Any]], bool] | None = None,
-    val_batches: Iterable[dict[str, Any]] | None = None,
-    diagnostics: bool = False,
-    diagnostics_every: int = 100,
-    trace: bool = False,
-    quiet: bool = False,
-    start_step: int = 0,
-    history: History | None = None,
-    desc: str = "train",
-    print_fn: Callable[[str], None] | None = None,
-    checkpoint: Callable[[int, History], str | None] | None = None,
-    checkpoint_every: int = 0,
-) -> History:
+Batch = dict[str, Any]  # what seq2seq_batch, lm_batch and labeled_batch return
+
+
+def train(model: mt.nn.Module, optimizer: Any, batches: Callable[[int], Batch] | Iterable[Batch],
+          steps: int, *, scheduler: Any = None, label_smoothing: float = 0.0,
+          max_grad_norm: float | None = None,
+          eval_fn: Callable[[mt.nn.Module], dict[str, Any]] | None = None, eval_every: int = 0,
+          stop_when: Callable[[dict[str, Any]], bool] | None = None,
+          val_batches: Iterable[Batch] | None = None, diagnostics: bool = False,
+          diagnostics_every: int = 100, trace: bool = False, quiet: bool = False,
+          start_step: int = 0, history: History | None = None, desc: str = "train",
+          print_fn: Callable[[str], None] | None = None,
+          checkpoint: Callable[[int, History], str | None] | None = None,
+          checkpoint_every: int = 0) -> History:  # fmt: skip
     """Train `model` for up to `steps` optimizer steps (counting from `start_step`).
 
     batches: a function ``step → batch`` (fresh data each step, as the addition demo does) or
