@@ -874,8 +874,8 @@ class Round(_Rounding):
 
 class Sign(_Rounding):
     @staticmethod
-    def f(x):
-        return x if x.dtype == np.bool_ else np.sign(x)
+    def f(x):  # torch's sign of NaN is 0 (numpy's is NaN); of −0.0, 0
+        return x if x.dtype == np.bool_ else np.nan_to_num(np.sign(x), nan=0.0)
 
 
 def floor(x: Tensor) -> Tensor:
@@ -899,7 +899,7 @@ def round(x: Tensor, *, decimals: int = 0) -> Tensor:
 
 
 def sign(x: Tensor) -> Tensor:
-    """−1, 0 or 1 by the sign of x, elementwise (NaN stays NaN; gradient 0)."""
+    """−1, 0 or 1 by the sign of x, elementwise (0 for NaN, as torch; gradient 0)."""
     return Sign.apply(x)
 
 

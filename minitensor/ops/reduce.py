@@ -521,6 +521,8 @@ class Prod(Function):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
+        if x.size == 0:  # no element: no gradient to give
+            return np.zeros(x.shape, grad.dtype)
         if ctx.axis is None:
             others = _exclusive_products(x.reshape(-1), 0).reshape(x.shape)
             return grad * others
