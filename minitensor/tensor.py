@@ -550,8 +550,11 @@ class Tensor:
             index = index._data
         elif isinstance(index, tuple):
             index = tuple(_raw(i) for i in index)
+        target, steps = self._data, torch_index_steps(index)
+        if steps:  # integers beside index arrays: select with the integers first, as torch
+            target, index = target[steps[0]], steps[1]
         try:
-            self._data[index] = _raw(value)
+            target[index] = _raw(value)
         except (ValueError, IndexError) as e:
             kind = ShapeError if type(e) is ValueError else type(e)
             raise kind(f"__setitem__: tensor of shape {self.shape}: {e}") from None
