@@ -1418,7 +1418,9 @@ def check_run(prog, run):
             )
         with np.errstate(over="ignore"):
             ref = exp.total.astype(v.dtype)
-        msg = compare(v.grad.data.astype(v.dtype), ref, exp.scale, exp.extra, exp.free, v.data)
+        msg = compare(
+            v.grad.numpy().astype(v.dtype), ref, exp.scale, exp.extra, exp.free, v.numpy()
+        )
         if msg:
             out.append(
                 Mismatch(j, prog.steps[j].op, "grad", f"{msg} (consumers: {', '.join(consumers)})")

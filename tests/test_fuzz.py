@@ -233,7 +233,8 @@ def test_extrema_over_size_0_axes_as_torch(reduce):
     out = reduce(x, 1)
     assert (out[0] if isinstance(out, tuple) else out).shape == (0,)  # other axes: empty
     if x.requires_grad:
-        reduce(x, axis=1, keepdims=True).sum().backward()
+        values = reduce(x, axis=1, keepdims=True)  # axis= is dim=: (values, indices)
+        values[0].sum().backward()
         assert x.grad.shape == (0, 3)
     for axis in (0, None):  # a size-0 axis: no identity, refused
         with pytest.raises(ValueError, match=rf"{reduce.__name__}: axis 0 .*\(0, 3\) has size 0"):
