@@ -76,6 +76,7 @@ def test_unbroadcast_is_the_adjoint_of_broadcasting(shapes, seed):
 
 # ---------------------------------------------------------------------------- reductions
 
+
 def _as_axes(axis):
     return (axis,) if isinstance(axis, int) else axis
 

@@ -37,11 +37,11 @@ Inputs may be float32 or float64 and non-contiguous views; outputs keep the inpu
 """
 
 from . import adam as _adam
-from . import flash_attention as _attn
 from . import bias_activation as _ba
 from . import cross_entropy as _ce
 from . import dropout as _do
 from . import erf as _erf
+from . import flash_attention as _attn
 from . import layer_norm as _ln
 from . import matmul as _mm
 from . import softmax as _sm
