@@ -364,6 +364,40 @@ def test_zero_dim_tensors_as_torch(program):
     _same(run)
 
 
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda lib, x: [*x.topk(1), *x.topk(1, dim=0), *x.topk(1, dim=-1, largest=False)],
+        lambda lib, x: [*x.topk(0)],  # torch's quirk: k = 0 still gives x's element
+        lambda lib, x: [*x.sort(), *x.sort(dim=0, descending=True), x.argsort(dim=-1)],
+        lambda lib, x: [x.argsort(descending=True), *lib.sort(x, stable=True)],
+        lambda lib, x: [*x.kthvalue(1), *x.kthvalue(1, dim=0, keepdim=True)],
+    ],
+)
+def test_sorting_a_0d_tensor_as_torch(program):
+    def run(lib):
+        x = lib.tensor(5.0, dtype=lib.float64, requires_grad=True)
+        outs = program(lib, x)
+        sum(o.sum() * (i + 1) for i, o in enumerate(outs) if o.requires_grad).backward()
+        return outs + [x.grad]
+
+    _same(run)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda lib: lib.tensor(5.0).topk(2),
+        lambda lib: lib.tensor(5.0).topk(1, dim=1),
+        lambda lib: lib.tensor(5.0).sort(dim=1),
+        lambda lib: lib.tensor(5.0).kthvalue(2),
+        lambda lib: lib.tensor(5.0).kthvalue(0),
+    ],
+)
+def test_sorting_a_0d_tensor_out_of_range_is_refused_as_torch(program):
+    _raises_as_torch(program)
+
+
 def test_gather_index_select_gradients_as_torch():
     def program(lib):
         x = lib.arange(12.0, dtype=lib.float64).reshape(3, 4).requires_grad_()

@@ -666,6 +666,8 @@ def argsort(
     (ties still in their original order)."""
     d = _data(x)
     axis = normalize_axis(axis, d.ndim, "argsort", d.shape)
+    if d.ndim == 0:  # torch: a 0-d tensor sorts to itself, index 0 (numpy's argsort gives [0])
+        return Tensor._make(np.zeros((), np.int64))
     if not descending:  # numpy sorts NaN last, as the largest value: torch's order
         return Tensor._make(np.argsort(d, axis=axis, kind="stable").astype(np.int64))
     # Descending without negating (-x wraps for unsigned ints and int64's minimum, and would
@@ -684,8 +686,11 @@ def topk(
     first. Ties: the earlier position first (torch does not promise an order for ties)."""
     d = _data(x)
     axis = normalize_axis(axis, d.ndim, "topk", d.shape)
-    if not 0 <= k <= d.shape[axis]:
+    if not 0 <= k <= (d.shape[axis] if d.ndim else 1):
         raise op_error("topk", f"k={k} is out of range for axis {axis} of shape {d.shape}")
+    if d.ndim == 0:  # torch: x's one element for k = 1 and (its quirk) for k = 0 too
+        indices = Tensor._make(np.zeros((), np.int64))
+        return ValuesIndices(gather(x, 0, indices), indices)
     indices = getitem(argsort(x, axis, descending=largest), (slice(None),) * axis + (slice(0, k),))
     return ValuesIndices(gather(x, axis, indices), indices)
 
