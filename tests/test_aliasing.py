@@ -152,8 +152,6 @@ BROADCAST = (
 KNOWN = {
     "shape.meshgrid": BROADCAST,
     "expand": BROADCAST,
-    "shape.diagonal": "torch's diagonal is a view; minitensor's is a copy",
-    "shape.cartesian_prod": "torch returns its one input itself; minitensor a copy",
 }
 
 
@@ -234,6 +232,12 @@ CALLS = {
     "masked_fill": lambda lib, F, x: x.masked_fill(x > 100, 0.0),
     "where": lambda lib, F, x: lib.where(x > 100, 0.0, x),
     "T": lambda lib, F, x: x.T,
+    "diagonal": lambda lib, F, x: x.diagonal(),
+    "diagonal offset 1": lambda lib, F, x: x.diagonal(1),
+    "diagonal offset -1 of the transpose": lambda lib, F, x: x.t().diagonal(-1, 1, 0),
+    "diagonal past the end": lambda lib, F, x: x.diagonal(5),
+    "cartesian_prod of one": lambda lib, F, x: lib.cartesian_prod(x[0]),
+    "cartesian_prod of two": lambda lib, F, x: lib.cartesian_prod(x[0], x[1]),
 }
 
 
@@ -245,3 +249,42 @@ def test_writing_through_a_call_changes_what_torch_changes(call):
 
     pattern = PATTERNS[0]
     assert _changes(mt, as_op(mt), pattern) == _changes(torch, as_op(torch), pattern)
+
+
+def test_cartesian_prod_of_one_tensor_is_that_tensor_as_torch():
+    for lib in (torch, mt):
+        x = lib.arange(3.0)
+        assert lib.cartesian_prod(x) is x
+        with pytest.raises(RuntimeError):  # torch: "Expect a 1D vector"
+            lib.cartesian_prod(lib.zeros(2, 2))
+
+
+def test_diagonal_is_a_view_sharing_the_version_counter_as_torch():
+    def program(lib):
+        x = lib.arange(24.0, dtype=lib.float64).reshape(2, 3, 4)
+        before = x._version
+        d = x.diagonal(1, 2, 0)  # (3, 2): planes (4, 2), offset 1 along the first axis
+        d[0, 0] = -1.0
+        d.mul_(2.0)
+        assert d._version == x._version > before
+        return x.numpy().copy(), d.numpy().copy()
+
+    for theirs, ours in zip(program(torch), program(mt)):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("lib", [torch, mt], ids=["torch", "minitensor"])
+def test_a_saved_input_written_through_its_diagonal_is_caught_at_backward(lib):
+    x = lib.arange(9.0, dtype=lib.float64).reshape(3, 3).requires_grad_()
+    y = x * 1
+    z = y * y  # saves y
+    with lib.no_grad():
+        y.diagonal().zero_()
+    with pytest.raises(RuntimeError):
+        z.sum().backward()
+
+
+@pytest.mark.parametrize("offset, dim1, dim2", [(0, 0, 1), (1, 0, 2), (-1, 2, 1), (4, 0, 2)])
+def test_diagonal_gradcheck(offset, dim1, dim2):
+    x = mt.tensor(np.random.default_rng(0).normal(size=(3, 2, 4)), requires_grad=True)
+    assert mt.gradcheck(lambda t: t.diagonal(offset, dim1, dim2) * 1.5, x)

@@ -800,10 +800,19 @@ class Diagonal(Function):
     """The diagonal with `offset` of the (axis1, axis2) planes, as a new last axis (torch's
     diagonal); backward writes the gradient onto that diagonal of zeros."""
 
+    is_view = True  # as torch's: writing to the diagonal writes to x
+
     @staticmethod
     def forward(ctx, x, offset, axis1, axis2):
         ctx.shape, ctx.args = x.shape, (offset, axis1, axis2)
-        return np.diagonal(x, offset, axis1, axis2).copy()
+        # np.diagonal's view is read-only; the same elements as a strided view of x, which is
+        # writable when x is: start at x[…, max(-offset, 0), max(offset, 0)] and step one row
+        # and one column at a time (the two strides added)
+        planes = np.moveaxis(x, (axis1, axis2), (-2, -1))
+        start = planes[..., builtins.max(-offset, 0) :, builtins.max(offset, 0) :]
+        n = builtins.min(start.shape[-2:])
+        strides = start.strides[:-2] + (start.strides[-2] + start.strides[-1],)
+        return np.lib.stride_tricks.as_strided(start, start.shape[:-2] + (n,), strides)
 
     @staticmethod
     def backward(ctx, grad):
@@ -1011,8 +1020,10 @@ def rot90(x: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
 
 def diag(x: Tensor, diagonal: int = 0) -> Tensor:
     """1-D x: a square matrix with x on its `diagonal`; 2-D x: that diagonal, as a 1-D tensor."""
-    if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal)  # the function: `diagonal` is the offset here
+    if x.ndim == 2:  # a copy, as torch's diag (diagonal is the view); `diagonal` is the offset
+        from .elementwise import clone
+
+        return clone(globals()["diagonal"](x, diagonal))
     if x.ndim != 1:
         raise op_error("diag", f"needs a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
     return diag_embed(x, diagonal)
@@ -1192,6 +1203,11 @@ def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
 
 def cartesian_prod(*tensors: Tensor) -> Tensor:
     """Every combination of one element of each 1-D tensor, as rows (N, k); k = 1: (N,)."""
+    for t in tensors:
+        if np.ndim(_data(t)) != 1:
+            raise op_error("cartesian_prod", f"needs 1-D tensors, got shape {np.shape(_data(t))}")
+    if len(tensors) == 1 and isinstance(tensors[0], Tensor):
+        return tensors[0]  # torch returns its one input itself (writes to either are shared)
     grids = meshgrid(*tensors, indexing="ij")
     out = stack([reshape(g, (-1,)) for g in grids], 1)
     return reshape(out, (-1,)) if len(tensors) == 1 else out
