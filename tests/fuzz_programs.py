@@ -366,6 +366,41 @@ def gen_clamp(b):
     return (b.operand(),), {"low": low, "high": high}
 
 
+def gen_clamp_tensors(b):
+    """clamp with tensor bounds that broadcast with x (torch differentiates them): both, or
+    one (which: 'both', 'min', 'max'); drawn from the pool, so they may require grad."""
+    i = b.operand(kinds=("float",))
+    shape = tuple(b.vals[i].shape)
+    which = b.draw(st.sampled_from(["both", "both", "min", "max"]))
+    bounds = []
+    for _ in range(2 if which == "both" else 1):
+        j = b.partner(i)
+        # bounds no larger than x: torch's backward refuses a 0-d max that requires grad
+        # when the result broadcasts larger than x ("output with shape [] doesn't match the
+        # broadcast shape [1]"), where minitensor's gradient is right
+        if b.vals[j] is None or np.broadcast_shapes(tuple(b.vals[j].shape), shape) != shape:
+            j = b.new_input(b.broadcast_partner(shape)[-len(shape) :] if shape else ())
+        bounds.append(j)
+    return (i, *bounds), {"which": which}
+
+
+def _clamp_tensors(clamp):
+    """clamp(x, *bounds, which=…) for one library's clamp, the bounds by keyword."""
+
+    def run(x, *bounds, which):
+        if which == "both":
+            return clamp(x, min=bounds[0], max=bounds[1])
+        return clamp(x, **{which: bounds[0]})
+
+    return run
+
+
+def _clamp_bound(x, *bounds, which):
+    # each bound's gradient sums the upstream over the positions it wins and its broadcast
+    # axes, so the sum of the absolute values bounds the terms (as for add)
+    return sum(bounds, x)
+
+
 def gen_reshape(b):
     i = b.operand()
     n = b.vals[i].numel()
@@ -559,6 +594,16 @@ def gen_masked_fill(b):
     if m is None or b.draw(st.booleans()):
         m = b.new_input(b.broadcast_partner(shape)[-len(shape) :] if shape else (), kind="bool")
     return (i, m), {"value": b.draw(st.sampled_from([0.0, -np.inf, np.nan, -1e9, 2.5, 1e30]))}
+
+
+def gen_masked_fill_tensor(b):
+    """masked_fill with a 0-d float tensor value, new (requiring grad, mostly) or from the pool
+    (maybe a result that requires grad): torch differentiates the value."""
+    (i, m), _ = gen_masked_fill(b)
+    v = b.pick(("float",), where=lambda t: t.ndim == 0) if b.draw(st.booleans()) else None
+    if v is None:
+        v = b.new_input((), kind="float")
+    return (i, m, v), {}
 
 
 def gen_matmul(b):
@@ -843,6 +888,11 @@ OPS = {
         lambda x, low, high: torch.clamp(x, low, high),
         gen_clamp,
     ),
+    # tensor bounds and a tensor fill value: arguments torch differentiates, which may
+    # require grad (their gradients are compared like every other leaf's)
+    "F.clamp(tensors)": Op(
+        _clamp_tensors(F.clip), _clamp_tensors(torch.clamp), gen_clamp_tensors, _clamp_bound
+    ),
     # elementwise, binary, with broadcasting
     "F.add": Op(*binary(F.add, torch.add), gen_binary, bound=binary(None, torch.add)[1]),
     "F.sub": Op(*binary(F.sub, torch.sub), gen_binary, bound=binary(None, torch.add)[1]),
@@ -926,6 +976,13 @@ OPS = {
     ),
     "F.masked_fill": Op(
         F.masked_fill, lambda x, m, value: x.masked_fill(m, value), gen_masked_fill
+    ),
+    # its value's gradient sums the upstream over the filled positions: where on |inputs|
+    "F.masked_fill(tensor)": Op(
+        F.masked_fill,
+        lambda x, m, v: x.masked_fill(m, v),
+        gen_masked_fill_tensor,
+        bound=lambda x, m, v: torch.where(m, v, x),
     ),
     # sorting and max along a dim: NaN the largest, integers at their edges, ties in order
     "F.sort": Op(
