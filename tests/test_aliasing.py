@@ -145,9 +145,10 @@ def _first_shared_pattern(name, mt_fn, torch_fn):
 # Where minitensor's result is not torch's view, said here so that the difference stays
 # visible (strict: a fix makes the test fail until its line goes). None of them is silent.
 BROADCAST = (
-    "torch's expanded result is a writable view (a write reaches every element sharing the "
-    "memory, and the input); numpy's broadcast views are read-only, so minitensor refuses the "
-    "write with an error"
+    "not silent: torch's expanded result takes a write of one element, a row or fill_ (it "
+    "reaches every element sharing the memory, and the input) and refuses add_, mul_, copy_ "
+    "and y[:] = v; numpy's broadcast views are read-only, so minitensor refuses every write "
+    "with an error naming the op and shape (test_writes_torch_refuses_on_an_expanded_tensor)"
 )
 KNOWN = {
     "shape.meshgrid": BROADCAST,
@@ -288,3 +289,27 @@ def test_a_saved_input_written_through_its_diagonal_is_caught_at_backward(lib):
 def test_diagonal_gradcheck(offset, dim1, dim2):
     x = mt.tensor(np.random.default_rng(0).normal(size=(3, 2, 4)), requires_grad=True)
     assert mt.gradcheck(lambda t: t.diagonal(offset, dim1, dim2) * 1.5, x)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda lib, y: y.add_(1.0),
+        lambda lib, y: y.mul_(2.0),
+        lambda lib, y: y.copy_(lib.ones(3, 4)),
+        lambda lib, y: y.__setitem__(slice(None), 9.0),
+    ],
+)
+@pytest.mark.parametrize("make", ["expand", "meshgrid"])
+def test_writes_torch_refuses_on_an_expanded_tensor(write, make):
+    # torch refuses in-place writes where elements of the result share one memory location;
+    # minitensor refuses them too (with the op and shape named), and the input is unchanged
+    for lib in (torch, mt):
+        x = lib.arange(4.0)
+        if make == "expand":
+            y = x.expand(3, 4)
+        else:
+            y = lib.meshgrid(lib.arange(3.0), x, indexing="ij")[1]
+        with pytest.raises(RuntimeError, match="memory location|read-only"):
+            write(lib, y)
+        np.testing.assert_array_equal(x.numpy(), np.arange(4.0))
