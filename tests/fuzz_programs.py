@@ -320,16 +320,9 @@ def binary(fn_mt, fn_torch):
 
 
 def _promote(*xs):
-    """minitensor's documented promotion of tensor operands (ops._args._keep_float_dtype):
-    float ⊕ integer keeps the float's dtype, float32 ⊕ float64 is float64 — whatever their
-    ndim. torch lets a dimensioned tensor's dtype win over a 0-d tensor's (float32 (3,) +
-    float64 () is float32 there): a legitimate difference, not compared."""
-    ts = [x for x in xs if torch.is_tensor(x)]  # (None operands pass through)
-    floats = [t.dtype for t in ts if t.is_floating_point()]
-    if len(ts) < 2 or not floats:
-        return xs
-    dtype = torch.float64 if torch.float64 in floats else torch.float32
-    return tuple(x.to(dtype) if torch.is_tensor(x) else x for x in xs)
+    """The operands as torch takes them: minitensor promotes as torch.result_type does (a 0-d
+    tensor does not widen a dimensioned one of its kind), so nothing is changed."""
+    return xs
 
 
 def gen_pow(b):
@@ -860,10 +853,20 @@ def _var_bound(x, axis, keepdims):
     return n * n * 1.2e-7 * m * m + 2 * total.detach() / n * (total - total.detach())
 
 
+def _to_result_type(a, b):
+    """Both operands in torch.result_type(a, b): minitensor's product promotes them so, where
+    torch refuses float32 @ float64."""
+    if not (torch.is_tensor(a) and torch.is_tensor(b)):
+        return a, b
+    dtype = torch.result_type(a, b)
+    return a.to(dtype), b.to(dtype)
+
+
 def _matmul(fn):
-    """a @ b, or b @ a with swap=True; torch's operands take minitensor's promotion (torch
-    refuses float32 @ float64)."""
-    return lambda a, b, swap=False: fn(*_promote(b, a)) if swap else fn(*_promote(a, b))
+    """a @ b, or b @ a with swap=True; torch's operands take minitensor's promotion."""
+    return lambda a, b, swap=False: (
+        fn(*_to_result_type(b, a)) if swap else fn(*_to_result_type(a, b))
+    )
 
 
 OPS = {

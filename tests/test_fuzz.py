@@ -32,16 +32,7 @@ import minitensor.functional as F  # noqa: E402
 
 # (name, the bug, a regular expression that the text of its mismatches matches); empty while
 # the fuzzer finds no bug that is not fixed
-KNOWN_BUGS = [
-    (
-        "0-d promotion",
-        "a 0-d tensor promotes as a dimensioned one: uint8 (1,) & int64 0-d is int64 (torch "
-        "uint8), float32 (3,) + float64 0-d is float64 (torch float32); torch lets a 0-d "
-        "operand of the same category not widen the result",
-        r"dtype: minitensor (int64, torch u?int(8|16|32)|int(16|32), torch u?int8|"
-        r"float64, torch (b?float16|float32))\b",
-    ),
-]
+KNOWN_BUGS = []
 
 
 def known(name):
@@ -278,13 +269,17 @@ def test_pow_exponent_gradient_as_torch_at_zero_and_negative_bases():
 
 
 @pytest.mark.torch
-@known("0-d promotion")
 @pytest.mark.parametrize(
     "program",
     [
         lambda lib: lib.tensor(np.array([128], np.uint8)) & lib.tensor(0),
         lambda lib: lib.zeros(3) + lib.tensor(np.float64(1.0)),
         lambda lib: lib.clamp(lib.zeros(3), lib.tensor(np.float64(1.0))),
+        lambda lib: lib.tensor([1, 2]) + 2.5,
+        lambda lib: lib.tensor(np.array([1], np.uint8)) + lib.tensor(5.0),
+        lambda lib: lib.tensor(np.array(1, np.uint8)) + lib.tensor(5),
+        lambda lib: lib.tensor([True]) + lib.tensor(5),
+        lambda lib: lib.where(lib.tensor([True]), lib.zeros(1), lib.tensor(np.float64(1.0))),
     ],
 )
 def test_a_0d_operand_does_not_widen_the_result_dtype(program):

@@ -30,17 +30,54 @@ def _operand(x, like=None):
 
 
 def _keep_float_dtype(*xs):
-    """torch's type promotion of operands (tensors or arrays): beside a float, integer and bool
-    operands take the widest float dtype among them, as in PyTorch (numpy would turn
-    float32 + int64 into float64); they carry no gradient, so they become plain arrays.
-    float32 beside float64 stays for numpy to promote (float64)."""
+    """torch's type promotion of operands (tensors, or arrays made from numbers): the result
+    dtype `result_type` gives, each operand cast to it. Beside a float, integer and bool
+    operands take the float's dtype (numpy would turn float32 + int64 into float64); a 0-d
+    tensor or a number does not widen a dimensioned tensor of its own kind (float32 (3,) +
+    float64 () is float32, uint8 (3,) & int64 () is uint8), as in PyTorch. A cast operand that
+    requires grad is cast by a graph node (its gradient comes back in its own dtype)."""
     if len(xs) == 2 and xs[0].dtype is xs[1].dtype:  # the common case: nothing to promote
         return xs
-    floats = [x.dtype for x in xs if x.dtype.kind == "f"]
-    if not floats:
-        return xs
-    dtype = np.result_type(*floats)
-    return tuple(x if x.dtype.kind == "f" else _data(x).astype(dtype) for x in xs)
+    dtype = result_type(*xs)
+    return tuple(x if x.dtype == dtype else _cast(x, dtype) for x in xs)
+
+
+def _cast(x, dtype):
+    if isinstance(x, Tensor) and x.requires_grad:
+        return x.to(dtype)
+    return _data(x).astype(dtype)
+
+
+def result_type(*xs) -> np.dtype:
+    """torch.result_type: operands fall in three groups — dimensioned tensors, 0-d tensors,
+    and numbers (0-d arrays here) — each promoted within itself; a later group counts only
+    where its kind (bool < integer < float) is higher than the earlier groups' (c10's
+    combine_categories)."""
+    groups = [None, None, None]
+    for x in xs:
+        group = 0 if np.ndim(x) else 1 if isinstance(x, Tensor) else 2
+        groups[group] = x.dtype if groups[group] is None else _promote(groups[group], x.dtype)
+    return _combine(groups[0], _combine(groups[1], groups[2]))
+
+
+def _promote(a, b):
+    """Two dtypes promoted as torch does: a float beats an integer or bool (not numpy's
+    int64 + float32 → float64), otherwise the wider (numpy's rules)."""
+    if a.kind == "f" and b.kind != "f":
+        return a
+    if b.kind == "f" and a.kind != "f":
+        return b
+    return np.promote_types(a, b)
+
+
+def _combine(higher, lower):
+    """c10's combine_categories: `lower` (a group of less priority) changes the dtype only
+    when it is of a higher kind (a float beside integers, an integer beside bools)."""
+    if higher is None or lower is None:
+        return lower if higher is None else higher
+    if higher.kind == "f" or (higher.kind in "iu" and lower.kind in "biu"):
+        return higher
+    return _promote(higher, lower)
 
 
 def _data(x):

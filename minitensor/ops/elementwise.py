@@ -620,7 +620,8 @@ def logical_not(x: Tensor | ArrayLike) -> Tensor:
 # logical, floats are refused (as in torch, where ~tensor([5]) is -6, not False)
 def _bitwise(np_fn, op, *xs):
     like = next((x for x in xs if isinstance(x, Tensor)), None)
-    arrays = [_data(_operand(x, like)) if like is not None else _data(x) for x in xs]
+    operands = [_operand(x, like) if like is not None else np.asarray(x) for x in xs]
+    arrays = [_data(x) for x in _keep_float_dtype(*operands)]  # torch's result dtype
     if [a for a in arrays if a.dtype.kind not in "iub"]:  # (any is this module's op)
         dtypes = ", ".join(f"{a.dtype} of shape {a.shape}" for a in arrays)
         raise op_error(op, f"is defined on integer and bool tensors only, got {dtypes}", TypeError)
