@@ -1,5 +1,7 @@
 """Shared fixtures for the test suite (keep this small)."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -8,8 +10,15 @@ import minitensor as mt
 
 @pytest.fixture(autouse=True)
 def _seed_minitensor():
-    """Every test starts from the same minitensor random state."""
+    """Every test starts from the same minitensor random state, and leaves the process-wide
+    deterministic switch as it found it (the demos, run in-process by some tests, turn it on)."""
     mt.manual_seed(0)
+    deterministic = mt.are_deterministic_algorithms_enabled()
+    yield
+    mt.use_deterministic_algorithms(deterministic)
+    backends = sys.modules.get("torch.backends")
+    if backends is not None:  # torch's test utilities (OpInfo) freeze its flags as they import
+        backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
 
 
 @pytest.fixture
