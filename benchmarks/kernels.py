@@ -221,14 +221,13 @@ def tile_cases(rng, quick):
 
 
 def _path(a, b):
-    """route's answer for a @ b, with the tile shape it picked ("tiles 4x2") or np.matmul's
-    BLAS on one thread where that won ("numpy 1T")."""
+    """route's answer for a @ b, with the tile shape it picked ("tiles 4x2")."""
     from minitensor.kernels.fast_matmul import products as P
 
     name, product = P._choose(a, b)
     if name == "tiles":
         return "tiles {}x{}".format(*product.keywords["tile"])
-    return name + (" 1T" if product is P.numpy_one_thread else "")
+    return name
 
 
 def matmul_cases(rng, quick):

@@ -18,7 +18,8 @@ tuning that makes training fast is applied where it is needed, and only there:
 * **BLAS inside our own threads.** The "gemm" route of kernels/fast_matmul has numba's threads
   each call numpy's BLAS on a block of the product. While they do, BLAS's own thread count is
   held at one (kernels/fast_matmul/blas.py, `one_blas_thread`) and set back right after, so two
-  thread pools never share the cores; everywhere else numpy's BLAS keeps the threads it has.
+  thread pools never share the cores; so are minitensor's own np.matmul calls. Everywhere else
+  — your own numpy code — BLAS keeps the threads it has.
 * **malloc** (keep freed memory, `_memory.py`): a training step frees and allocates the same
   arrays every step, and glibc by default hands large freed blocks back to the kernel and
   faults them in again. Set when the first optimizer is created (a training process), not at

@@ -906,12 +906,12 @@ def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
     monkeypatch.setattr(matmul_module, "_timings", numpy_wins)
     q = np.zeros((256, 16, 16), np.float32)
     k_t = np.swapaxes(q, -1, -2)
-    # every tile shape and np.matmul on 2 BLAS threads and on 1, timed together
-    assert K.matmul_route(q, k_t) == "numpy" and calls == [len(matmul_module.TILE_SHAPES) + 2]
+    # every tile shape and np.matmul (BLAS on one thread), timed together
+    assert K.matmul_route(q, k_t) == "numpy" and calls == [len(matmul_module.TILE_SHAPES) + 1]
     assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 1  # remembered
     x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
     if np.dtype(np.float32) in matmul_module.GEMM:
-        assert K.matmul_route(x, w) == "numpy" and calls[1:] == [3]  # gemm lost too
+        assert K.matmul_route(x, w) == "numpy" and calls[1:] == [2]  # gemm lost too
     monkeypatch.setattr(
         matmul_module,
         "_timings",
@@ -922,7 +922,7 @@ def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
         assert K.matmul_route(x, w.T.copy().T) == "gemm"  # wᵀ stored transposed: another layout
 
 
-NUMPY_PRODUCTS = (matmul_module.numpy_product, matmul_module.numpy_one_thread)
+NUMPY_PRODUCTS = (matmul_module.numpy_product,)
 
 
 def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
@@ -957,25 +957,6 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
         K.tiled_matmul(q, k_t, (3, 3))
 
 
-def test_blas_on_one_thread_is_kept_only_when_clearly_faster(monkeypatch):
-    """np.matmul with BLAS held at one thread costs two switches of the thread count per call:
-    it is kept only when at least 10% faster than np.matmul as it is."""
-    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
-    monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
-    monkeypatch.setattr(matmul_module, "_FASTEST", {})
-    one = {"time": 0.95}
-    monkeypatch.setattr(
-        matmul_module,
-        "_timings",
-        lambda products, a, b: [2.0] * (len(products) - 2) + [1.0, one["time"]],
-    )
-    q = np.zeros((256, 16, 16), np.float32)
-    assert matmul_module._choose(q, q) == ("numpy", matmul_module.numpy_product)
-    one["time"] = 0.85
-    k_t = np.swapaxes(q, -1, -2)
-    assert matmul_module._choose(q, k_t) == ("numpy", matmul_module.numpy_one_thread)
-
-
 def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypatch):
     """A candidate that won the timing is timed again on its first calls where it runs: when
     their median is more than twice np.matmul's timed best, the layout goes to np.matmul's
@@ -983,7 +964,7 @@ def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypat
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "_FASTEST", {})
-    order = {matmul_module.numpy_product: 3.0, matmul_module.numpy_one_thread: 2.0}
+    order = {matmul_module.numpy_product: 2.0}
     monkeypatch.setattr(
         matmul_module, "_timings", lambda products, a, b: [order.get(p, 1.0) for p in products]
     )
@@ -999,7 +980,7 @@ def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypat
     assert K.matmul_route(q, k_t) == "tiles"
     for _ in range(matmul_module._WATCHED_CALLS):  # 5 > 2 × 2.0: slower than np.matmul
         assert_agree(matmul_module.matmul(q, k_t), np.matmul(q, k_t), np.float32)
-    assert matmul_module._choose(q, k_t) == ("numpy", matmul_module.numpy_one_thread)
+    assert matmul_module._choose(q, k_t) == ("numpy", matmul_module.numpy_product)
     clock["step"] = 3.0  # under 2 × 2.0: the tiles stay
     assert K.matmul_route(q, q) == "tiles"
     for _ in range(matmul_module._WATCHED_CALLS):

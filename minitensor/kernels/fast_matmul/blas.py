@@ -17,8 +17,8 @@ np.matmul — an escape hatch should a numpy build ship an OpenBLAS we misread.
 While numba's threads run — a parallel kernel, which may call gemm — OpenBLAS's own threads
 must stay out of the way (two pools on the same cores), so every parallel kernel call holds
 BLAS at one thread (`one_blas_thread`, kernels/jit.py) and gives it back its count afterwards;
-minitensor's own np.matmul calls run BLAS on at most numba's thread count (one while the
-machine is busy: products.py). numpy's BLAS elsewhere keeps the threads it has.
+minitensor's own np.matmul calls run BLAS on one thread too (products.py, numpy_product).
+numpy's BLAS elsewhere keeps the threads it has.
 
 The call goes through a small @intrinsic that turns the integer address into a function
 pointer: numba's own ctypes support would bake the address into the compiled code, which then

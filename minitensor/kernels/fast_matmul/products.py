@@ -18,17 +18,16 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   of matrices larger than the tiles take by matrix. Transposed views (Wᵀ, Xᵀ) are read in
   place: BLAS is told the operand is transposed. While numba's threads call it, BLAS's own
   threads are held at one (two thread pools on the same cores fight: kernels/jit.py).
-* **"numpy": np.matmul**, with BLAS on as many threads as numba has (at most BLAS's own
-  count; one while the machine is busy, as every kernel), or on one thread where that was
-  measured faster: integer or mixed dtypes,
+* **"numpy": np.matmul** with BLAS on one thread (beside numba's pool, BLAS's own threads
+  cost a training step more than they save: `numpy_product`): integer or mixed dtypes,
   products too small to share (under 2¹⁸ multiply-adds in a stack, under 2²⁰ in a single
   product, where starting threads costs more than it saves), and every product on one thread.
 
 Which of a candidate and np.matmul is faster depends on the machine (its vector width, its
 BLAS, BLAS's thread count): on one machine the tiles beat np.matmul on every attention shape,
 on another they lost on most. So neither wins by a rule: the first time a layout would go to
-a candidate, every version of it and np.matmul in each configuration are timed on it and the
-fastest is kept for the process (`fastest`); benchmarks/kernels.py prints the comparison on
+a candidate, every version of it and np.matmul are timed on it and the fastest is kept for
+the process (`fastest`); benchmarks/kernels.py prints the comparison on
 your machine (--only tiles: each register tile). The numpy twins are np.matmul
 itself (kernels/matmul.py).
 """
@@ -460,7 +459,7 @@ def _choose(a, b):
         # their count, and BLAS may round a block of 9 rows otherwise than one of 17
         if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
             return "gemm", gemm_one_blas_thread
-        return "numpy", numpy_one_thread
+        return _NUMPY
     if threads() == 1:  # every candidate shares the work among numba's threads
         return _NUMPY
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
@@ -471,15 +470,10 @@ def _choose(a, b):
 
 
 def numpy_product(a, b):
-    """np.matmul with BLAS on at most as many threads as minitensor's (one while the machine
-    is busy): on a shared machine a BLAS thread that waits for a core stalls every product."""
-    with blas_threads_at_most(threads()):
-        return np.matmul(a, b)
-
-
-def numpy_one_thread(a, b):
-    """np.matmul with BLAS on one thread: where waking BLAS's threads costs more than they
-    save (`fastest` measures where)."""
+    """np.matmul with BLAS on one thread. Inside minitensor numba's threads are the one
+    thread pool: BLAS's own threads beside them win a product timed alone, then lose the
+    step — their idle workers spin while numba's kernels want the cores (benchmarks/README.md,
+    "BLAS's threads inside the step"). The user's own np.matmul keeps BLAS's count."""
     with blas_threads_at_most(1):
         return np.matmul(a, b)
 
@@ -495,11 +489,9 @@ _NUMPY = ("numpy", numpy_product)
 
 
 # Whether a candidate beats np.matmul depends on the machine — its vector width, its BLAS,
-# how many threads BLAS runs, how busy the cores are — so the first time a layout would go to
-# a candidate, every version of it (the tile kernel with each tile shape of TILE_SHAPES, or
-# gemm) and np.matmul in each configuration (BLAS at numba's thread count, and at one) are
-# timed on it, taking turns, and the fastest is kept for the process: a route must beat the
-# best np.matmul the machine has, not a handicapped one.
+# how busy the cores are — so the first time a layout would go to a candidate, every version
+# of it (the tile kernel with each tile shape of TILE_SHAPES, or gemm) and np.matmul are timed
+# on it, taking turns, and the fastest is kept for the process.
 _FASTEST = {}
 
 
@@ -523,11 +515,7 @@ def fastest(a, b, candidate):
         else:
             ours = [gemm_product]
         named = [(candidate, f) for f in ours] + [("numpy", numpy_product)]
-        if min(threads(), blas_threads()) > 1:
-            named.append(("numpy", numpy_one_thread))
         times = _timings([f for _, f in named], a, b)
-        if len(named) > len(ours) + 1 and times[-1] > _ONE_THREAD_GAIN * times[-2]:
-            times[-1] = math.inf  # setting BLAS's thread count twice a call costs a few µs
         name, product = named[times.index(min(times))]
         if name != "numpy":  # np.matmul's best, should the winner lose in the step itself
             numpy_time, fallback = min(
@@ -536,12 +524,6 @@ def fastest(a, b, candidate):
             product = _Watched(key, name, product, named[fallback], numpy_time)
         _FASTEST[key] = name, product
     return _FASTEST[key]
-
-
-# np.matmul with BLAS held at one thread is kept only when it is at least this much faster
-# than np.matmul as it is: on a small product both run on one thread inside BLAS, and the
-# median of five calls picks either by chance, while each switch of the count costs time.
-_ONE_THREAD_GAIN = 0.9
 
 
 # How many calls of a winning candidate are timed where they run, and how much slower than
