@@ -597,26 +597,11 @@ def amin(x: Tensor, axis: Axis = (), keepdims: bool = False) -> Tensor:
     return Min.apply(x, axis=None if axis == () else axis, keepdims=keepdims)
 
 
-class MedianAt(Function):
+class MedianAt(_ExtremumAt):
     """The elements at `index` along `axis` (the median's, kept as a size-1 axis); the
-    gradient goes to those elements."""
+    gradient goes to those elements, as max(x, dim)'s does."""
 
     name = "median"
-
-    @staticmethod
-    def forward(ctx, x, index, axis, keepdims):
-        ctx.save_for_backward(index)
-        ctx.x_shape, ctx.axis, ctx.keepdims = x.shape, axis, keepdims
-        out = np.take_along_axis(x, index, axis)
-        return out if keepdims else np.squeeze(out, axis)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (index,) = ctx.saved_tensors
-        g = np.zeros(ctx.x_shape, grad.dtype)
-        at = grad if ctx.keepdims else np.expand_dims(grad, ctx.axis)
-        np.put_along_axis(g, index, at, ctx.axis)
-        return g, None
 
 
 def _median_index(d, axis):
