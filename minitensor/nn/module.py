@@ -162,7 +162,11 @@ class Module:
             # assigning to a buffer's name updates the buffer (as in PyTorch)
             self.register_buffer(name, value, persistent=name not in self._non_persistent)
             return
-        self._unregister(name)
+        # a Parameter (Module) replacing one keeps its place in named_parameters and
+        # state_dict, as in PyTorch (a tied decoder.weight stays before decoder.bias)
+        keep = self._parameters if isinstance(value, Parameter) else None
+        keep = self._modules if isinstance(value, Module) else keep
+        self._unregister(name, keep)
         if isinstance(value, Parameter):
             self._parameters[name] = value
             value._add_owner(self, name)
@@ -173,9 +177,10 @@ class Module:
             object.__setattr__(value, "_local_name", name)
         object.__setattr__(self, name, value)
 
-    def _unregister(self, name):
+    def _unregister(self, name, keep=None):
         for store in (self._parameters, self._modules, self._buffers):
-            store.pop(name, None)
+            if store is not keep:
+                store.pop(name, None)
         self._non_persistent.discard(name)
 
     def __delattr__(self, name: str) -> None:
