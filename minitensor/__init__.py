@@ -121,7 +121,7 @@ class _NoSuchDtype:
 
 bfloat16 = _NoSuchDtype("bfloat16")
 
-from . import amp, backends, cuda, utils  # noqa: E402
+from . import accelerator, amp, backends, cuda, utils  # noqa: E402
 
 from .kernels import (  # noqa: E402
     are_deterministic_algorithms_enabled,
@@ -181,6 +181,7 @@ __all__ = [
     "from_numpy",
     "device",
     "cuda",
+    "accelerator",
     "utils",
     "uint8",
     "long",

@@ -1,0 +1,193 @@
+"""pytorch/examples mnist/main.py — the `Net` CNN, its train/test functions and main().
+
+Source: https://github.com/pytorch/examples, mnist/main.py at commit
+77f55b912142e11fcfdf5b530231fb9c52f181e8 (PyTorch contributors; BSD 3-Clause licence,
+Copyright (c) 2017, Pytorch contributors).
+
+What changed, and nothing else (the reformatting is ruff format's, tokens unchanged):
+- The imports: `from torchvision import datasets, transforms` is gone (no downloads).
+- main() takes `argv` (handed to `parser.parse_args(argv)`) and the sizes `n_train`,
+  `n_test`; the two `datasets.MNIST(...)` lines and their `transforms.Compose` became
+  `synthetic_digits` below, wrapped in `torch.utils.data.TensorDataset`.
+- `torch.save(model.state_dict(), "mnist_cnn.pt")` under --save-model is left out (file I/O).
+- main() returns `model` at the end, so a test can read the trained weights.
+Net, train, test, the optimiser (Adadelta), the scheduler (StepLR) and the epoch loop are
+the authors' lines.
+"""
+
+import argparse
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+from torch.optim.lr_scheduler import StepLR
+
+
+def synthetic_digits(n, seed):
+    """n images (n, 1, 28, 28) float32 and labels (n,) int64: class k brightens the k-th 6×6
+    patch of a 5×2 grid over Gaussian noise, then MNIST's Normalize((0.1307,), (0.3081,))."""
+    rng = np.random.RandomState(seed)
+    labels = rng.randint(0, 10, size=n)
+    images = rng.rand(n, 1, 28, 28).astype(np.float32) * 0.3
+    for i, k in enumerate(labels):
+        r, c = 2 + 6 * (k // 5) * 2, 1 + 5 * (k % 5)
+        images[i, 0, r : r + 6, c : c + 6] += 0.7
+    images = (images - 0.1307) / 0.3081
+    return torch.tensor(images.astype(np.float32)), torch.tensor(labels.astype(np.int64))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super(Net, self).__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = self.conv1(x)
+        x = F.relu(x)
+        x = self.conv2(x)
+        x = F.relu(x)
+        x = F.max_pool2d(x, 2)
+        x = self.dropout1(x)
+        x = torch.flatten(x, 1)
+        x = self.fc1(x)
+        x = F.relu(x)
+        x = self.dropout2(x)
+        x = self.fc2(x)
+        output = F.log_softmax(x, dim=1)
+        return output
+
+
+def train(args, model, device, train_loader, optimizer, epoch):
+    model.train()
+    for batch_idx, (data, target) in enumerate(train_loader):
+        data, target = data.to(device), target.to(device)
+        optimizer.zero_grad()
+        output = model(data)
+        loss = F.nll_loss(output, target)
+        loss.backward()
+        optimizer.step()
+        if batch_idx % args.log_interval == 0:
+            print(
+                "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(
+                    epoch,
+                    batch_idx * len(data),
+                    len(train_loader.dataset),
+                    100.0 * batch_idx / len(train_loader),
+                    loss.item(),
+                )
+            )
+            if args.dry_run:
+                break
+
+
+def test(model, device, test_loader):
+    model.eval()
+    test_loss = 0
+    correct = 0
+    with torch.no_grad():
+        for data, target in test_loader:
+            data, target = data.to(device), target.to(device)
+            output = model(data)
+            test_loss += F.nll_loss(output, target, reduction="sum").item()  # sum up batch loss
+            pred = output.argmax(dim=1, keepdim=True)  # get the index of the max log-probability
+            correct += pred.eq(target.view_as(pred)).sum().item()
+
+    test_loss /= len(test_loader.dataset)
+
+    print(
+        "\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(
+            test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)
+        )
+    )
+
+
+def main(argv=None, n_train=64, n_test=32):
+    # Training settings
+    parser = argparse.ArgumentParser(description="PyTorch MNIST Example")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        metavar="N",
+        help="input batch size for training (default: 64)",
+    )
+    parser.add_argument(
+        "--test-batch-size",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="input batch size for testing (default: 1000)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=14,
+        metavar="N",
+        help="number of epochs to train (default: 14)",
+    )
+    parser.add_argument(
+        "--lr", type=float, default=1.0, metavar="LR", help="learning rate (default: 1.0)"
+    )
+    parser.add_argument(
+        "--gamma",
+        type=float,
+        default=0.7,
+        metavar="M",
+        help="Learning rate step gamma (default: 0.7)",
+    )
+    parser.add_argument("--no-accel", action="store_true", help="disables accelerator")
+    parser.add_argument("--dry-run", action="store_true", help="quickly check a single pass")
+    parser.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default: 1)")
+    parser.add_argument(
+        "--log-interval",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many batches to wait before logging training status",
+    )
+    parser.add_argument("--save-model", action="store_true", help="For Saving the current Model")
+    args = parser.parse_args(argv)
+
+    use_accel = not args.no_accel and torch.accelerator.is_available()
+
+    torch.manual_seed(args.seed)
+
+    if use_accel:
+        device = torch.accelerator.current_accelerator()
+    else:
+        device = torch.device("cpu")
+
+    train_kwargs = {"batch_size": args.batch_size}
+    test_kwargs = {"batch_size": args.test_batch_size}
+    if use_accel:
+        accel_kwargs = {
+            "num_workers": 1,
+            "persistent_workers": True,
+            "pin_memory": True,
+            "shuffle": True,
+        }
+        train_kwargs.update(accel_kwargs)
+        test_kwargs.update(accel_kwargs)
+
+    dataset1 = torch.utils.data.TensorDataset(*synthetic_digits(n_train, seed=0))
+    dataset2 = torch.utils.data.TensorDataset(*synthetic_digits(n_test, seed=1))
+    train_loader = torch.utils.data.DataLoader(dataset1, **train_kwargs)
+    test_loader = torch.utils.data.DataLoader(dataset2, **test_kwargs)
+
+    model = Net().to(device)
+    optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
+
+    scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
+    for epoch in range(1, args.epochs + 1):
+        train(args, model, device, train_loader, optimizer, epoch)
+        test(model, device, test_loader)
+        scheduler.step()
+
+    return model
