@@ -8,7 +8,7 @@ What changed, and nothing else (the reformatting is ruff format's, tokens unchan
 - The imports: `from torchvision import datasets, transforms` is gone (no downloads).
 - main() takes `argv` (handed to `parser.parse_args(argv)`) and the sizes `n_train`,
   `n_test`; the two `datasets.MNIST(...)` lines and their `transforms.Compose` became
-  `synthetic_digits` below, wrapped in `torch.utils.data.TensorDataset`.
+  `synthetic_digits` below (images from synthetic_images.py), wrapped in `torch.utils.data.TensorDataset`.
 - `torch.save(model.state_dict(), "mnist_cnn.pt")` under --save-model is left out (file I/O).
 - main() returns `model` at the end, so a test can read the trained weights.
 Net, train, test, the optimiser (Adadelta), the scheduler (StepLR) and the epoch loop are
@@ -22,20 +22,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
+from synthetic_images import digits
 from torch.optim.lr_scheduler import StepLR
 
 
 def synthetic_digits(n, seed):
-    """n images (n, 1, 28, 28) float32 and labels (n,) int64: class k brightens the k-th 6×6
-    patch of a 5×2 grid over Gaussian noise, then MNIST's Normalize((0.1307,), (0.3081,))."""
-    rng = np.random.RandomState(seed)
-    labels = rng.randint(0, 10, size=n)
-    images = rng.rand(n, 1, 28, 28).astype(np.float32) * 0.3
-    for i, k in enumerate(labels):
-        r, c = 2 + 6 * (k // 5) * 2, 1 + 5 * (k % 5)
-        images[i, 0, r : r + 6, c : c + 6] += 0.7
-    images = (images - 0.1307) / 0.3081
-    return torch.tensor(images.astype(np.float32)), torch.tensor(labels.astype(np.int64))
+    """n images (n, 1, 28, 28) and labels (n,) from synthetic_images.digits, then MNIST's
+    transforms.Normalize((0.1307,), (0.3081,))."""
+    images, labels = digits(n, seed)
+    images = (images - np.float32(0.1307)) / np.float32(0.3081)
+    return torch.tensor(images), torch.tensor(labels)
 
 
 class Net(nn.Module):
