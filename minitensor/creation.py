@@ -308,7 +308,20 @@ def linspace(
     dtype = _float(dtype)
     if dtype.kind in "iu":
         return Tensor(_integer_linspace(start, end, steps, dtype), requires_grad, name=name)
-    return Tensor(np.linspace(start, end, steps), requires_grad, dtype=dtype, name=name)
+    return Tensor(_float_linspace(start, end, steps, dtype), requires_grad, dtype=dtype, name=name)
+
+
+def _float_linspace(start, end, steps, dtype):
+    """torch's linspace for float dtypes, computed in `dtype`: step = (end − start)/(steps − 1);
+    the first half of the values is start + i·step, the second end − (steps − 1 − i)·step."""
+    if steps < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    s, e = dtype.type(start), dtype.type(end)
+    if steps <= 1:
+        return np.full(steps, s, dtype=dtype)
+    step = (e - s) / dtype.type(steps - 1)
+    i = np.arange(steps, dtype=dtype)
+    return np.where(i < steps // 2, s + step * i, e - step * (dtype.type(steps - 1) - i))
 
 
 def _integer_linspace(start, end, steps, dtype):
@@ -333,6 +346,11 @@ def LongTensor(data: Tensor | ArrayLike) -> Tensor:
 def FloatTensor(data: Tensor | ArrayLike) -> Tensor:
     """torch's legacy constructor: a float32 tensor from data (a list or array)."""
     return Tensor(data, dtype=np.float32)
+
+
+# what x.type(LongTensor) and x.type(FloatTensor) convert to (torch's legacy tensor types)
+LongTensor.tensor_dtype = np.int64
+FloatTensor.tensor_dtype = np.float32
 
 
 def _like(make, t, dtype, requires_grad, name, device, *args):

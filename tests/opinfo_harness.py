@@ -361,7 +361,7 @@ def run_sample(op, spelling, sample, grad, seed, must_refuse=False):
         return _classify_refusal(e)
     if refused is not None:
         return "no refusal", f"torch: {type(refused).__name__}: {str(refused)[:80]}"
-    random = op.name in RANDOM_OPS
+    random = op.name in RANDOM_OPS or _dropout_sample(op, sample)
     problem = compare(theirs, ours, random)
     if problem and problem[0] == "wrong value" and _other_tie(sample, theirs, ours):
         problem = None
@@ -372,6 +372,14 @@ def run_sample(op, spelling, sample, grad, seed, must_refuse=False):
         except Exception as e:
             problem = "wrong gradient", f"backward raised {type(e).__name__}: {str(e)[:80]}"
     return problem or (SAME, "")
+
+
+def _dropout_sample(op, sample):
+    """scaled_dot_product_attention with dropout_p > 0 draws a random mask: random, as
+    RANDOM_OPS are."""
+    args = (sample.input, *sample.args)
+    p = sample.kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
+    return op.name == "nn.functional.scaled_dot_product_attention" and bool(p)
 
 
 def _other_tie(sample, theirs, ours):

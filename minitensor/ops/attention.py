@@ -342,6 +342,26 @@ def scaled_dot_product_attention(
                 f"{key.shape[-3]} (query {query.shape}, key {key.shape})",
             )
         key, value = _repeat_heads(key, groups), _repeat_heads(value, groups)
+    query, key, value = _broadcast_batch(query, key, value, op)
     mask = normalize_mask(attn_mask, op, true_means="allowed")
     out, _ = attention(query, key, value, mask, scale, dropout_p, is_causal, 0, False, op)
     return out
+
+
+def _broadcast_batch(query, key, value, op):
+    """query (…q, L, E), key (…k, S, E), value (…v, S, Ev) with their batch axes (all but the
+    last two) broadcast to one shape, as torch's matmuls broadcast them."""
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        return query, key, value
+    try:
+        batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except ValueError:
+        raise op_error(
+            op,
+            f"batch axes of query {query.shape}, key {key.shape} and value {value.shape} "
+            f"do not broadcast",
+        ) from None
+    return tuple(
+        t if t.shape[:-2] == batch else expand(t, *batch, *t.shape[-2:])
+        for t in (query, key, value)
+    )

@@ -351,18 +351,20 @@ def _divisor(shape, kernel, stride, padding, count_include_pad, divisor_override
     """What each window's sum is divided by: a number, or (Ho, Wo) counts of real elements."""
     if divisor_override is not None:
         return float(divisor_override)
-    if count_include_pad:
+    (top, bottom), (left, right) = padding
+    if count_include_pad and (top, left) == (bottom, right):
         return float(kernel[0] * kernel[1])
-    ones = _pad(np.ones((1, 1, *shape[2:])), padding)
+    if count_include_pad:  # ceil_mode's overhang past the right-hand padding is not counted
+        counted = np.ones((1, 1, shape[2] + 2 * top, shape[3] + 2 * left))
+        ones = _pad(counted, ((0, bottom - top), (0, right - left)))
+    else:
+        ones = _pad(np.ones((1, 1, *shape[2:])), padding)
     return im2col(ones, kernel, stride, (1, 1)).sum(axis=(2, 3))[0, 0]
 
 
 def _pool_args(op, x, kernel_size, stride, padding, dilation, ceil_mode, n=2):
-    """Checked (kernel, stride, padding as pairs, dilation) for a pooling op."""
-    if ceil_mode:
-        raise op_error(
-            op, "ceil_mode=True is not supported (the output size rounds down)", NotImplementedError
-        )
+    """Checked (kernel, stride, padding as pairs, dilation) for a pooling op. ceil_mode=True
+    adds to each axis's right-hand padding what its last, partly outside window needs."""
     kernel = _pair(kernel_size, "kernel_size", op, n)
     stride = kernel if stride is None or stride == [] else _pair(stride, "stride", op, n)
     pads = _pair(padding, "padding", op, n)
@@ -379,12 +381,26 @@ def _pool_args(op, x, kernel_size, stride, padding, dilation, ceil_mode, n=2):
     if any(2 * p > d * (k - 1) + 1 for p, k, d in zip(pads, kernel, dilation)):
         raise op_error(op, f"padding {pads} should be at most half of the kernel {kernel}")
     sizes = [
-        _out_size(s + 2 * p, k, st, d)
+        _pool_out_size(s, p, k, st, d, ceil_mode)
         for s, p, k, st, d in zip(x.shape[-n:], pads, kernel, stride, dilation)
     ]
     if min(sizes) < 1:
         raise op_error(op, f"input of shape {x.shape} is smaller than the kernel {kernel}")
-    return kernel, stride, tuple((p, p) for p in pads), dilation
+    overhang = [  # how far the last window reaches past the padded input (ceil_mode only)
+        max(0, (o - 1) * st + d * (k - 1) + 1 - (s + 2 * p))
+        for o, s, p, k, st, d in zip(sizes, x.shape[-n:], pads, kernel, stride, dilation)
+    ]
+    return kernel, stride, tuple((p, p + e) for p, e in zip(pads, overhang)), dilation
+
+
+def _pool_out_size(size, pad, kernel, stride, dilation, ceil_mode):
+    """torch's pooled length: floor((size + 2·pad − span) / stride) + 1, or with ceil_mode the
+    ceiling, less one when that last window would start past the input and its left padding."""
+    span = dilation * (kernel - 1) + 1
+    out = (size + 2 * pad - span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
 
 
 def _as_batched_image(x, n):

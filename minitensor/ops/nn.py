@@ -1204,9 +1204,10 @@ def margin_ranking_loss(
     reduce: bool | None = None,
     reduction: str = "mean",
 ) -> Tensor:
-    """max(0, −target·(input1 − input2) + margin)."""
+    """max(0, −target·(input1 − input2) + margin); at exactly 0 the gradient passes (torch's
+    clamp_min)."""
     reduction = legacy_reduction(size_average, reduce, reduction, "margin_ranking_loss")
-    return _reduce(relu(-target * (input1 - input2) + margin), reduction)
+    return _reduce(clamp_min(-target * (input1 - input2) + margin, 0.0), reduction)
 
 
 def hinge_embedding_loss(
@@ -1217,11 +1218,12 @@ def hinge_embedding_loss(
     reduce: bool | None = None,
     reduction: str = "mean",
 ) -> Tensor:
-    """input where target = 1, max(0, margin − input) where target = −1."""
+    """input where target = 1, max(0, margin − input) where target = −1; as torch, a target
+    that is neither gets the sum of both parts."""
     reduction = legacy_reduction(size_average, reduce, reduction, "hinge_embedding_loss")
     t = _data(target)
-    margin_part = where(t == -1, relu(margin - input), 0.0)
-    return _reduce(where(t == 1, input, 0.0) + margin_part, reduction)
+    margin_part = where(t != 1, clamp_min(margin - input, 0.0), 0.0)
+    return _reduce(where(t != -1, input, 0.0) + margin_part, reduction)
 
 
 def soft_margin_loss(

@@ -1,0 +1,113 @@
+"""Cases the OpInfo walk (tests/opinfo_harness.py) found minitensor getting wrong or refusing,
+each compared with torch after its fix: pooling with ceil_mode=True, hinge_embedding_loss with
+targets other than ±1, margin_ranking_loss's gradient at the hinge, float linspace's rounding,
+and scaled_dot_product_attention broadcasting its batch axes."""
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.nn.functional as F
+from minitensor.gradcheck import gradcheck
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+TF = torch.nn.functional
+
+
+def _both(x):
+    return mt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+
+
+# (length, kernel, stride, padding): the last window hangs past the input (ceil_mode), and
+# (7, 2, 3, 1) is torch's drop rule: a window starting in the right padding is left out
+CEIL_CASES = [(5, 2, 2, 0), (7, 3, 2, 1), (8, 3, 3, 1), (6, 4, 3, 2), (7, 2, 3, 1), (4, 3, 2, 0)]
+
+
+@pytest.mark.parametrize("length, kernel, stride, padding", CEIL_CASES)
+@pytest.mark.parametrize("n", [1, 2])
+def test_max_pool_ceil_mode_matches_torch(length, kernel, stride, padding, n):
+    x = np.random.default_rng(0).standard_normal((2, 3, length, length + 1)[: n + 2])
+    ours, theirs = _both(x)
+    name = f"max_pool{n}d"
+    got = getattr(F, name)(ours, kernel, stride, padding, ceil_mode=True)
+    want = getattr(TF, name)(theirs, kernel, stride, padding, ceil_mode=True)
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy())
+    up = np.random.default_rng(1).standard_normal(got.shape)
+    got.backward(mt.tensor(up))
+    want.backward(torch.tensor(up))
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy())
+    fn = getattr(F, name)
+    assert gradcheck(lambda t: fn(t, kernel, stride, padding, ceil_mode=True), ours)
+
+
+@pytest.mark.parametrize("length, kernel, stride, padding", CEIL_CASES)
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool_ceil_mode_matches_torch(length, kernel, stride, padding, n, count_include_pad):
+    x = np.random.default_rng(2).standard_normal((2, 3, length, length + 1)[: n + 2])
+    ours, theirs = _both(x)
+    name = f"avg_pool{n}d"
+    kw = dict(ceil_mode=True, count_include_pad=count_include_pad)
+    got = getattr(F, name)(ours, kernel, stride, padding, **kw)
+    want = getattr(TF, name)(theirs, kernel, stride, padding, **kw)
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy())
+    up = np.random.default_rng(3).standard_normal(got.shape)
+    got.backward(mt.tensor(up))
+    want.backward(torch.tensor(up))
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy())
+    fn = getattr(F, name)
+    assert gradcheck(lambda t: fn(t, kernel, stride, padding, **kw), ours)
+
+
+def test_hinge_embedding_loss_with_targets_other_than_plus_minus_one():
+    x = np.array([0.3, -0.5, 2.0, 0.7, -1.5])
+    target = np.array([1.0, -1.0, 0.0, 2.0, 0.5])  # torch: neither ±1 gets both parts
+    for reduction in ("none", "sum"):
+        got = F.hinge_embedding_loss(mt.tensor(x), mt.tensor(target), reduction=reduction)
+        want = TF.hinge_embedding_loss(torch.tensor(x), torch.tensor(target), reduction=reduction)
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+    ours, _ = _both(x)
+    assert gradcheck(lambda t: F.hinge_embedding_loss(t, mt.tensor(target), reduction="sum"), ours)
+
+
+def test_margin_ranking_loss_gradient_at_the_hinge():
+    a, b = np.array([1.0, 2.0, 0.5]), np.array([0.0, 2.0, 1.5])
+    target = np.array([1.0, 1.0, -1.0])  # the middle pair sits exactly on the hinge (0)
+    (oa, ta), (ob, tb) = _both(a), _both(b)
+    F.margin_ranking_loss(oa, ob, mt.tensor(target), reduction="sum").backward()
+    TF.margin_ranking_loss(ta, tb, torch.tensor(target), reduction="sum").backward()
+    np.testing.assert_array_equal(oa.grad.numpy(), ta.grad.numpy())
+    np.testing.assert_array_equal(ob.grad.numpy(), tb.grad.numpy())
+    assert oa.grad.numpy()[1] == -1.0  # torch's clamp_min passes the gradient at 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("start, end, steps", [(4.3, -3, 11), (0, 7, 9), (4.3, 50, 15), (1, 1, 1)])
+def test_float_linspace_rounds_as_torch(dtype, start, end, steps):
+    got = mt.linspace(start, end, steps, dtype=dtype)
+    want = torch.linspace(start, end, steps, dtype=getattr(torch, dtype))
+    assert got.dtype == np.dtype(dtype)
+    # within an ulp or two: torch's vectorised loop may fuse a·b + c
+    rtol = 3e-16 if dtype == "float64" else 3e-7
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=rtol, atol=0)
+
+
+def test_linspace_refuses_negative_steps_as_torch():
+    with pytest.raises(RuntimeError):
+        torch.linspace(0, 1, -1)
+    with pytest.raises(ValueError):
+        mt.linspace(0, 1, -1)
+
+
+def test_sdpa_broadcasts_batch_axes_as_torch():
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal(s) for s in [(3, 4, 5), (2, 3, 6, 5), (1, 3, 6, 7)])
+    ours = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
+    got = F.scaled_dot_product_attention(*ours)
+    want = TF.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)))
+    assert got.shape == tuple(want.shape) == (2, 3, 4, 7)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+    assert gradcheck(F.scaled_dot_product_attention, *ours)
