@@ -311,10 +311,11 @@ class Tensor:
         )
 
     def type(self, dtype: DType | None = None) -> str | Tensor:
-        """type() → the dtype's name; type(dtype) → this tensor converted, as astype."""
+        """type() → the dtype's name; type(dtype) → this tensor converted, as astype.
+        dtype may also be a legacy constructor, as torch's `x.type(torch.FloatTensor)`."""
         if dtype is None:
             return str(self.dtype)
-        return self.astype(dtype)
+        return self.astype(getattr(dtype, "tensor_dtype", dtype))
 
     def type_as(self, other: Tensor | np.ndarray) -> Tensor:
         """This tensor converted to `other`'s dtype (other: a tensor or a numpy array)."""
