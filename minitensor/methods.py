@@ -31,6 +31,7 @@ from typing import Any
 from . import autograd
 from . import functional as F
 from .ops._register import PUBLIC, TENSOR_METHODS
+from .ops.shape import setitem_recorded
 from .tensor import Tensor
 from .typing import ArrayLike, Scalar
 
@@ -158,6 +159,7 @@ def _matrix_transposed(self: Tensor) -> Tensor:
 
 
 WRITTEN_OUT = {
+    "_setitem_recorded": setitem_recorded,  # Tensor.__setitem__ when the write joins the graph
     "where": where,
     "reshape_as": reshape_as,
     "view_as": view_as,

@@ -427,6 +427,18 @@ class Tensor:
                 f"{self.shape})"
             )
 
+    def _setitem_joins_graph(self, value: Any) -> bool:
+        """Is ``self[index] = value`` a write the graph records (torch's CopySlices)? When
+        grad mode is on and value requires grad, or self is a non-leaf in the graph — and
+        self owns its memory (a view's base would not learn of the write, so a view keeps
+        the refusal of _check_inplace, as does a leaf that requires grad)."""
+        if not autograd.is_grad_enabled() or not self._data.flags.owndata:
+            return False
+        if self.requires_grad and self._grad_fn is None:
+            return False  # a leaf that requires grad: _check_inplace refuses, as torch
+        wants = isinstance(value, Tensor) and value.requires_grad
+        return wants or self._grad_fn is not None
+
     def _inplace(
         self, op: str, compute: Callable[[np.ndarray], ArrayLike], *operands: Any
     ) -> Tensor:
@@ -546,6 +558,8 @@ class Tensor:
         return self._inplace("index_fill_", fill, value)
 
     def __setitem__(self, index: Any, value: Tensor | ArrayLike) -> None:
+        if self._setitem_joins_graph(value):
+            return self._setitem_recorded(index, value)  # ops/shape.py, bound by methods.py
         self._check_inplace("__setitem__", value)
         if isinstance(index, Tensor):
             index = index._data

@@ -1295,6 +1295,50 @@ def index_add(
     return reshape(out, x.shape) if x.ndim == 0 else out
 
 
+class SetItem(Function):
+    """x with x[index] = value, as a new array: the graph node of ``x[index] = value`` when
+    the write joins the graph (see `setitem_recorded`). Gradients: x's is the output's with
+    the written elements zeroed, value's the output's there, summed down to value's shape."""
+
+    @staticmethod
+    def forward(ctx, x, value, index):
+        ctx.index, ctx.steps, ctx.value_shape = index, torch_index_steps(index), np.shape(value)
+        out = x.copy()
+        target, where = (out[ctx.steps[0]], ctx.steps[1]) if ctx.steps else (out, index)
+        target[where] = value
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx = gv = None
+        if ctx.needs_input_grad[0]:
+            gx = grad.copy()
+            target, where = (gx[ctx.steps[0]], ctx.steps[1]) if ctx.steps else (gx, ctx.index)
+            target[where] = 0
+        if ctx.needs_input_grad[1]:
+            g = grad[ctx.steps[0]][ctx.steps[1]] if ctx.steps else grad[ctx.index]
+            gv = unbroadcast(np.asarray(g), ctx.value_shape)
+        return gx, gv
+
+
+def setitem_recorded(x: Tensor, index: Any, value: Tensor | ArrayLike) -> None:
+    """``x[index] = value`` recorded in the graph, as torch's in-place write: x keeps its
+    identity and memory (its views see the write), and from now on x is the output of a
+    SetItem node whose inputs are x as it was and `value`. So a buffer filled step by step
+    (``outputs = torch.zeros(T, B, V); outputs[t] = prediction``) passes gradients to every
+    prediction. Tensor.__setitem__ calls this when value, or x, is in the graph."""
+    before = Tensor._make(x._data)  # x as it was: its node, its version counter
+    before.requires_grad, before._grad_fn, before._vc = x.requires_grad, x._grad_fn, x._vc
+    if isinstance(index, list):
+        index = np.asarray(index)
+    elif isinstance(index, tuple):
+        index = tuple(_data(i) if isinstance(i, Tensor) else i for i in index)
+    out = SetItem.apply(before, value, index=_data(index) if isinstance(index, Tensor) else index)
+    np.copyto(x._data, out._data)
+    x.requires_grad, x._grad_fn = True, out._grad_fn
+    x.bump_version()
+
+
 class IndexCopy(Function):
     """x with the slices at `index` along `axis` replaced by source's; gradients: x's is the
     output's with those slices zeroed, source's the output's at them."""
