@@ -353,11 +353,6 @@ LongTensor.tensor_dtype = np.int64
 FloatTensor.tensor_dtype = np.float32
 
 
-# what x.type(LongTensor) and x.type(FloatTensor) convert to (torch's legacy tensor types)
-LongTensor.tensor_dtype = np.int64
-FloatTensor.tensor_dtype = np.float32
-
-
 def _like(make, t, dtype, requires_grad, name, device, *args):
     """`make` (zeros, ones, full, …) at t's shape, in t's dtype unless `dtype` is given."""
     dtype = dtype or t.dtype
