@@ -58,7 +58,8 @@ def _same_weights(ref, ours, atol):
 
 
 @pytest.mark.parametrize(
-    "kind, tied", [("LSTM", True), ("LSTM", False), ("GRU", False), ("RNN_TANH", False)]
+    "kind, tied",
+    [("LSTM", True), ("LSTM", False), ("GRU", False), ("RNN_TANH", False), ("RNN_RELU", False)],
 )
 def test_rnn_language_model_trains_as_under_torch(kind, tied, capsys):
     ref, ours = _both(model=kind, tied=tied, log_interval=2, **SMALL)
