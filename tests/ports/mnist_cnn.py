@@ -5,10 +5,12 @@ Source: https://github.com/pytorch/examples, mnist/main.py at commit
 Copyright (c) 2017, Pytorch contributors).
 
 What changed, and nothing else (the reformatting is ruff format's, tokens unchanged):
-- The imports: `from torchvision import datasets, transforms` is gone (no downloads).
+- The imports: `from torchvision import datasets, transforms` is gone (no downloads);
+  numpy and synthetic_images.digits came in, for the data.
 - main() takes `argv` (handed to `parser.parse_args(argv)`) and the sizes `n_train`,
   `n_test`; the two `datasets.MNIST(...)` lines and their `transforms.Compose` became
-  `synthetic_digits` below (images from synthetic_images.py), wrapped in `torch.utils.data.TensorDataset`.
+  `synthetic_digits` below (images from synthetic_images.py), wrapped in
+  `torch.utils.data.TensorDataset`.
 - `torch.save(model.state_dict(), "mnist_cnn.pt")` under --save-model is left out (file I/O).
 - main() returns `model` at the end, so a test can read the trained weights.
 Net, train, test, the optimiser (Adadelta), the scheduler (StepLR) and the epoch loop are

@@ -6,7 +6,8 @@ Source: https://github.com/yunjey/pytorch-tutorial, that path at commit
 0500d3df5a2a8080ccfccbc00aca0eacc21818db (Yunjey Choi; MIT licence, Copyright (c) 2017).
 
 What changed, and nothing else (the reformatting is ruff format's, tokens unchanged):
-- The imports: torchvision and torchvision.transforms are gone (no downloads).
+- The imports: torchvision and torchvision.transforms are gone (no downloads);
+  synthetic_images.digits came in, for the data.
 - The script's module-level sections became functions, their lines unchanged and indented:
   "MNIST dataset" + "Data loader" → `load_data(n_train, n_test, batch_size)`, where the two
   `torchvision.datasets.MNIST(...)` became `torch.utils.data.TensorDataset` of synthetic
