@@ -151,9 +151,12 @@ def _spatial(x_shape, w_shape, args):
 
 
 def _pair(value, name, op, n=2):
-    """An int or a sequence of n ints as an n-tuple, refused with the op named otherwise."""
+    """An int or a sequence of n ints (or of one, as torch repeats it) as an n-tuple, refused
+    with the op named otherwise."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return (int(value),) * n
+    if isinstance(value, Sequence) and len(value) == 1 and n > 1:
+        return _pair(value[0], name, op, n)
     if (
         isinstance(value, Sequence)
         and len(value) == n
@@ -227,8 +230,22 @@ def conv2d(
     pads = _conv_padding(padding, weight.shape[2:], stride, dilation, "conv2d")
     _check_output_size("conv2d", x.shape, weight.shape[2:], pads, stride, dilation)
     args = (x, weight) if bias is None else (x, weight, bias)
-    out = Conv2d.apply(*args, stride=stride, padding=pads, dilation=dilation, groups=groups)
+    out = _apply_conv("conv2d", args, stride=stride, padding=pads, dilation=dilation, groups=groups)
     return squeeze(out, 0) if unbatched else out
+
+
+def _apply_conv(op, args, **params):
+    """Conv2d on (x, weight[, bias]). As torch: all-integer arguments convolve exactly to an
+    integer output (no gradient); integers mixed with floats are refused."""
+    integer = [a.dtype.kind in "iub" for a in args]
+    if not any(integer):
+        return Conv2d.apply(*args, **params)
+    if not all(integer):
+        dtypes = ", ".join(str(a.dtype) for a in args)
+        raise op_error(op, f"input, weight and bias must share a dtype, got {dtypes}", TypeError)
+    floats = [Tensor(a.numpy().astype(np.float64)) for a in args]
+    out = Conv2d.apply(*floats, **params).numpy()
+    return Tensor(np.rint(out).astype(np.result_type(*(a.dtype for a in args))))
 
 
 def conv1d(
@@ -262,7 +279,9 @@ def conv1d(
     )
     args = (unsqueeze(x, 2), unsqueeze(weight, 2))
     args += () if bias is None else (bias,)
-    out = Conv2d.apply(*args, stride=(1, s), padding=((0, 0), pads), dilation=(1, d), groups=groups)
+    out = _apply_conv(
+        "conv1d", args, stride=(1, s), padding=((0, 0), pads), dilation=(1, d), groups=groups
+    )
     out = squeeze(out, 2)
     return squeeze(out, 0) if unbatched else out
 
@@ -287,11 +306,10 @@ class MaxPool2d(Function):
     largest."""
 
     name = "max_pool2d"
-    float_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, dilation):
-        windows = im2col(_pad(x, padding, -np.inf), kernel, stride, dilation)
+        windows = im2col(_pad(x, padding, _lowest(x.dtype)), kernel, stride, dilation)
         n, c, kh, kw, ho, wo = windows.shape
         flat = windows.reshape(n, c, kh * kw, ho, wo)
         where = np.argmax(flat, axis=2)  # the first maximum; np.argmax takes NaN as largest
@@ -309,6 +327,12 @@ class MaxPool2d(Function):
         padded = (n, c, shape[2] + sum(padding[0]), shape[3] + sum(padding[1]))
         windows = flat.reshape(n, c, *kernel, ho, wo)
         return _unpad(col2im(windows, padded, stride, dilation), padding)
+
+
+def _lowest(dtype):
+    """The padding no element loses to: −∞, or an integer dtype's smallest value (max_pool keeps
+    integer inputs integer, as torch)."""
+    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
 
 
 def _flat_indices(where, args):
@@ -366,7 +390,8 @@ def _pool_args(op, x, kernel_size, stride, padding, dilation, ceil_mode, n=2):
     """Checked (kernel, stride, padding as pairs, dilation) for a pooling op. ceil_mode=True
     adds to each axis's right-hand padding what its last, partly outside window needs."""
     kernel = _pair(kernel_size, "kernel_size", op, n)
-    stride = kernel if stride is None or stride == [] else _pair(stride, "stride", op, n)
+    empty = stride is None or (isinstance(stride, Sequence) and len(stride) == 0)
+    stride = kernel if empty else _pair(stride, "stride", op, n)
     pads = _pair(padding, "padding", op, n)
     dilation = _pair(dilation, "dilation", op, n)
     if x.ndim not in (n + 1, n + 2):
@@ -420,6 +445,8 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indic
     kernel, stride, pads, dilation = _pool_args(
         op, x, kernel_size, stride, padding, dilation, ceil_mode, n
     )
+    if n == 1 and x.dtype.kind in "iu" and not return_indices:  # torch's max_pool1d_impl
+        raise op_error(op, f"not implemented for {x.dtype} without return_indices", TypeError)
     if n == 1:
         kernel, stride, pads, dilation = (1, *kernel), (1, *stride), ((0, 0), *pads), (1, *dilation)
     image, unbatched = _as_batched_image(x, n)
@@ -436,7 +463,8 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indic
 def _argmax_again(image, args):
     """Each maximum's position in its window (N, C, Ho, Wo), as MaxPool2d finds it."""
     shape, kernel, stride, padding, dilation = args
-    windows = im2col(_pad(image.numpy(), padding, -np.inf), kernel, stride, dilation)
+    array = image.numpy()
+    windows = im2col(_pad(array, padding, _lowest(array.dtype)), kernel, stride, dilation)
     n, c, kh, kw, ho, wo = windows.shape
     return np.argmax(windows.reshape(n, c, kh * kw, ho, wo), axis=2)
 
@@ -477,14 +505,16 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
     if n == 1:
         kernel, stride, pads = (1, *kernel), (1, *stride), ((0, 0), *pads)
     image, unbatched = _as_batched_image(x, n)
+    integer = image.dtype.kind in "iu"  # torch averages integers and truncates toward zero
     out = AvgPool2d.apply(
-        image,
+        Tensor(image.numpy().astype(np.float64)) if integer else image,
         kernel=kernel,
         stride=stride,
         padding=pads,
         count_include_pad=count_include_pad,
         divisor_override=divisor,
     )
+    out = Tensor(np.trunc(out.numpy()).astype(image.dtype)) if integer else out
     return _from_batched_image(out, n, unbatched)
 
 

@@ -111,3 +111,52 @@ def test_sdpa_broadcasts_batch_axes_as_torch():
     assert got.shape == tuple(want.shape) == (2, 3, 4, 7)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
     assert gradcheck(F.scaled_dot_product_attention, *ours)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_integer_pooling_stays_integer_as_torch(n):
+    x = np.random.default_rng(5).integers(-9, 9, (2, 3, 7, 6)[: n + 2])
+    for name, kw in [("avg_pool", {}), ("avg_pool", {"count_include_pad": False})]:
+        got = getattr(F, f"{name}{n}d")(mt.tensor(x), 3, 2, 1, **kw)
+        want = getattr(TF, f"{name}{n}d")(torch.tensor(x), 3, 2, 1, **kw)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got.numpy(), want.numpy())  # truncated toward 0
+    # torch's max_pool1d takes integers only when asked for the indices too
+    kw = {"return_indices": True} if n == 1 else {}
+    got = getattr(F, f"max_pool{n}d")(mt.tensor(x), 3, 2, 1, **kw)
+    want = getattr(TF, f"max_pool{n}d")(torch.tensor(x), 3, 2, 1, **kw)
+    got, want = (got, want) if n == 1 else ((got,), (want,))
+    for g, w in zip(got, want):
+        assert g.dtype == np.int64
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_integer_max_pool1d_refused_without_indices_as_torch():
+    x = np.arange(10).reshape(1, 1, 10)
+    with pytest.raises(NotImplementedError):
+        TF.max_pool1d(torch.tensor(x), 3)
+    with pytest.raises(TypeError, match="max_pool1d"):
+        F.max_pool1d(mt.tensor(x), 3)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_integer_convolution_as_torch(n):
+    rng = np.random.default_rng(6)
+    x, w = rng.integers(-5, 5, (2, 3, 6, 5)[: n + 2]), rng.integers(-3, 3, (4, 3, 3, 2)[: n + 2])
+    b = rng.integers(-3, 3, 4)
+    name = f"conv{n}d"
+    got = getattr(F, name)(mt.tensor(x), mt.tensor(w), mt.tensor(b), padding=1)
+    want = getattr(TF, name)(torch.tensor(x), torch.tensor(w), torch.tensor(b), padding=1)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(RuntimeError):  # torch refuses integers mixed with floats; so do we
+        getattr(TF, name)(torch.tensor(x), torch.tensor(w), torch.tensor(b, dtype=torch.float64))
+    with pytest.raises(TypeError, match=name):
+        getattr(F, name)(mt.tensor(x), mt.tensor(w), mt.tensor(b, dtype="float64"))
+
+
+def test_pool_arguments_of_one_element_and_empty_stride_as_torch():
+    x = np.random.default_rng(7).standard_normal((1, 2, 7, 7))
+    got = F.avg_pool2d(mt.tensor(x), (3,), stride=(), padding=(1,))
+    want = TF.avg_pool2d(torch.tensor(x), (3,), stride=(), padding=(1,))
+    np.testing.assert_allclose(got.numpy(), want.numpy())
