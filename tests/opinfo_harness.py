@@ -340,6 +340,36 @@ def _call_ours(fn, args, kwargs):
 
 def run_sample(op, spelling, sample, grad, seed, must_refuse=False):
     """(class, detail) of one sample under one spelling."""
+    problem = _run_sample(op, spelling, sample, grad, seed, must_refuse)
+    if problem[0] == "wrong gradient" and op.name in SCALAR_LOOP_OPS:
+        alone = dataclasses.replace(spelling, torch_fn=_one_at_a_time(spelling.torch_fn))
+        if _run_sample(op, alone, sample, grad, seed)[0] == SAME:
+            return SAME, "as torch's scalar loop"
+    return problem
+
+
+# Elementwise ops whose torch gradient at NaN depends on where the element falls: torch's
+# vectorised CPU loop (whole SIMD blocks from the start of the tensor) and its scalar loop (the
+# tail) disagree there (hardtanh's vectorised loop gives 0, its scalar loop passes the gradient;
+# elu the other way round). minitensor follows the scalar loop, the one-element semantics, and a
+# sample that differs is judged again against torch applied to one element at a time.
+SCALAR_LOOP_OPS = {
+    "nn.functional.hardtanh", "nn.functional.relu6", "nn.functional.hardshrink",
+    "nn.functional.softshrink", "nn.functional.elu", "nn.functional.celu", "nn.functional.selu",
+}  # fmt: skip
+
+
+def _one_at_a_time(fn):
+    """torch's fn on each element of its input alone (its scalar loop), stacked back."""
+
+    def alone(x, *args, **kwargs):
+        parts = [fn(e.reshape(1), *args, **kwargs) for e in x.reshape(-1)]
+        return torch.cat(parts).reshape(x.shape) if parts else fn(x, *args, **kwargs)
+
+    return alone
+
+
+def _run_sample(op, spelling, sample, grad, seed, must_refuse=False):
     try:
         conv, args, kwargs = convert(sample)
     except Unsupported as e:
@@ -365,6 +395,12 @@ def run_sample(op, spelling, sample, grad, seed, must_refuse=False):
     problem = compare(theirs, ours, random)
     if problem and problem[0] == "wrong value" and _other_tie(sample, theirs, ours):
         problem = None
+    if (
+        problem
+        and problem[0] == "wrong value"
+        and _within_product_rounding(op, spelling, sample, theirs, ours)
+    ):
+        problem = None  # fmt: skip
     if problem is None and grad and not random:
         try:
             problem = compare_gradients(conv, _processed(sample, theirs),
@@ -372,6 +408,27 @@ def run_sample(op, spelling, sample, grad, seed, must_refuse=False):
         except Exception as e:
             problem = "wrong gradient", f"backward raised {type(e).__name__}: {str(e)[:80]}"
     return problem or (SAME, "")
+
+
+def _within_product_rounding(op, spelling, sample, theirs, ours):
+    """For a float32 matrix product: whether ours is within the summation's rounding bound of
+    torch's. A K-term dot product's rounding error depends on the order of the additions (BLAS
+    kernels block them differently) and is bounded by K·u·(|a|·|b|), u = 2⁻²⁴ (Higham,
+    "Accuracy and Stability of Numerical Algorithms", §3.1), relative to |a|·|b|, not to the
+    result, so a sum that cancels can differ far beyond TOL's relative 1.3e-6. Each of the two
+    results is within the bound of the exact one, so they are within twice it of each other."""
+    if op.name not in {"matmul", "__rmatmul__"} or not isinstance(theirs, torch.Tensor):
+        return False
+    if theirs.dtype != torch.float32 or len(sample.args) != 1:
+        return False
+    a, b = sample.input, sample.args[0]
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return False
+    a, b = (a, b) if op.name == "matmul" else (b, a)  # __rmatmul__ computes other @ input
+    k = a.shape[-1]
+    bound = 2 * k * 2.0**-24 * torch.matmul(a.detach().double().abs(), b.detach().double().abs())
+    diff = np.abs(ours.numpy().astype(np.float64) - _as_numpy(theirs).astype(np.float64))
+    return bool((diff <= bound.numpy() + TOL[np.float32][1]).all())
 
 
 def _dropout_sample(op, sample):

@@ -960,7 +960,8 @@ class Atan2(Function):
         a, b = ctx.saved_tensors
         with np.errstate(all="ignore"):
             r2 = a * a + b * b
-            return unbroadcast(grad * b / r2, a.shape), unbroadcast(-grad * a / r2, b.shape)
+            recip = np.where(r2 == 0, 0, 1 / r2)  # at the origin 0, as torch
+            return unbroadcast(grad * b * recip, a.shape), unbroadcast(-grad * a * recip, b.shape)
 
 
 def atan2(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
@@ -1216,16 +1217,42 @@ def xlogy(x: Tensor | ArrayLike, y: Tensor | ArrayLike) -> Tensor:
     return _binary(Xlogy, x, y)
 
 
+class Logit(Function):
+    """ln(z / (1 − z)), z = x or, with eps, x clamped to [eps, 1 − eps]. d/dx = 1/(x(1 − x))
+    inside; outside, as torch: 0 with eps, else NaN beyond [0, 1] and ∞ at 0 and 1."""
+
+    float_inputs = (0,)
+
+    @staticmethod
+    def forward(ctx, x, eps=None):
+        ctx.save_for_backward(x)
+        ctx.eps = eps
+        z = x if eps is None else np.clip(x, eps, 1 - eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(z) - np.log1p(-z)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        eps = ctx.eps
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inside = grad / (x * (1 - x))
+            if eps is not None:
+                return np.where((x < eps) | (x > 1 - eps), 0, inside).astype(grad.dtype)
+            edge = np.where((x == 0) | (x == 1), grad * np.inf, inside)
+            return np.where((x < 0) | (x > 1), np.nan, edge).astype(grad.dtype)
+
+
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
     """ln(x / (1 − x)); with eps, x is first clamped to [eps, 1 − eps] (no gradient outside)."""
-    x = x if eps is None else clip(x, eps, 1 - eps)
-    return sub(log(x), log1p(neg(x)))
+    return Logit.apply(x, eps=eps)
 
 
 def sinc(x: Tensor) -> Tensor:
     """sin(πx)/(πx), and 1 at 0 (the normalised sinc)."""
-    px = mul(x, math.pi)
-    return _where(eq(x, 0), 1.0, div(sin(px), px))
+    zero = eq(x, 0)
+    px = mul(_where(zero, 1.0, x), math.pi)  # no 0/0 at 0, where the gradient is 0 (as torch)
+    return _where(zero, 1.0, div(sin(px), px))
 
 
 def heaviside(x: Tensor, values: Tensor | ArrayLike) -> Tensor:
@@ -1241,8 +1268,25 @@ def copysign(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
         a = cast(a if isinstance(a, Tensor) else Tensor(a), np.float32)
     if not isinstance(a, Tensor):
         a = Tensor(a)
-    negative = Tensor._make(np.signbit(_data(b)))
-    return _where(negative, neg(abs(a)), abs(a))
+    return _binary(Copysign, a, b)
+
+
+class Copysign(Function):
+    """|a| with the sign of b. As torch, d/da = result / a (NaN at ±∞), 0 where a = 0; none
+    for b."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = np.copysign(a, b).astype(a.dtype, copy=False)
+        ctx.save_for_backward(a, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, out = ctx.saved_tensors
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(a == 0, 0, out / a)
+        return unbroadcast((grad * ratio).astype(grad.dtype), a.shape), None
 
 
 def signbit(x: Tensor | ArrayLike) -> Tensor:

@@ -864,14 +864,14 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -
 
 def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, alpha·(eˣ − 1) elsewhere."""
-    negative = where(x > 0, 0.0, x)  # exp of the negative side only: no overflow where unused
-    return where(x > 0, x, (exp(negative) - 1) * alpha)
+    negative = where(x <= 0, x, 0.0)  # exp of the negative side only: no overflow where unused
+    return where(x <= 0, (exp(negative) - 1) * alpha, x)  # NaN: x's branch, gradient 1 (torch)
 
 
 def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, alpha·(e^(x/alpha) − 1) elsewhere."""
-    negative = where(x > 0, 0.0, x)
-    return where(x > 0, x, (exp(negative / alpha) - 1) * alpha)
+    negative = where(x <= 0, x, 0.0)
+    return where(x <= 0, (exp(negative / alpha) - 1) * alpha, x)
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946

@@ -160,3 +160,58 @@ def test_pool_arguments_of_one_element_and_empty_stride_as_torch():
     got = F.avg_pool2d(mt.tensor(x), (3,), stride=(), padding=(1,))
     want = TF.avg_pool2d(torch.tensor(x), (3,), stride=(), padding=(1,))
     np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+SPECIAL = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, 1e-300])
+
+
+def _grads_at_special_values(ours_fn, torch_fn):
+    """Both gradients of fn(SPECIAL).sum(); each element on its own for torch (its scalar loop:
+    torch's vectorised loop gives another answer at NaN for some of these ops)."""
+    ours = mt.tensor(SPECIAL, requires_grad=True)
+    with np.errstate(all="ignore"):
+        ours_fn(ours).sum().backward()
+    theirs = [torch.tensor([v], requires_grad=True) for v in SPECIAL]
+    for t in theirs:
+        torch_fn(t).sum().backward()
+    return ours.grad.numpy(), np.array([t.grad.item() for t in theirs])
+
+
+@pytest.mark.parametrize(
+    "name", ["elu", "celu", "selu", "hardtanh", "relu6", "hardshrink", "softshrink"]
+)
+def test_activation_gradients_at_nan_and_inf_as_torch(name):
+    got, want = _grads_at_special_values(getattr(F, name), getattr(TF, name))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("eps", [None, 0.1])
+def test_logit_gradient_outside_and_at_the_edges_as_torch(eps):
+    got, want = _grads_at_special_values(
+        lambda t: mt.logit(t, eps=eps), lambda t: torch.logit(t, eps=eps)
+    )
+    np.testing.assert_array_equal(got, want)
+    x = mt.tensor([0.2, 0.5, 0.7], dtype="float64", requires_grad=True)
+    assert gradcheck(lambda t: mt.logit(t, eps=eps), x)
+
+
+def test_sinc_gradient_at_zero_as_torch():
+    got, want = _grads_at_special_values(mt.sinc, torch.sinc)
+    np.testing.assert_array_equal(got, want)
+    assert gradcheck(mt.sinc, mt.tensor([0.3, -1.2, 2.5], dtype="float64", requires_grad=True))
+
+
+def test_copysign_and_atan2_gradients_at_zero_and_inf_as_torch():
+    a, b = np.meshgrid(SPECIAL, SPECIAL)
+    for name in ("copysign", "atan2"):
+        oa, ta = _both(a.ravel())
+        ob, tb = _both(b.ravel())
+        with np.errstate(all="ignore"):
+            getattr(mt, name)(oa, ob).sum().backward()
+        getattr(torch, name)(ta, tb).sum().backward()
+        np.testing.assert_array_equal(oa.grad.numpy(), ta.grad.numpy())
+        if name == "atan2":
+            np.testing.assert_array_equal(ob.grad.numpy(), tb.grad.numpy())
+    x, y = (mt.tensor(v, dtype="float64", requires_grad=True) for v in ([0.3, -1.2], [1.1, -0.7]))
+    assert gradcheck(mt.copysign, x, y.detach())
+    assert gradcheck(mt.atan2, x, y)
