@@ -1148,8 +1148,13 @@ def pairwise_distance(
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """x where x > 0, weight·x elsewhere; weight has 1 or C (axis 1) elements."""
-    w = weight
+    """x where x > 0, weight·x elsewhere; weight (1,) or () or (C,) for C on axis 1. The output
+    has input's shape (a 0-d input stays 0-d, as torch)."""
+    if weight.ndim > 1:
+        raise op_error("prelu", f"weight of shape {weight.shape}; expected a scalar or 1-D")
+    if input.ndim == 0 and weight.numel() != 1:
+        raise op_error("prelu", f"a 0-d input takes one weight, got shape {weight.shape}")
+    w = reshape(weight, ()) if weight.numel() == 1 else weight
     if weight.numel() != 1 and input.ndim >= 2:
         w = reshape(weight, (1, -1) + (1,) * (input.ndim - 2))
     return where(input > 0, input, input * w)

@@ -215,3 +215,26 @@ def test_copysign_and_atan2_gradients_at_zero_and_inf_as_torch():
     x, y = (mt.tensor(v, dtype="float64", requires_grad=True) for v in ([0.3, -1.2], [1.1, -0.7]))
     assert gradcheck(mt.copysign, x, y.detach())
     assert gradcheck(mt.atan2, x, y)
+
+
+@pytest.mark.parametrize("x", [-3.0, 2.0])
+@pytest.mark.parametrize("weight", [[0.25], 0.25])
+def test_prelu_of_a_0d_input_stays_0d_as_torch(x, weight):
+    ox, tx = _both(np.array(x))
+    ow, tw = _both(np.array(weight))
+    got, want = F.prelu(ox, ow), TF.prelu(tx, tw)
+    assert got.shape == tuple(want.shape) == ()
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy())
+    got.backward()
+    want.backward()
+    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(ow.grad.numpy(), tw.grad.numpy())
+    assert gradcheck(F.prelu, ox, ow)
+
+
+def test_prelu_refuses_what_torch_refuses():
+    for x, w in [(np.array(-3.0), np.array([0.25, 0.5])), (np.ones(3), np.ones((1, 1)))]:
+        with pytest.raises(RuntimeError):
+            TF.prelu(torch.tensor(x), torch.tensor(w))
+        with pytest.raises(ValueError, match="prelu"):
+            F.prelu(mt.tensor(x), mt.tensor(w))
