@@ -732,7 +732,12 @@ def multinomial(
 def nonzero(x: Tensor | ArrayLike, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     """Positions of the non-zero elements: an int64 tensor (n, ndim), or with as_tuple=True
     one 1-D tensor of positions per axis (as numpy's nonzero)."""
-    where = np.nonzero(_data(x))
+    d = _data(x)
+    if d.ndim == 0:  # as torch: (1, 0) or (0, 0) positions, or as_tuple one 1-D of [0] or []
+        if as_tuple:
+            return (Tensor._make(np.zeros(int(d != 0), np.int64)),)
+        return Tensor._make(np.zeros((int(d != 0), 0), np.int64))
+    where = np.nonzero(d)
     if as_tuple:
         return tuple(Tensor._make(w.astype(np.int64)) for w in where)
     return Tensor._make(np.stack(where, axis=1).astype(np.int64).reshape(-1, _data(x).ndim))

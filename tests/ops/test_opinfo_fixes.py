@@ -238,3 +238,14 @@ def test_prelu_refuses_what_torch_refuses():
             TF.prelu(torch.tensor(x), torch.tensor(w))
         with pytest.raises(ValueError, match="prelu"):
             F.prelu(mt.tensor(x), mt.tensor(w))
+
+
+@pytest.mark.parametrize("value", [2.0, 0.0, np.nan])
+def test_nonzero_of_a_0d_tensor_as_torch(value):
+    got, want = mt.nonzero(mt.tensor(value)), torch.nonzero(torch.tensor(value))
+    assert got.shape == tuple(want.shape) and got.dtype == np.int64
+    (got_t,), (want_t,) = (
+        mt.nonzero(mt.tensor(value), as_tuple=True),
+        torch.nonzero(torch.tensor(value), as_tuple=True),
+    )
+    np.testing.assert_array_equal(got_t.numpy(), want_t.numpy())
