@@ -417,6 +417,8 @@ def _within_product_rounding(op, spelling, sample, theirs, ours):
     "Accuracy and Stability of Numerical Algorithms", §3.1), relative to |a|·|b|, not to the
     result, so a sum that cancels can differ far beyond TOL's relative 1.3e-6. Each of the two
     results is within the bound of the exact one, so they are within twice it of each other."""
+    if op.name == "nn.functional.scaled_dot_product_attention":
+        return _within_attention_rounding(spelling, sample, theirs, ours)
     if op.name not in {"matmul", "__rmatmul__"} or not isinstance(theirs, torch.Tensor):
         return False
     if theirs.dtype != torch.float32 or len(sample.args) != 1:
@@ -427,6 +429,25 @@ def _within_product_rounding(op, spelling, sample, theirs, ours):
     a, b = (a, b) if op.name == "matmul" else (b, a)  # __rmatmul__ computes other @ input
     k = a.shape[-1]
     bound = 2 * k * 2.0**-24 * torch.matmul(a.detach().double().abs(), b.detach().double().abs())
+    diff = np.abs(ours.numpy().astype(np.float64) - _as_numpy(theirs).astype(np.float64))
+    return bool((diff <= bound.numpy() + TOL[np.float32][1]).all())
+
+
+def _within_attention_rounding(spelling, sample, theirs, ours):
+    """The same bound carried through float32 attention softmax(q·kᵀ·scale)·v: each score is
+    off by at most δ = E·u·scale·(|q|·|k|ᵀ); softmax turns that into a relative error of at
+    most 2·max δ on each weight w, and ·v adds S·u; so |out − exact| ≤ (2·max δ + S·u)·(w·|v|),
+    with w·|v| torch's attention (float64) on |v|. Twice that between the two results."""
+    if theirs.dtype != torch.float32 or len(sample.args) < 2 or sample.kwargs.get("scale"):
+        return False
+    q, k, v = (t.detach().double() for t in (sample.input, *sample.args[:2]))
+    u, (e, s) = 2.0**-24, (q.shape[-1], k.shape[-2])
+    try:
+        delta = e * u * torch.matmul(q.abs(), k.abs().transpose(-2, -1)) / e**0.5
+        spread = spelling.torch_fn(q, k, v.abs(), *sample.args[2:], **sample.kwargs)
+    except RuntimeError:
+        return False
+    bound = 2 * (2 * delta.amax(-1, keepdim=True) + s * u) * spread
     diff = np.abs(ours.numpy().astype(np.float64) - _as_numpy(theirs).astype(np.float64))
     return bool((diff <= bound.numpy() + TOL[np.float32][1]).all())
 
