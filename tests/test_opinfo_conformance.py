@@ -143,3 +143,5 @@ def test_the_whole_walk(request):
     results = H.walk({"sample": None, "error": None, "reference": None})
     wrong = {k: v for k, v in _wrong(results).items() if k not in KNOWN_WRONG}
     assert not wrong, wrong
+    s = H.summary(results)
+    assert s["same"] >= 0.99 * s["checked"], s  # issue #22's bar for the whole walk
