@@ -1,7 +1,10 @@
 """Kernels: the hot loops of a Transformer step, behind one switch.
 
 Ops call only the names below; each dispatches to a numba kernel or to its plain-numpy twin
-(same signature, same result) according to the switch in `backend_switch.py`:
+(same signature, same result) according to the switch in `backend_switch.py`. A kernel is
+registered by its names alone: a module here that defines `<name>_numba` beside `<name>_numpy`
+gets `kernels.<name>` (found by `_discover` below; nothing else to edit, no list to extend).
+The switch:
 
     MINITENSOR_BACKEND=numpy            # environment variable (default: numba)
     mt.set_backend("numpy"), mt.get_backend()
@@ -36,15 +39,9 @@ default; numba.set_num_threads or NUMBA_NUM_THREADS=1 for serial). Small inputs 
 Inputs may be float32 or float64 and non-contiguous views; outputs keep the input dtype.
 """
 
-from . import adam as _adam
-from . import bias_activation as _ba
-from . import cross_entropy as _ce
-from . import dropout as _do
-from . import erf as _erf
-from . import flash_attention as _attn
-from . import layer_norm as _ln
-from . import matmul as _mm
-from . import softmax as _sm
+import importlib
+import pkgutil
+
 from .backend_switch import (
     BACKENDS,
     are_deterministic_algorithms_enabled,
@@ -55,65 +52,52 @@ from .backend_switch import (
     use_backend,
     use_deterministic_algorithms,
 )
+from .matmul import FAST_PRODUCTS
 
-# the fast products load on the first numba matmul (kernels/fast_matmul)
-_FAST = ".fast_matmul.products"
-matmul = dispatch(lazy(_FAST, "matmul"), _mm.matmul_numpy)
-matmul_grad_a = dispatch(lazy(_FAST, "matmul_grad_a"), _mm.matmul_grad_a_numpy)
-matmul_grad_b = dispatch(lazy(_FAST, "matmul_grad_b"), _mm.matmul_grad_b_numpy)
-matmul_route = lazy(_FAST, "route")  # who computes a @ b on numba: tiles, BLAS, numpy
-tiled_matmul = lazy(_FAST, "tiled_matmul")  # a @ b by the tile kernel, whatever route says
-blas_matmul = lazy(_FAST, "gemm_product")  # a @ b by the BLAS-calling kernels
+# Modules of this package that hold no kernel pair: the switch itself, the decorator, and the
+# helpers that import numba (importing them here would load numba at `import minitensor`).
+_PLUMBING = frozenset({"backend_switch", "jit", "numba_helpers"})
 
-erf = dispatch(lazy(".erf", "erf_numba"), _erf.erf_numpy)
 
-softmax_forward = dispatch(_sm.softmax_forward_numba, _sm.softmax_forward_numpy)
-softmax_backward = dispatch(_sm.softmax_backward_numba, _sm.softmax_backward_numpy)
-log_softmax_forward = dispatch(_sm.log_softmax_forward_numba, _sm.log_softmax_forward_numpy)
-log_softmax_backward = dispatch(_sm.log_softmax_backward_numba, _sm.log_softmax_backward_numpy)
+def _pairs(module):
+    """(numba kernel, numpy twin) for every `<name>_numpy` defined in `module` beside a
+    `<name>_numba`, in the order of definition. A twin imported from elsewhere is not counted
+    (bias_activation imports erf's), nor a numpy helper without a kernel (dropout_mask_numpy);
+    a `<name>_numba` without its twin is an error: every kernel comes in a pair."""
+    names = [a for a in vars(module) if not a.startswith("_")]
+    for attr in names:
+        if attr.endswith("_numba") and attr.removesuffix("_numba") + "_numpy" not in names:
+            file = module.__name__.rsplit(".", 1)[-1]
+            raise ImportError(f"kernels/{file}.py: {attr} has no plain-numpy twin")
+    pairs = []
+    for attr in names:
+        twin = getattr(module, attr)
+        numba_fn = getattr(module, attr.removesuffix("_numpy") + "_numba", None)
+        if attr.endswith("_numpy") and numba_fn and twin.__module__ == module.__name__:
+            pairs.append((numba_fn, twin))
+    return pairs
 
-cross_entropy_forward = dispatch(_ce.cross_entropy_forward_numba, _ce.cross_entropy_forward_numpy)
-cross_entropy_backward = dispatch(
-    _ce.cross_entropy_backward_numba, _ce.cross_entropy_backward_numpy
-)
 
-dropout = dispatch(_do.dropout_numba, _do.dropout_numpy)
+def _discover():
+    """Every kernel pair of every family module of this package, as public kernels: the one
+    convention that registers a kernel (define `<name>_numba` and `<name>_numpy` in a module
+    here; `kernels.<name>` then follows the backend switch)."""
+    kernels = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.ispkg or info.name in _PLUMBING:
+            continue  # fast_matmul is a package the matmul family loads lazily
+        module = importlib.import_module(f".{info.name}", __name__)
+        kernels += [dispatch(numba_fn, numpy_fn) for numba_fn, numpy_fn in _pairs(module)]
+    return tuple(kernels)
 
-adam_update = dispatch(_adam.adam_update_numba, _adam.adam_update_numpy)
 
-layer_norm_forward = dispatch(_ln.layer_norm_forward_numba, _ln.layer_norm_forward_numpy)
-layer_norm_backward = dispatch(_ln.layer_norm_backward_numba, _ln.layer_norm_backward_numpy)
+KERNELS = _discover()
+globals().update({k.__name__: k for k in KERNELS})
 
-bias_activation_forward = dispatch(
-    _ba.bias_activation_forward_numba, _ba.bias_activation_forward_numpy
-)
-bias_activation_backward = dispatch(
-    _ba.bias_activation_backward_numba, _ba.bias_activation_backward_numpy
-)
-
-fused_attention_forward = _attn.fused_attention_forward
-fused_attention_backward = _attn.fused_attention_backward
-
-KERNELS = (
-    matmul,
-    matmul_grad_a,
-    matmul_grad_b,
-    erf,
-    softmax_forward,
-    softmax_backward,
-    log_softmax_forward,
-    log_softmax_backward,
-    cross_entropy_forward,
-    cross_entropy_backward,
-    layer_norm_forward,
-    layer_norm_backward,
-    dropout,
-    adam_update,
-    bias_activation_forward,
-    bias_activation_backward,
-    fused_attention_forward,
-    fused_attention_backward,
-)
+# the fast products' other entry points, loaded with them on first use (kernels/fast_matmul)
+matmul_route = lazy(FAST_PRODUCTS, "route")  # who computes a @ b on numba: tiles, BLAS, numpy
+tiled_matmul = lazy(FAST_PRODUCTS, "tiled_matmul")  # a @ b by the tile kernel, whatever route says
+blas_matmul = lazy(FAST_PRODUCTS, "gemm_product")  # a @ b by the BLAS-calling kernels
 
 __all__ = [k.__name__ for k in KERNELS] + [
     "BACKENDS",

@@ -31,7 +31,6 @@ import math
 import numpy as np
 
 from . import jit
-from .backend_switch import dispatch
 from .dropout import dropout_numpy, keep, keep_threshold
 from .jit import kernel, prange
 
@@ -533,9 +532,3 @@ def fused_attention_backward_numba(
         work=B * H * Lq * Lk,
     )
     return dq, dk, dv
-
-
-# ---- the public kernels: the backend switch picks the numba kernel or its twin ------------------
-
-fused_attention_forward = dispatch(fused_attention_forward_numba, fused_attention_forward_numpy)
-fused_attention_backward = dispatch(fused_attention_backward_numba, fused_attention_backward_numpy)

@@ -17,6 +17,10 @@ There, `route` picks who computes each product:
 
 import numpy as np
 
+from .backend_switch import lazy
+
+FAST_PRODUCTS = ".fast_matmul.products"  # the numba products' module, imported on first use
+
 
 def matmul_numpy(a, b):
     """a @ b with numpy's batch broadcasting: a (..., n, k), b (..., k, m) → (..., n, m)."""
@@ -32,3 +36,9 @@ def matmul_grad_a_numpy(grad, b):
 def matmul_grad_b_numpy(a, grad):
     """dL/db = aᵀ @ grad: a (..., n, k), grad (..., n, m) → (..., k, m) (batch broadcast)."""
     return np.matmul(np.swapaxes(a, -1, -2), grad)
+
+
+# the numba kernels: stand-ins that import fast_matmul on their first call
+matmul_numba = lazy(FAST_PRODUCTS, "matmul")
+matmul_grad_a_numba = lazy(FAST_PRODUCTS, "matmul_grad_a")
+matmul_grad_b_numba = lazy(FAST_PRODUCTS, "matmul_grad_b")

@@ -41,7 +41,7 @@ import numpy as np
 from .. import hooks
 from .. import random as _random
 from ..function import Function, ShapeError, op_error
-from ..kernels.flash_attention import fused_attention_backward, fused_attention_forward
+from ..kernels import fused_attention_backward, fused_attention_forward
 from ..state import state
 from ..tensor import Tensor
 from ..typing import ArrayLike
