@@ -145,8 +145,9 @@ def softmax(
     """
     m = as_attention_mask(mask)
     x = x if dtype is None else cast(x, dtype)
-    if x.ndim == 0:
-        raise op_error("softmax", "needs at least one axis, got a 0-d tensor (shape ())")
+    if x.ndim == 0:  # torch reads a 0-d tensor as one entry along axis 0 (or -1): softmax 1
+        normalize_axis(axis, 0, "softmax", x.shape)
+        return reshape(softmax(reshape(x, (1,)), -1, scale, m), ())
     axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
     if axis == x.ndim - 1:
         return Softmax.apply(x, scale=scale, mask=m)
@@ -183,8 +184,9 @@ def log_softmax(x: Tensor, axis: int = -1, *, dtype: DType | None = None) -> Ten
     """log(softmax(x)) along `axis`, computed stably (x − logsumexp(x)); dtype= casts x
     first (torch's)."""
     x = x if dtype is None else cast(x, dtype)
-    if x.ndim == 0:
-        raise op_error("log_softmax", "needs at least one axis, got a 0-d tensor (shape ())")
+    if x.ndim == 0:  # as softmax: one entry along axis 0 (or -1), log_softmax 0
+        normalize_axis(axis, 0, "log_softmax", x.shape)
+        return reshape(log_softmax(reshape(x, (1,)), -1), ())
     axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
     if axis == x.ndim - 1:
         return LogSoftmax.apply(x)

@@ -249,3 +249,22 @@ def test_nonzero_of_a_0d_tensor_as_torch(value):
         torch.nonzero(torch.tensor(value), as_tuple=True),
     )
     np.testing.assert_array_equal(got_t.numpy(), want_t.numpy())
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmin"])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_softmax_family_of_a_0d_tensor_as_torch(name, axis):
+    """torch reads a 0-d tensor as one entry along axis 0 (or -1): softmax 1, log_softmax 0,
+    and a zero gradient; any other axis is out of range."""
+    ours, theirs = _both(np.float64(1.5))
+    got, want = getattr(F, name)(ours, axis), getattr(TF, name)(theirs, axis)
+    assert got.shape == () and float(got) == float(want)
+    got.backward()
+    want.backward()
+    assert float(ours.grad) == float(theirs.grad)
+    assert gradcheck(
+        lambda t: getattr(F, name)(t, axis), mt.tensor(0.3, requires_grad=True, dtype="float64")
+    )
+    op = "softmax" if name == "softmin" else name  # softmin is softmax(−x): its error says so
+    with pytest.raises(IndexError, match=f"{op}: axis 1 is out of range .* shape \\(\\)"):
+        getattr(F, name)(ours, 1)
