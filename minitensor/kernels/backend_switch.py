@@ -6,8 +6,9 @@ switches that torch code sets and the CPU ignores.)
     mt.set_backend("numpy")                       # process-wide, from code
     with mt.kernels.use_backend("numpy"): ...     # for a block of this thread, restored after
 
-The default is "numba". Both backends compute the same thing (tests/test_kernels.py checks it),
-so a learner can read the numpy twin and time the numba kernel. A `use_backend` block is per
+The default is "numba". Both backends compute the same thing
+(tests/kernels/test_kernels.py checks it), so a learner can read the numpy twin and time the
+numba kernel. A `use_backend` block is per
 thread (as torch's `no_grad`): two threads in overlapping blocks each see their own choice, and
 other threads keep the process-wide one.
 """

@@ -32,7 +32,7 @@ are contiguous. `transpose_block` (at the end) packs it, 8 × 8 entries at a tim
 loads, three rounds of shuffles, 8 vector stores — entry by entry, packing took a third of
 the product's time.
 
-The numpy twin is np.matmul (see matmul.py); tests/test_kernels.py compares them.
+The numpy twin is np.matmul (see matmul.py); tests/kernels/test_kernels.py compares them.
 """
 
 from llvmlite import binding as llvm
