@@ -366,8 +366,6 @@ def test_errors_name_the_op_and_the_shapes():
         F.conv2d(x, mt.randn(4, 3, 9, 9))
     with pytest.raises(ValueError, match=r"conv1d.*\(2, 3, 8, 8\)"):
         F.conv1d(x, mt.randn(4, 3, 3))
-    with pytest.raises(NotImplementedError, match="max_pool2d: ceil_mode"):
-        F.max_pool2d(x, 2, ceil_mode=True)
     with pytest.raises(ValueError, match="avg_pool2d: padding .* at most half"):
         F.avg_pool2d(x, 2, padding=2)
     with pytest.raises(ValueError, match="Conv2d: in_channels .* divisible by groups"):

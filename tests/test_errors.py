@@ -66,7 +66,12 @@ BAD_INPUT = {
     "logsumexp axis": (lambda: x23().logsumexp(axis=2), ValueError, "logsumexp", ["(2, 3)"]),
     "argmax axis": (lambda: x23().argmax(axis=2), ValueError, "argmax", ["axis 2", "(2, 3)"]),
     "softmax axis": (lambda: F.softmax(x23(), axis=2), ValueError, "softmax", ["axis 2", "(2, 3)"]),
-    "softmax of a scalar": (lambda: F.softmax(mt.tensor(1.0)), ValueError, "softmax", ["()"]),
+    "softmax of a scalar, axis 1": (
+        lambda: F.softmax(mt.tensor(1.0), axis=1),
+        IndexError,
+        "softmax",
+        ["axis 1", "()"],
+    ),
     "log_softmax axis": (
         lambda: F.log_softmax(x23(), axis=-3),
         ValueError,

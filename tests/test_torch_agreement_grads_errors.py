@@ -152,7 +152,6 @@ def test_where_sends_gradients_to_both_branches():
 @pytest.mark.parametrize(
     "write",
     [
-        lambda x, v: x.__setitem__(0, v),
         lambda x, v: x.copy_(v.expand(3)),
         lambda x, v: x.add_(v),
         lambda x, v: x.masked_fill_(mt.tensor([True, False, True]), v),
@@ -160,8 +159,9 @@ def test_where_sends_gradients_to_both_branches():
     ],
 )
 def test_in_place_write_of_a_value_requiring_grad_is_refused_not_dropped(write):
-    # torch records such a write and sends a gradient to v; an in-place op here records no
-    # graph, so it must refuse rather than lose v's gradient
+    # torch records such a write and sends a gradient to v; these in-place ops record no
+    # graph here, so they must refuse rather than lose v's gradient (x[i] = v is recorded, as
+    # torch's CopySlices: tests/ports/test_setitem_graph_surface.py)
     x = mt.zeros(3)
     v = mt.tensor(2.0, requires_grad=True)
     with pytest.raises(RuntimeError, match="requires grad"):
