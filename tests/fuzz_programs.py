@@ -1,4 +1,4 @@
-"""Random programs for the differential fuzzer in tests/test_fuzz.py.
+"""Random programs for the differential fuzzer in tests/interop/test_fuzz.py.
 
 A *program* is a list of steps over a *pool* of values: a step either makes a new input (an
 array with edge values, and whether it requires grad) or applies one op from `OPS` to values

@@ -20,7 +20,7 @@ are compared in shape and dtype only.
     python tests/opinfo_harness.py --full         # the whole walk (every sample, minutes)
     python tests/opinfo_harness.py --write-docs   # rewrite docs/pytorch.md's generated table
 
-`tests/test_opinfo_conformance.py` runs the CI sample and checks that the committed table is
+`tests/interop/test_opinfo_conformance.py` runs the CI sample and checks that the committed table is
 the one it generates.
 """
 

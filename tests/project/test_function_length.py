@@ -8,7 +8,7 @@ nested functions count inside their parent and on their own.
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAX_LINES = 60
 
 

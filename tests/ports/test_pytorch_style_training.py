@@ -1,4 +1,4 @@
-"""tests/pytorch_style_training.py — a PyTorch tutorial-style training loop — run under torch
+"""tests/ports/pytorch_style_training.py — a PyTorch tutorial-style training loop — run under torch
 and under minitensor with only its imports switched: same weights and batches give the same
 losses, learning rates, parameters, predictions and per-token losses."""
 
@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 import _torch_shim as shim  # noqa: E402
 
-SOURCE = "pytorch_style_training.py"
+SOURCE = "ports/pytorch_style_training.py"
 VOCAB, TAGS = 12, 5
 
 

@@ -76,7 +76,7 @@ def test_methods_with_their_own_arguments():
 
 
 def test_tensor_module_has_no_stand_in_for_the_ops():
-    """tensor.py stands below the ops (tests/test_layering.py checks its imports): no module
+    """tensor.py stands below the ops (tests/project/test_layering.py checks its imports): no module
     global F rebound on first use, no lazy import of functional."""
     src = pathlib.Path(mt.__file__).with_name("tensor.py").read_text()
     assert "_FunctionalOnFirstUse" not in src and "import functional" not in src

@@ -14,7 +14,7 @@ import pytest
 
 import minitensor as mt
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMOS = ["addition_task.py", "ablations.py", "attention_maps.py", "copy_task.py", "custom_op.py"]
 DEMOS += ["rnn_vs_transformer.py"]
 

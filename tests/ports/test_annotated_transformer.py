@@ -1,4 +1,4 @@
-"""The Annotated Transformer's model code (tests/annotated_transformer_port.py) under torch and
+"""The Annotated Transformer's model code (tests/ports/annotated_transformer_port.py) under torch and
 under minitensor with only the imports switched (PORT_EDITS is empty): same weights, same
 log-probabilities, gradients, label-smoothed losses, training steps and greedy decodes."""
 
@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 import _torch_shim as shim  # noqa: E402
 
-SOURCE = "annotated_transformer_port.py"
+SOURCE = "ports/annotated_transformer_port.py"
 V = 11
 
 # The lines a port still changes beyond its imports: none (`.data` is a tensor outside the

@@ -1,7 +1,7 @@
 """The model of "The Annotated Transformer" (harvardnlp; Rush 2018, updated 2022), rewritten
 component by component as a learner following it would: the same classes, names, idioms and
 parameter names, so that a state_dict moves between the two libraries unchanged. PyTorch code:
-tests/test_annotated_transformer.py runs it under torch and under minitensor with only the
+tests/ports/test_annotated_transformer.py runs it under torch and under minitensor with only the
 imports switched (plus the few edits it counts).
 
 Covered: EncoderDecoder, Generator, clones, LayerNorm, SublayerConnection, Encoder(Layer),

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("expecttest")  # torch's op_db imports it
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
 import opinfo_harness as H  # noqa: E402
 
 import minitensor as mt  # noqa: E402

@@ -63,7 +63,7 @@ def test_pad_constant(pads):
 
 
 def test_pad_refuses_a_mode_torch_lacks():
-    # reflect, replicate and circular are torch's (tests/test_everyday_surface.py)
+    # reflect, replicate and circular are torch's (tests/interop/test_everyday_surface.py)
     with pytest.raises(mt.ShapeError, match="'wrap' is not one of"):
         FT.pad(mt.zeros(2, 3), (1, 1), mode="wrap")
 
@@ -989,7 +989,7 @@ def test_inplace_index_errors_name_the_op_and_shape():
 
 
 # ----------------------------------------------------------------------------- nanoGPT's idioms
-# What tests/gpt_style_model.py (a nanoGPT-style GPT and its train/sample loop) needed.
+# What tests/ports/gpt_style_model.py (a nanoGPT-style GPT and its train/sample loop) needed.
 
 
 def test_a_one_element_integer_tensor_is_an_index_as_in_torch():

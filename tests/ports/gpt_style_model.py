@@ -1,6 +1,6 @@
 """A tiny decoder-only GPT and its training and sampling loop, written the way nanoGPT-style
 teaching code writes them (our own code, in that style). This file is PyTorch code: it imports
-`torch` and nothing of minitensor. tests/test_gpt_style_port.py loads it twice — once with the
+`torch` and nothing of minitensor. tests/ports/test_gpt_style_port.py loads it twice — once with the
 real torch, once with `torch`, `torch.nn`, `torch.nn.functional` and `torch.optim` bound to
 minitensor's modules (the module-level switch is which `torch` the imports find) — and checks
 both give the same numbers on the same weights.

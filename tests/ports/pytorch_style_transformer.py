@@ -1,6 +1,6 @@
 """A small encoder-decoder Transformer written the way PyTorch tutorials write it.
 
-This file is PyTorch code: it imports `torch` and nothing of minitensor. tests/test_pytorch_style.py
+This file is PyTorch code: it imports `torch` and nothing of minitensor. tests/ports/test_pytorch_style.py
 runs it twice — once with the real torch, once with `torch`, `torch.nn`, `torch.nn.functional`
 and `torch.optim` bound to minitensor's modules — and checks that both give the same numbers on
 the same weights. Whatever minitensor lacks shows up there as a failure of this file.

@@ -8,7 +8,7 @@ import pytest
 
 import minitensor as mt
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "docs" / "tour.ipynb"
 
 

@@ -16,7 +16,7 @@ import minitensor as mt
 import minitensor.functional as F
 from minitensor import nn
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demos" / "step_backward.py"
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 PAGES = {  # page: (at least this many blocks, a line one of them must contain)
     "extending.md": (8, "class Softplus(mt.Function)"),
     "graph.md": (6, "loss = F.cross_entropy(model(src, tgt_in).transpose(1, 2), tgt_out)"),

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 FIGURE = re.compile(
     r"\d(?:[\d.,]*)(?:[–-][\d.]+)?\s?× (?:faster|slower)"  # "3× faster", "1.4–2.2× slower"

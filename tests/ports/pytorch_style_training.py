@@ -1,5 +1,5 @@
 """A small token tagger and its training loop, written the way PyTorch tutorials write them —
-tests/test_pytorch_style_training.py runs this file under torch and under minitensor with only
+tests/ports/test_pytorch_style_training.py runs this file under torch and under minitensor with only
 the imports switched. It uses what a loss written for (batch, classes, length) logits needs:
 nn.CrossEntropyLoss on (B, C, L) with ignore_index, probability targets built by scatter_,
 F.linear with a weight of our own, a LambdaLR warm-up and a StepLR decay, clip_grad_norm_,

@@ -1,4 +1,4 @@
-"""tests/gpt_style_model.py — a nanoGPT-style GPT with its training, evaluation, sampling and
+"""tests/ports/gpt_style_model.py — a nanoGPT-style GPT with its training, evaluation, sampling and
 checkpoint code — run under torch and under minitensor with only its imports switched (no
 edits at all): same weights give the same logits, loss, gradients, AdamW steps with loss
 scaling, clipping and the cosine rate, greedy generations and checkpoints."""
@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 import _torch_shim as shim  # noqa: E402
 
-SOURCE = "gpt_style_model.py"
+SOURCE = "ports/gpt_style_model.py"
 VOCAB = 32
 CONFIGS = [dict(flash=True, bias=True), dict(flash=False, bias=True), dict(flash=False, bias=False)]
 

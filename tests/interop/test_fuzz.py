@@ -5,8 +5,8 @@ dtypes, errors and every gradient — plus an in-place edit of a saved input bet
 backward, which must make backward raise where torch's does. The programs and the comparison
 are in tests/fuzz_programs.py.
 
-    python -m pytest tests/test_fuzz.py                      # the small CI sample
-    MINITENSOR_FUZZ=thorough python -m pytest -m fuzz tests/test_fuzz.py --hypothesis-seed=1
+    python -m pytest tests/interop/test_fuzz.py                      # the small CI sample
+    MINITENSOR_FUZZ=thorough python -m pytest -m fuzz tests/interop/test_fuzz.py --hypothesis-seed=1
                                                              # thousands of programs
 
 KNOWN_BUGS below lists the mismatches that are real bugs not fixed yet (issue 12): the fuzzer

@@ -1,4 +1,4 @@
-"""tests/pytorch_style_transformer.py — PyTorch tutorial code — run under torch and under
+"""tests/ports/pytorch_style_transformer.py — PyTorch tutorial code — run under torch and under
 minitensor with only its imports switched: same weights, same outputs, same gradients."""
 
 import numpy as np
@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 import _torch_shim as shim  # noqa: E402
 
-SOURCE = "pytorch_style_transformer.py"
+SOURCE = "ports/pytorch_style_transformer.py"
 PAD, VOCAB = 0, 11
 
 

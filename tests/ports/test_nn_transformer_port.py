@@ -1,4 +1,4 @@
-"""tests/nn_transformer_tutorial.py — a seq2seq program in the style of PyTorch's
+"""tests/ports/nn_transformer_tutorial.py — a seq2seq program in the style of PyTorch's
 nn.Transformer tutorial, with torch.utils.data, pad_sequence and torch.cuda — run under torch
 and under minitensor with only its imports switched: the same weights give the same losses
 step by step and the same trained weights."""
@@ -16,7 +16,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning"),
     pytest.mark.filterwarnings("ignore:Support for mismatched:UserWarning"),
 ]
-SOURCE = "nn_transformer_tutorial.py"
+SOURCE = "ports/nn_transformer_tutorial.py"
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -19,7 +19,7 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # What each layer must never import. A module belongs to the first layer whose prefix it has.
 LAYERS = [
