@@ -7,7 +7,7 @@
     Scalar      a Python number (a bool is an int)
 
 A Tensor argument that may also be a number or an array is written ``Tensor | ArrayLike``;
-arrays are ``np.ndarray``. tests/test_type_hints.py checks that every public function and
+arrays are ``np.ndarray``. tests/project/test_type_hints.py checks that every public function and
 method of the core, nn and optim is annotated and that each hint resolves.
 """
 
