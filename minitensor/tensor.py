@@ -427,24 +427,48 @@ class Tensor:
                 f"{self.shape})"
             )
 
-    def _setitem_joins_graph(self, value: Any) -> bool:
-        """Is ``self[index] = value`` a write the graph records (torch's CopySlices)? When
-        grad mode is on and value requires grad, or self is a non-leaf in the graph — and
-        self owns its memory (a view's base would not learn of the write, so a view keeps
-        the refusal of _check_inplace, as does a leaf that requires grad)."""
+    def _write_joins_graph(self, *operands: Any) -> bool:
+        """Is an in-place write of `operands` into self one the graph records (torch's in-place
+        autograd)? When grad mode is on and an operand requires grad, or self is a non-leaf in
+        the graph — and self owns its memory (a view's base would not learn of the write, so
+        a view keeps the refusal of _check_inplace, as does a leaf that requires grad)."""
         if not autograd.is_grad_enabled() or not self._data.flags.owndata:
             return False
         if self.requires_grad and self._grad_fn is None:
             return False  # a leaf that requires grad: _check_inplace refuses, as torch
-        wants = isinstance(value, Tensor) and value.requires_grad
+        wants = any(isinstance(o, Tensor) and o.requires_grad for o in operands)
         return wants or self._grad_fn is not None
 
+    def _inplace_recorded(self, op: str, out_of_place: Callable[[Tensor], Tensor]) -> Tensor:
+        """An in-place op on a tensor in the graph, recorded as torch records it: self keeps
+        its identity and memory (its views see the write) and becomes the output of the
+        out-of-place op's node, whose input is self as it was (a copy: the node may save
+        it). Nodes that saved self's old values see its version move and refuse at backward."""
+        before = Tensor._make(self._data.copy())
+        before.requires_grad, before._grad_fn = self.requires_grad, self._grad_fn
+        out = out_of_place(before)
+        if out.shape != self.shape or out.dtype != self.dtype:
+            raise ShapeError(
+                f"{op}: the result (shape {out.shape}, dtype {out.dtype}) cannot be written "
+                f"into a tensor of shape {self.shape} and dtype {self.dtype} in place"
+            )
+        np.copyto(self._data, out._data)
+        self.requires_grad, self._grad_fn = True, out._grad_fn
+        return self.bump_version()
+
     def _inplace(
-        self, op: str, compute: Callable[[np.ndarray], ArrayLike], *operands: Any
+        self,
+        op: str,
+        compute: Callable[[np.ndarray], ArrayLike],
+        *operands: Any,
+        graph: Callable[[Tensor], Tensor] | None = None,
     ) -> Tensor:
         """Overwrite self's elements with compute(self's array), checking first (self and the
         `operands` compute reads), so that a failing call leaves the tensor (and its
-        version) unchanged."""
+        version) unchanged. `graph` is the op out of place (t ↦ t.add(other), …): with it,
+        a write into a tensor in the graph is recorded instead of refused."""
+        if graph is not None and self._write_joins_graph(*operands):
+            return self._inplace_recorded(op, graph)
         self._check_inplace(op, *operands)
         try:
             vals = compute(self._data)
@@ -459,19 +483,29 @@ class Tensor:
 
     def add_(self, other: Tensor | ArrayLike, alpha: Scalar = 1.0) -> Tensor:
         o = _raw(other)
-        return self._inplace("add_", lambda d: d + alpha * o if alpha != 1.0 else d + o, other)
+        return self._inplace(
+            "add_",
+            lambda d: d + alpha * o if alpha != 1.0 else d + o,
+            other,
+            graph=lambda t: t.add(other, alpha=alpha),
+        )
 
     def sub_(self, other: Tensor | ArrayLike, alpha: Scalar = 1.0) -> Tensor:
         o = _raw(other)
-        return self._inplace("sub_", lambda d: d - alpha * o if alpha != 1.0 else d - o, other)
+        return self._inplace(
+            "sub_",
+            lambda d: d - alpha * o if alpha != 1.0 else d - o,
+            other,
+            graph=lambda t: t.sub(other, alpha=alpha),
+        )
 
     def mul_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
-        return self._inplace("mul_", lambda d: d * o, other)
+        return self._inplace("mul_", lambda d: d * o, other, graph=lambda t: t.mul(other))
 
     def div_(self, other: Tensor | ArrayLike) -> Tensor:
         o = _raw(other)
-        return self._inplace("div_", lambda d: d / o, other)
+        return self._inplace("div_", lambda d: d / o, other, graph=lambda t: t.div(other))
 
     def copy_(self, other: Tensor | ArrayLike) -> Tensor:
         return self._inplace("copy_", lambda d: np.asarray(_raw(other)), other)
@@ -493,12 +527,20 @@ class Tensor:
     def clamp_(
         self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None
     ) -> Tensor:
-        return self._inplace("clamp_", lambda d: np.clip(d, _raw(min), _raw(max)), min, max)
+        return self._inplace(
+            "clamp_",
+            lambda d: np.clip(d, _raw(min), _raw(max)),
+            min,
+            max,
+            graph=lambda t: t.clamp(min, max),
+        )
 
     clip_ = clamp_
 
     def pow_(self, exponent: Tensor | Scalar) -> Tensor:
-        return self._inplace("pow_", lambda d: d ** _raw(exponent), exponent)
+        return self._inplace(
+            "pow_", lambda d: d ** _raw(exponent), exponent, graph=lambda t: t.pow(exponent)
+        )
 
     def lerp_(self, end: Tensor | ArrayLike, weight: Tensor | Scalar) -> Tensor:
         return self._inplace("lerp_", lambda d: d + _raw(weight) * (_raw(end) - d), end, weight)
@@ -510,28 +552,30 @@ class Tensor:
         return self._inplace("addcdiv_", lambda d: d + value * _raw(t1) / _raw(t2), t1, t2)
 
     def neg_(self) -> Tensor:
-        return self._inplace("neg_", np.negative)
+        return self._inplace("neg_", np.negative, graph=lambda t: t.neg())
 
     def abs_(self) -> Tensor:
-        return self._inplace("abs_", np.abs)
+        return self._inplace("abs_", np.abs, graph=lambda t: t.abs())
 
     def exp_(self) -> Tensor:
-        return self._inplace("exp_", np.exp)
+        return self._inplace("exp_", np.exp, graph=lambda t: t.exp())
 
     def log_(self) -> Tensor:
-        return self._inplace("log_", np.log)
+        return self._inplace("log_", np.log, graph=lambda t: t.log())
 
     def sqrt_(self) -> Tensor:
-        return self._inplace("sqrt_", np.sqrt)
+        return self._inplace("sqrt_", np.sqrt, graph=lambda t: t.sqrt())
 
     def tanh_(self) -> Tensor:
-        return self._inplace("tanh_", np.tanh)
+        return self._inplace("tanh_", np.tanh, graph=lambda t: t.tanh())
 
     def relu_(self) -> Tensor:
-        return self._inplace("relu_", lambda d: np.maximum(d, 0))
+        return self._inplace("relu_", lambda d: np.maximum(d, 0), graph=lambda t: t.relu())
 
     def sigmoid_(self) -> Tensor:
-        return self._inplace("sigmoid_", lambda d: 1 / (1 + np.exp(-d)))
+        return self._inplace(
+            "sigmoid_", lambda d: 1 / (1 + np.exp(-d)), graph=lambda t: t.sigmoid()
+        )
 
     def masked_fill_(self, mask: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
         """Set the elements where the bool `mask` (broadcast to self's shape) is True."""
@@ -543,7 +587,9 @@ class Tensor:
                 raise ValueError(f"mask of shape {np.shape(m)} would grow the tensor")
             return np.where(m, _raw(value), d)
 
-        return self._inplace("masked_fill_", fill, value)
+        return self._inplace(
+            "masked_fill_", fill, value, graph=lambda t: t.masked_fill(mask, value)
+        )
 
     def index_fill_(self, dim: int, index: Tensor | ArrayLike, value: Tensor | ArrayLike) -> Tensor:
         """Set every element whose position along `dim` is in the int tensor `index`."""
@@ -558,7 +604,7 @@ class Tensor:
         return self._inplace("index_fill_", fill, value)
 
     def __setitem__(self, index: Any, value: Tensor | ArrayLike) -> None:
-        if self._setitem_joins_graph(value):
+        if self._write_joins_graph(value):
             return self._setitem_recorded(index, value)  # ops/shape.py, bound by methods.py
         self._check_inplace("__setitem__", value)
         if isinstance(index, Tensor):

@@ -153,15 +153,13 @@ def test_where_sends_gradients_to_both_branches():
     "write",
     [
         lambda x, v: x.copy_(v.expand(3)),
-        lambda x, v: x.add_(v),
-        lambda x, v: x.masked_fill_(mt.tensor([True, False, True]), v),
         lambda x, v: x.fill_(v),
     ],
 )
 def test_in_place_write_of_a_value_requiring_grad_is_refused_not_dropped(write):
-    # torch records such a write and sends a gradient to v; these in-place ops record no
-    # graph here, so they must refuse rather than lose v's gradient (x[i] = v is recorded, as
-    # torch's CopySlices: tests/ports/test_setitem_graph_surface.py)
+    # torch records such a write and sends a gradient to v; copy_ and fill_ record no graph
+    # here, so they must refuse rather than lose v's gradient (x[i] = v and the arithmetic
+    # in-place ops are recorded: test_in_place_ops_in_the_graph_as_torch)
     x = mt.zeros(3)
     v = mt.tensor(2.0, requires_grad=True)
     with pytest.raises(RuntimeError, match="requires grad"):
@@ -169,6 +167,59 @@ def test_in_place_write_of_a_value_requiring_grad_is_refused_not_dropped(write):
     assert x.numpy().tolist() == [0.0, 0.0, 0.0]
     with mt.no_grad():
         write(x, v)  # outside the graph it is fine, as in torch
+
+
+INPLACE_IN_THE_GRAPH = {
+    "add_ alpha": lambda lib, h, w: h.add_(w, alpha=0.5),
+    "sub_": lambda lib, h, w: h.sub_(w),
+    "mul_": lambda lib, h, w: h.mul_(w),
+    "div_": lambda lib, h, w: h.div_(w),
+    "pow_": lambda lib, h, w: h.pow_(2),
+    "clamp_": lambda lib, h, w: h.clamp_(-1.0, 1.0),
+    "masked_fill_ with a value requiring grad": lambda lib, h, w: h.masked_fill_(
+        lib.tensor([True, False, True]), w.sum()
+    ),
+    "relu_": lambda lib, h, w: h.relu_(),
+    "sigmoid_": lambda lib, h, w: h.sigmoid_(),
+    "tanh_": lambda lib, h, w: h.tanh_(),
+    "exp_": lambda lib, h, w: h.exp_(),
+    "neg_ then abs_": lambda lib, h, w: h.neg_().abs_(),
+    "a residual: out = h * w; out += x; out.relu_()": None,
+}
+
+
+@pytest.mark.parametrize("name", INPLACE_IN_THE_GRAPH)
+def test_in_place_ops_in_the_graph_as_torch(name):
+    """An in-place op on a tensor in the graph (a non-leaf, or with an operand requiring
+    grad) is recorded as torch records it: the same values and gradients, and the tensor
+    keeps its identity."""
+
+    def program(lib):
+        x = lib.tensor([[0.5, -1.0, 2.0], [1.5, -0.3, 0.7]], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([0.3, -2.0, 1.1], dtype=lib.float64, requires_grad=True)
+        h = x * 2
+        before = id(h)
+        if INPLACE_IN_THE_GRAPH[name] is None:
+            out = h * w
+            out += x
+            h = out.relu_()
+        else:
+            assert INPLACE_IN_THE_GRAPH[name](lib, h, w) is h
+            assert id(h) == before
+        (h * h).sum().backward()
+        return [h, x.grad, w.grad if w.grad is not None else lib.zeros(3, dtype=lib.float64)]
+
+    _same(program, tol=1e-12)
+
+
+def test_in_place_op_after_its_input_was_saved_is_caught_at_backward_as_torch():
+    for lib in (torch, mt):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        h = x * 2
+        y = h * h  # saves h
+        h.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
 
 
 # ---------------------------------------------------------------- errors as torch's types
