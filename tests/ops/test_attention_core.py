@@ -373,3 +373,11 @@ def test_trace_of_a_model_shows_the_five_steps_with_their_ranges(rng):
     assert "max" in steps[3].line() and steps[3].stats[1] <= 1.0
     untraced = _op_names(model(src, tgt))  # nothing reads it: scale and mask in the softmax
     assert "masked_fill" not in untraced and untraced.count("softmax") == 3
+
+
+@pytest.mark.parametrize("mask", [np.array([[0, 0, 1]]), mt.tensor([[0, 0, 1]])])
+def test_scaled_dot_product_attention_refuses_integer_masks(mask):
+    # one mask rule everywhere: an integer mask would be added to the scores, so it is refused
+    q = mt.randn(1, 1, 3, 4)
+    with pytest.raises(TypeError, match=r"scaled_dot_product_attention.*int64.*mask != 0"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)

@@ -2,7 +2,7 @@
 rows of −1e9, huge magnitudes (3e4, 1e6) and fully masked rows, in float32 and float64. Both
 must give the same NaN pattern and values within a few ulp; against torch where it is installed.
 
-A small number of examples runs by default; `pytest tests/test_kernel_edges.py
+A small number of examples runs by default; `pytest tests/kernels/test_kernel_edges.py
 --hypothesis-profile=kernel-edges-long` runs many more.
 """
 

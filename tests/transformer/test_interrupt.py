@@ -24,7 +24,7 @@ from transformer import Transformer, TransformerConfig
 from transformer.tasks import AdditionTask
 from transformer.training import TrainingInterrupted, seq2seq_batch, train
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--batch-size", "16"]
 
 

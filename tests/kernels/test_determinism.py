@@ -18,7 +18,7 @@ import pytest
 
 import minitensor as mt
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TRAIN = r"""
 import hashlib, json, sys
