@@ -1,13 +1,11 @@
-"""minitensor.nn: Module registration, names and scopes, layers, state dicts, init, utils."""
+"""minitensor/nn/module.py: registration, names, scopes, containers, state dicts, dtypes, copies."""
 
-import math
 from collections import OrderedDict
 
 import numpy as np
 import pytest
 
 import minitensor as mt
-import minitensor.functional as F
 from minitensor import nn
 from minitensor.autograd import topological_order
 
@@ -259,146 +257,6 @@ def test_get_submodule_and_parameter():
         m.get_submodule("encoder.nope")
 
 
-# ----------------------------------------------------------------------------- layers
-
-
-def test_linear_shapes_init_and_error():
-    mt.manual_seed(0)
-    lin = nn.Linear(16, 5)
-    bound = 1 / math.sqrt(16)
-    assert np.abs(lin.weight.numpy()).max() <= bound and np.abs(lin.bias.numpy()).max() <= bound
-    assert np.abs(lin.weight.numpy()).max() > 0.8 * bound  # U(±1/√in), not something smaller
-    assert lin(mt.randn(2, 7, 16)).shape == (2, 7, 5)
-    assert nn.Linear(3, 2, bias=False).bias is None
-    with pytest.raises(ValueError, match=r"^linear: .*\(2, 3\).*expected 16.*\(5, 16\)"):
-        lin(mt.randn(2, 3))
-    with pytest.raises(ValueError, match=r"^linear in 0: .*\(2, 3\).*expected 16"):
-        nn.Sequential(lin)(mt.randn(2, 3))  # inside a model: the module's path
-    y = lin(mt.randn(3, 16))
-    np.testing.assert_allclose(y.data, y.data)  # runs; values checked against torch below
-
-
-@pytest.mark.torch
-def test_linear_matches_torch():
-    torch = pytest.importorskip("torch")
-    lin = nn.Linear(6, 4).double()
-    ref = torch.nn.Linear(6, 4).double()
-    with torch.no_grad():
-        ref.weight.copy_(torch.from_numpy(lin.weight.numpy()))
-        ref.bias.copy_(torch.from_numpy(lin.bias.numpy()))
-    x = np.random.default_rng(1).standard_normal((3, 6))
-    np.testing.assert_allclose(
-        lin(mt.tensor(x, dtype=mt.float64)).numpy(),
-        ref(torch.from_numpy(x)).detach().numpy(),
-        rtol=1e-12,
-    )
-
-
-def test_gradcheck_linear_through_module():
-    mt.manual_seed(1)
-    lin = nn.Linear(4, 3).double()
-    x = mt.randn(2, 5, 4, dtype=mt.float64, requires_grad=True)
-    assert mt.gradcheck(lambda x, w, b: lin(x), x, lin.weight, lin.bias)
-
-
-def test_gradcheck_layernorm_through_module():
-    mt.manual_seed(2)
-    ln = nn.LayerNorm(6).double()
-    with mt.no_grad():
-        ln.weight.copy_(np.random.default_rng(0).standard_normal(6))
-        ln.bias.copy_(np.random.default_rng(1).standard_normal(6))
-    x = mt.randn(3, 6, dtype=mt.float64, requires_grad=True)
-    assert mt.gradcheck(lambda x, w, b: ln(x), x, ln.weight, ln.bias)
-    no_affine = nn.LayerNorm(6, elementwise_affine=False).double()
-    assert no_affine.weight is None and no_affine.num_parameters() == 0
-    assert mt.gradcheck(lambda x: no_affine(x), x)
-
-
-def test_gradcheck_embedding_through_module():
-    mt.manual_seed(3)
-    emb = nn.Embedding(6, 3).double()
-    ids = mt.tensor([[0, 2, 2], [5, 1, 0]])
-    assert mt.gradcheck(lambda w: emb(ids), emb.weight)
-
-
-def test_embedding_padding_idx_gets_no_gradient():
-    mt.manual_seed(4)
-    emb = nn.Embedding(5, 3, padding_idx=0)
-    assert np.all(emb.weight.numpy()[0] == 0)
-    ids = mt.tensor([[0, 1, 0], [2, 0, 4]])
-    (emb(ids) * mt.randn(2, 3, 3)).sum().backward()
-    g = emb.weight.grad.numpy()
-    assert np.all(g[0] == 0)
-    assert np.all(g[1] != 0) and np.all(g[3] == 0)  # 3 unused; 1 used → nonzero
-    opt = mt.optim.Adam(emb.parameters(), lr=0.1)
-    opt.step()
-    assert np.all(emb.weight.numpy()[0] == 0)  # so the pad row stays zero
-    assert nn.Embedding(5, 3, padding_idx=-1).padding_idx == 4
-    with pytest.raises(ValueError, match="padding_idx 7"):
-        nn.Embedding(5, 3, padding_idx=7)
-
-
-def test_dropout_train_and_eval():
-    mt.manual_seed(5)
-    d = nn.Dropout(0.5)
-    x = mt.ones(1000)
-    y = d(x).numpy()
-    assert set(np.unique(y)) == {0.0, 2.0} and 0.4 < (y == 0).mean() < 0.6
-    d.eval()
-    assert np.array_equal(d(x).numpy(), x.numpy())
-    with pytest.raises(ValueError, match="p must be in"):
-        nn.Dropout(1.5)
-
-
-def test_activations_match_functional():
-    x = mt.randn(3, 5)
-    for module, fn in [
-        (nn.ReLU(), F.relu),
-        (nn.Tanh(), F.tanh),
-        (nn.SiLU(), F.silu),
-        (nn.GELU(), F.gelu),
-        (nn.Sigmoid(), F.sigmoid),
-        (nn.Softmax(dim=-1), F.softmax),
-        (nn.Identity(), lambda t: t),
-    ]:
-        np.testing.assert_array_equal(module(x).numpy(), fn(x).numpy())
-
-
-# ----------------------------------------------------------------------------- init
-
-
-def test_init_functions_seeded_and_scaled():
-    def draw():
-        mt.manual_seed(11)
-        w = nn.Parameter(np.zeros((200, 300), np.float32))
-        nn.init.xavier_uniform_(w)
-        return w.numpy().copy()
-
-    a, b = draw(), draw()
-    assert np.array_equal(a, b)
-    assert abs(a.max() - math.sqrt(6 / 500)) < 1e-3
-    w = nn.Parameter(np.zeros((400, 500), np.float32))
-    nn.init.xavier_normal_(w)
-    assert abs(w.numpy().std() - math.sqrt(2 / 900)) < 2e-3
-    nn.init.kaiming_uniform_(w, nonlinearity="relu")
-    assert abs(w.numpy().max() - math.sqrt(2) * math.sqrt(3 / 500)) < 2e-3
-    nn.init.kaiming_normal_(w, nonlinearity="relu")
-    assert abs(w.numpy().std() - math.sqrt(2 / 500)) < 2e-3
-    nn.init.normal_(w, 1.0, 0.5)
-    assert abs(w.numpy().mean() - 1.0) < 0.01 and abs(w.numpy().std() - 0.5) < 0.01
-    nn.init.uniform_(w, -2, 3)
-    assert w.numpy().min() >= -2 and w.numpy().max() < 3 and w.numpy().min() < -1.9
-    nn.init.ones_(w)
-    assert np.all(w.numpy() == 1)
-    nn.init.zeros_(w)
-    assert np.all(w.numpy() == 0)
-    nn.init.constant_(w, 0.25)
-    assert np.all(w.numpy() == 0.25) and w.requires_grad
-    assert nn.init.calculate_gain("tanh") == 5 / 3
-    with pytest.raises(ValueError, match="at least 2 axes"):
-        nn.init.xavier_uniform_(nn.Parameter(np.zeros(3)))
-
-
 # ----------------------------------------------------------------------------- state dicts
 
 
@@ -461,45 +319,6 @@ def test_double_and_float():
     assert all(p.dtype == np.float32 for p in m.parameters())
 
 
-# ----------------------------------------------------------------------------- utils
-
-
-@pytest.mark.torch
-def test_clip_grad_norm_matches_torch_and_returns_total():
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(0)
-    shapes = [(3, 4), (4,), (2, 2, 2)]
-    grads = [rng.standard_normal(s) * 3 for s in shapes]
-    ours = [nn.Parameter(np.zeros(s)) for s in shapes]
-    theirs = [torch.zeros(s, dtype=torch.float64, requires_grad=True) for s in shapes]
-    for p, q, g in zip(ours, theirs, grads):
-        p.grad = mt.tensor(g, dtype=mt.float64)
-        q.grad = torch.from_numpy(g.copy())
-    total = nn.utils.clip_grad_norm_(ours, 1.5)
-    ref = torch.nn.utils.clip_grad_norm_(theirs, 1.5)
-    assert abs(total.item() - ref.item()) < 1e-10
-    assert abs(float(total) - math.sqrt(sum((g**2).sum() for g in grads))) < 1e-10
-    for p, q in zip(ours, theirs):
-        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10)
-    after = math.sqrt(sum((p.grad.numpy() ** 2).sum() for p in ours))
-    assert abs(after - 1.5) < 1e-5
-    # below the threshold nothing changes
-    before = [p.grad.numpy().copy() for p in ours]
-    nn.utils.clip_grad_norm_(ours, 100.0)
-    for p, b in zip(ours, before):
-        np.testing.assert_array_equal(p.grad.numpy(), b)
-    inf_total = nn.utils.clip_grad_norm_(ours, 100.0, norm_type=math.inf)
-    assert inf_total == max(np.abs(p.grad.numpy()).max() for p in ours)
-
-
-def test_clip_grad_norm_nonfinite():
-    p = nn.Parameter(np.zeros(2))
-    p.grad = mt.tensor([np.nan, 1.0])
-    with pytest.raises(RuntimeError, match="NaN or Inf"):
-        nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
-    assert nn.utils.clip_grad_norm_([nn.Parameter(np.zeros(2))], 1.0) == 0.0
-
-
 def test_grad_norms_per_parameter():
     m = Model()
     m(mt.tensor([[1, 2, 3]])).sum().backward()
@@ -511,44 +330,6 @@ def test_grad_norms_per_parameter():
     )
     m.head[2].bias.grad = None
     assert "head.2.bias" not in nn.utils.grad_norms(m)
-
-
-# ----------------------------------------------------------------------------- learning
-
-
-def test_mlp_learns_xor():
-    mt.manual_seed(0)
-    model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
-    x = mt.tensor([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=mt.float32)
-    y = mt.tensor([[0], [1], [1], [0]], dtype=mt.float32)
-    opt = mt.optim.Adam(model.parameters(), lr=0.05)
-    for _ in range(300):
-        opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-    assert loss.item() < 1e-3
-    pred = model(x).numpy() > 0.5
-    assert np.array_equal(pred, y.numpy() > 0.5)
-
-
-def test_regression_reaches_a_set_loss():
-    mt.manual_seed(1)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((256, 3))
-    y = np.sin(x[:, :1]) + 0.5 * x[:, 1:2] * x[:, 2:3]  # a smooth nonlinear target
-    X, Y = mt.tensor(x), mt.tensor(y)
-    model = nn.Sequential(
-        nn.Linear(3, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 1)
-    )
-    opt = mt.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-4)
-    start = F.mse_loss(model(X), Y).item()
-    for _ in range(200):
-        opt.zero_grad()
-        loss = F.mse_loss(model(X), Y)
-        loss.backward()
-        opt.step()
-    assert loss.item() < 2e-3 < 0.1 < start  # reaches it in ~120 steps with this seed
 
 
 def test_deepcopy_makes_independent_layers_with_their_own_names():

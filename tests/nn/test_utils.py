@@ -1,0 +1,47 @@
+"""minitensor/nn/utils.py: clip_grad_norm_."""
+
+import math
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from minitensor import nn
+
+# ----------------------------------------------------------------------------- utils
+
+
+@pytest.mark.torch
+def test_clip_grad_norm_matches_torch_and_returns_total():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    shapes = [(3, 4), (4,), (2, 2, 2)]
+    grads = [rng.standard_normal(s) * 3 for s in shapes]
+    ours = [nn.Parameter(np.zeros(s)) for s in shapes]
+    theirs = [torch.zeros(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    for p, q, g in zip(ours, theirs, grads):
+        p.grad = mt.tensor(g, dtype=mt.float64)
+        q.grad = torch.from_numpy(g.copy())
+    total = nn.utils.clip_grad_norm_(ours, 1.5)
+    ref = torch.nn.utils.clip_grad_norm_(theirs, 1.5)
+    assert abs(total.item() - ref.item()) < 1e-10
+    assert abs(float(total) - math.sqrt(sum((g**2).sum() for g in grads))) < 1e-10
+    for p, q in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10)
+    after = math.sqrt(sum((p.grad.numpy() ** 2).sum() for p in ours))
+    assert abs(after - 1.5) < 1e-5
+    # below the threshold nothing changes
+    before = [p.grad.numpy().copy() for p in ours]
+    nn.utils.clip_grad_norm_(ours, 100.0)
+    for p, b in zip(ours, before):
+        np.testing.assert_array_equal(p.grad.numpy(), b)
+    inf_total = nn.utils.clip_grad_norm_(ours, 100.0, norm_type=math.inf)
+    assert inf_total == max(np.abs(p.grad.numpy()).max() for p in ours)
+
+
+def test_clip_grad_norm_nonfinite():
+    p = nn.Parameter(np.zeros(2))
+    p.grad = mt.tensor([np.nan, 1.0])
+    with pytest.raises(RuntimeError, match="NaN or Inf"):
+        nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+    assert nn.utils.clip_grad_norm_([nn.Parameter(np.zeros(2))], 1.0) == 0.0
