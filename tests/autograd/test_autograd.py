@@ -398,3 +398,93 @@ def test_backward_step_done_is_a_snapshot_of_its_moment():
         assert len(step.done) == k + 1
         assert id(step.node) in step.done
         assert all(id(later.node) not in step.done for later in steps[k + 1 :])
+
+
+# --------------------------------------------------------------------------- saved constants
+def _masked_fill():
+    x = mt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    m = mt.tensor([True, False, False, False])
+    return F.masked_fill(x, m, 0.0), m, "input 1", "masked_fill"
+
+
+def _cross_entropy():
+    logits = mt.tensor([[1.0, 2.0, 3.0], [0.5, 0.0, 1.0]], requires_grad=True)
+    targets = mt.tensor([0, 2])
+    return F.cross_entropy(logits, targets), targets, "input 1", "cross_entropy"
+
+
+def _embedding():
+    table = mt.randn(5, 3, requires_grad=True)
+    ids = mt.tensor([[0, 4], [4, 1]])
+    return F.embedding(ids, table), ids, "input 0", "embedding"
+
+
+def _getitem():
+    x = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    idx = mt.tensor([0, 0, 2])
+    return x[idx], idx, "argument `index`", "getitem"
+
+
+def _getitem_in_tuple():
+    x = mt.randn(3, 4, requires_grad=True)
+    idx = mt.tensor([1, 3])
+    return x[:, idx], idx, r"argument `index`\[1\]", "getitem"
+
+
+def _where():
+    a = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    cond = mt.tensor([True, False, True])
+    return mt.where(cond, a, a * 2.0), cond, "input 0", "where"
+
+
+@pytest.mark.parametrize(
+    "build", [_masked_fill, _cross_entropy, _embedding, _getitem, _getitem_in_tuple, _where]
+)
+def test_editing_a_saved_non_differentiable_input_in_place_is_caught(build):
+    with mt.scope("block"):
+        y, const, what, op = build()
+    const.copy_(const.numpy()[::-1].copy() if const.ndim == 1 else const.numpy()[::-1, ::-1].copy())
+    with pytest.raises(
+        RuntimeError,
+        match=rf"modified by an inplace operation: {what} of "
+        rf"`{op}` in block",
+    ):
+        y.sum().backward()
+
+
+def test_masked_fill_after_mask_fill_does_not_give_a_silently_wrong_gradient():
+    x = mt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    m = mt.tensor([True, False, False, False])
+    y = x.masked_fill(m, 0.0)
+    m.fill_(False)
+    with pytest.raises(RuntimeError, match="input 1 of `masked_fill`.*bool of shape"):
+        y.sum().backward()
+    assert x.grad is None
+
+
+def test_a_constant_edited_after_backward_is_fine():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    m = mt.tensor([True, False])
+    x.masked_fill(m, 0.0).sum().backward()
+    m.fill_(False)  # the graph is gone: nothing to protect
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0])
+
+
+def test_bump_version_makes_backward_refuse_a_stale_graph():
+    w = mt.tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    with mt.no_grad():
+        w.numpy()[...] = 0.0  # an update by hand, as an optimizer does
+        assert w.bump_version() is w
+    with pytest.raises(RuntimeError, match="input 0 of `mul`.*modified in place"):
+        loss.backward()
+
+
+def test_calling_an_op_class_like_a_function_says_to_use_apply():
+    class GELUTanh(mt.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+    with pytest.raises(TypeError, match=r"GELUTanh\(\.\.\.\) is an op class.*GELUTanh\.apply\(x\)"):
+        GELUTanh(mt.randn(3))

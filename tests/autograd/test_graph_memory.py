@@ -93,3 +93,15 @@ def test_linear_weight_gradient_is_c_ordered_and_exact(batch):
     np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-12)
     w = mt.randn(4, 6, dtype=mt.float64, requires_grad=True)
     assert mt.gradcheck(lambda w: F.linear(x, w).sum(), w)
+
+
+def test_graph_nodes_keep_their_output_gradient_only_for_a_retained_graph():
+    """A plain backward frees each node's output gradient with the graph (the memory of a
+    whole step's activations' gradients); backward(retain_graph=True) keeps it for the viewer."""
+    x = mt.randn(3, requires_grad=True)
+    loss = (x * 2).exp().sum()
+    loss.backward()
+    assert loss.grad_fn.grad is None and x.grad is not None
+    loss = (x * 2).exp().sum()
+    loss.backward(retain_graph=True)
+    np.testing.assert_array_equal(loss.grad_fn.grad, np.ones((), np.float32))

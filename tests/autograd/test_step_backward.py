@@ -267,3 +267,27 @@ def test_stepping_equals_backward_on_the_encoder_decoder():
                 assert position[id(s.node)] < position[id(t.grad_fn)]
     scopes = {s.scope for s in steps}
     assert {"decoder.layers.1.cross_attn", "encoder.layers.0.self_attn", "generator"} <= scopes
+
+
+# --------------------------------------------------------------------------- backward_steps
+def test_closing_a_step_through_half_way_puts_every_grad_back():
+    w = mt.tensor([1.0, 2.0], requires_grad=True)
+    w.grad = mt.tensor([10.0, 10.0])
+    x = mt.tensor([3.0, 4.0], requires_grad=True)
+    loss = (w * 2.0).sum() + (x * x).sum()
+    steps = loss.backward_steps()
+    for _, _ in zip(range(3), steps):  # some leaves have received their gradient by now
+        pass
+    steps.close()
+    np.testing.assert_array_equal(w.grad.numpy(), [10.0, 10.0])
+    assert x.grad is None
+
+
+def test_closing_a_step_through_after_its_last_step_keeps_the_gradients():
+    x = mt.tensor([3.0, 4.0], requires_grad=True)
+    loss = (x * x).sum()
+    steps = loss.backward_steps()
+    for _ in range(2):
+        next(steps)
+    steps.close()
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 8.0])

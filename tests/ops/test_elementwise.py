@@ -271,3 +271,63 @@ def test_power_zero_has_zero_gradient_even_at_zero():
     x = mt.tensor([0.0, 2.0], requires_grad=True)
     (x**0).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [0, 0])  # not NaN (0 · 0⁻¹)
+
+
+# --------------------------------------------------------------------------- Div, max, min
+def test_div_gradient_wrt_a_tiny_divisor_is_accurate_in_float32():
+    # b·b = 1e-40 is subnormal in float32; (a/b)/b stays normal all the way
+    a = mt.tensor([1e-30], requires_grad=True)
+    b = mt.tensor([1e-20], requires_grad=True)
+    (a / b).sum().backward()
+    exact = -np.float64(a.numpy()[0]) / np.float64(b.numpy()[0]) ** 2
+    np.testing.assert_allclose(b.grad.numpy()[0], exact, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_gradient_at_nan_and_ties_matches_torch(op):
+    torch = pytest.importorskip("torch")
+    a0 = [np.nan, 1.0, 2.0, 3.0, np.nan]
+    b0 = [1.0, np.nan, 2.0, 1.0, np.nan]
+    a = mt.tensor(a0, requires_grad=True)
+    b = mt.tensor(b0, requires_grad=True)
+    getattr(F, op)(a, b).sum().backward()
+    ta = torch.tensor(a0, requires_grad=True)
+    tb = torch.tensor(b0, requires_grad=True)
+    getattr(torch, op)(ta, tb).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
+
+
+_FLOAT_ONLY = {
+    "sigmoid": (F.sigmoid, "sigmoid"),
+    "gelu": (F.gelu, "nn.functional.gelu"),
+    "silu": (F.silu, "nn.functional.silu"),
+    "exp": (F.exp, "exp"),
+    "log": (F.log, "log"),
+    "sqrt": (F.sqrt, "sqrt"),
+    "tanh": (F.tanh, "tanh"),
+    "softmax": (F.softmax, "softmax"),
+    "log_softmax": (F.log_softmax, "log_softmax"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FLOAT_ONLY))
+def test_float_only_ops_promote_integers_to_float32_and_compute_float16(name):
+    torch = pytest.importorskip("torch")
+    fn, torch_name = _FLOAT_ONLY[name]
+    tfn = torch
+    for part in torch_name.split("."):
+        tfn = getattr(tfn, part)
+    targs = (-1,) if name in ("softmax", "log_softmax") else ()
+    ints = [[1, 2, 3]]
+    out = fn(mt.tensor(ints))
+    assert out.dtype == np.float32
+    expected = tfn(torch.tensor(ints, dtype=torch.float32), *targs).numpy()
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+    half = fn(mt.tensor(ints, dtype=np.float16))
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(
+        half.numpy().astype(np.float32),
+        tfn(torch.tensor(ints, dtype=torch.float16), *targs).float().numpy(),
+        rtol=2e-3,
+    )

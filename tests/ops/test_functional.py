@@ -172,3 +172,83 @@ def test_mse_loss(leaf):
     close(F.mse_loss(a, b, reduction="none"), (a.numpy() - b.numpy()) ** 2)
     assert gradcheck(lambda a, b: F.mse_loss(a, b), a, b)
     assert gradcheck(lambda a: F.mse_loss(a.T, b.numpy().T, reduction="sum"), a)
+
+
+# --------------------------------------------------------------------------- mask dtypes
+@pytest.mark.parametrize(
+    "mask", [np.array([[0, 0, 1]]), np.array([[0, 0, 1]], dtype=np.uint8), mt.tensor([[0, 0, 1]])]
+)
+def test_an_integer_mask_is_refused_with_how_to_convert_it(mask):
+    x = mt.tensor([[0.5, 1.0, 2.0]])
+    with pytest.raises(TypeError, match=r"softmax: a mask must be bool.*mask != 0"):
+        F.softmax(x, mask=mask)
+
+
+def test_bool_masks_block_and_float_masks_add_everywhere():
+    from transformer.masks import combine_masks
+
+    x = mt.tensor([[0.5, 1.0, 2.0]])
+    blocked = F.softmax(x, mask=np.array([[False, False, True]])).numpy()
+    added = F.softmax(x, mask=np.array([[0.0, 0.0, -np.inf]], dtype=np.float32)).numpy()
+    np.testing.assert_allclose(blocked, added, rtol=1e-6)
+    assert blocked[0, 2] == 0.0
+    with pytest.raises(TypeError, match="combine_masks: a mask must be bool"):
+        combine_masks(np.array([[0, 1]]))
+    assert F.as_attention_mask(None) is None
+
+
+def test_integer_inputs_of_layer_norm_cross_entropy_and_mean_become_float32():
+    ints = mt.tensor([[1, 2, 4]])
+    np.testing.assert_allclose(
+        F.layer_norm(ints, 3).numpy(), F.layer_norm(ints.float(), 3).numpy(), rtol=1e-6
+    )
+    ce = F.cross_entropy(ints, mt.tensor([2]))
+    assert ce.dtype == np.float32
+    np.testing.assert_allclose(ce.item(), F.cross_entropy(ints.float(), mt.tensor([2])).item())
+    assert F.mean(mt.tensor([True, False])).dtype == np.float32
+
+
+def test_an_unsupported_float_dtype_is_refused_with_the_op_named():
+    x = mt.tensor([1.0, 2.0], dtype=np.longdouble)
+    if x.dtype in (np.float64,):
+        pytest.skip("longdouble is float64 on this platform")
+    with pytest.raises(TypeError, match=r"softmax.*dtype.*\.float\(\)"):
+        F.softmax(x)
+
+
+def test_float16_gradients_through_kernel_ops_match_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 2.0, 4.0], [0.5, -1.0, 3.0]])
+    cases = [
+        (lambda t: F.softmax(t), lambda t: torch.softmax(t, -1)),
+        (lambda t: F.layer_norm(t, 3), lambda t: torch.nn.functional.layer_norm(t, (3,))),
+        (
+            lambda t: F.cross_entropy(t, mt.tensor([0, 2]), reduction="none"),
+            lambda t: torch.nn.functional.cross_entropy(t, torch.tensor([0, 2]), reduction="none"),
+        ),
+    ]
+    for ours, theirs in cases:
+        h = mt.tensor(x, dtype=np.float16, requires_grad=True)
+        y = ours(h)
+        w = np.arange(1, y.numel() + 1, dtype=np.float16).reshape(y.shape)
+        (y * mt.tensor(w, dtype=np.float16)).sum().backward()
+        th = torch.tensor(x, dtype=torch.float16, requires_grad=True)
+        (theirs(th) * torch.from_numpy(w)).sum().backward()
+        assert y.dtype == np.float16 and h.grad.dtype == np.float16
+        np.testing.assert_allclose(
+            h.grad.numpy().astype(np.float32), th.grad.float().numpy(), atol=5e-3, rtol=5e-3
+        )
+    assert F.dropout(mt.tensor(x, dtype=np.float16), 0.5).dtype == np.float16
+
+
+def test_cross_entropy_embedding_and_layer_norm_on_empty_axes():
+    empty = F.cross_entropy(mt.randn(0, 5, requires_grad=True), mt.tensor(np.zeros(0, np.int64)))
+    assert empty.item() == 0.0
+    with pytest.raises(IndexError, match="cross_entropy.*out of range for 0 classes"):
+        F.cross_entropy(mt.randn(2, 0), mt.tensor([0, 0]))
+    table = mt.randn(4, 0, requires_grad=True)
+    F.embedding(mt.tensor([[1, 2]]), table).sum().backward()
+    assert table.grad.shape == (4, 0)
+    x = mt.randn(0, 4, requires_grad=True)
+    F.layer_norm(x, (4,)).sum().backward()
+    assert x.grad.shape == (0, 4)

@@ -45,3 +45,12 @@ def test_matmul_with_transposed_operands(leaf):
     assert gradcheck(lambda a, b: a.T @ b.T, a, b)
     assert gradcheck(lambda a, b: b @ a[:, ::-1], a, b)
     assert gradcheck(lambda a, b: np.ones(4) @ b, a, b)  # reflected, constant on the left
+
+
+@pytest.mark.parametrize(
+    "a_shape, w_shape", [((2, 3, 0), (0, 4)), ((2, 3, 4), (4, 0)), ((2, 0, 4), (4, 5))]
+)
+def test_a_linear_product_with_an_empty_axis_runs_backward(a_shape, w_shape):
+    a, w = mt.randn(*a_shape, requires_grad=True), mt.randn(*w_shape, requires_grad=True)
+    (a @ w).sum().backward()
+    assert a.grad.shape == a_shape and w.grad.shape == w_shape

@@ -190,3 +190,12 @@ def test_tril_triu(k, leaf):
     close(x.triu(k), np.triu(x.numpy(), k))
     assert gradcheck(lambda x: x.tril(k), x)
     assert gradcheck(lambda x: F.triu(x.mT, k), x)
+
+
+# --------------------------------------------------------------------------- split, chunk
+def test_split_and_chunk_of_an_empty_axis_match_torch():
+    torch = pytest.importorskip("torch")
+    x = mt.zeros(0, 3)
+    assert [p.shape for p in F.split(x, 2)] == [tuple(p.shape) for p in torch.zeros(0, 3).split(2)]
+    assert [p.shape for p in F.chunk(x, 3)] == [tuple(p.shape) for p in torch.zeros(0, 3).chunk(3)]
+    assert [p.shape for p in F.split(mt.zeros(3, 0), 2, axis=1)] == [(3, 0)]

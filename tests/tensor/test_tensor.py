@@ -197,3 +197,15 @@ def test_numpy_ufuncs_refuse_tensors_instead_of_leaving_the_graph():
     y = a + t  # numpy defers to Tensor.__radd__: still in the graph
     assert isinstance(y, mt.Tensor) and y.grad_fn is not None
     assert np.asarray(t).shape == (3,)  # explicit conversion still works
+
+
+def test_from_numpy_wraps_without_copying_and_keeps_the_dtype():
+    a = np.arange(6, dtype=np.float64).reshape(2, 3)
+    t = mt.from_numpy(a)
+    assert t.numpy() is a and t.dtype == np.float64 and not t.requires_grad
+    a[0, 0] = 7.0
+    assert t.numpy()[0, 0] == 7.0
+    with pytest.raises(TypeError, match="from_numpy: expects a numpy array"):
+        mt.from_numpy([1.0, 2.0])
+    with pytest.raises(TypeError, match="only floating-point tensors can require"):
+        mt.from_numpy(np.arange(3), requires_grad=True)

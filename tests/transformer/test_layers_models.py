@@ -327,3 +327,63 @@ def test_layers_ask_for_no_weights_so_long_sequences_run_fused(rng):
         else layer.self_attn(layer.norm1(x), need_weights=True)[1].numpy()
     )
     np.testing.assert_allclose(fused_w, explicit_w, rtol=1e-5, atol=1e-6)
+
+
+SRC_V, TGT_V = 10, 12
+
+
+def _cfg(**kw):
+    return TransformerConfig.tiny(SRC_V, TGT_V, num_encoder_layers=1, num_decoder_layers=2, **kw)
+
+
+def _ids(rng, batch, length, vocab=SRC_V):
+    return rng.integers(3, vocab, (batch, length))
+
+
+# ---------------------------------------------------------------------------- models
+@pytest.mark.parametrize("batch, l_src, l_tgt", [(0, 6, 5), (3, 6, 0), (3, 0, 5), (0, 0, 0)])
+def test_transformer_on_empty_axes_matches_torch_shapes(rng, batch, l_src, l_tgt):
+    torch = pytest.importorskip("torch")
+    model = Transformer(_cfg())
+    src, tgt = _ids(rng, batch, l_src), _ids(rng, batch, l_tgt, TGT_V)
+    logits = model(
+        src,
+        tgt,
+        src_padding_mask=np.zeros(src.shape, bool),
+        tgt_padding_mask=np.zeros(tgt.shape, bool),
+    )
+    reference = torch.nn.Transformer(
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=2,
+        dim_feedforward=32,
+        dropout=0.0,
+        batch_first=True,
+    )
+    out = reference(torch.zeros(batch, l_src, 16), torch.zeros(batch, l_tgt, 16))
+    assert logits.shape == tuple(out.shape[:2]) + (TGT_V,)
+    assert np.isfinite(logits.numpy()).all()
+
+
+@pytest.mark.parametrize("batch, l_src, l_tgt", [(0, 6, 5), (3, 6, 0), (3, 0, 5)])
+def test_transformer_on_empty_axes_runs_backward(rng, batch, l_src, l_tgt):
+    model = Transformer(_cfg())
+    logits = model(_ids(rng, batch, l_src), _ids(rng, batch, l_tgt, TGT_V))
+    logits.sum().backward()  # as torch: gradients of an empty output
+    grad = model.generator.weight.grad.numpy()
+    assert grad.shape == (TGT_V, 16)
+    assert np.isfinite(grad).all() and (grad.any() == (batch > 0 and l_tgt > 0))
+
+
+def test_decoder_only_and_encoder_only_on_empty_axes(rng):
+    lm = DecoderOnlyLM(TransformerConfig.tiny(0, TGT_V, num_decoder_layers=1))
+    assert lm(_ids(rng, 0, 4, TGT_V)).shape == (0, 4, TGT_V)
+    assert lm(_ids(rng, 2, 0, TGT_V)).shape == (2, 0, TGT_V)
+    cache = lm.new_cache()
+    assert lm(_ids(rng, 0, 3, TGT_V), cache=cache).shape == (0, 3, TGT_V) and len(cache) == 3
+    tagger = EncoderOnly(_cfg())  # a masked-token head: logits per position
+    assert tagger(_ids(rng, 0, 5)).shape == (0, 5, SRC_V)
+    assert tagger(_ids(rng, 2, 0)).shape == (2, 0, SRC_V)
+    classifier = EncoderOnly(_cfg(), num_classes=3)
+    assert classifier(_ids(rng, 0, 5)).shape == (0, 3)
