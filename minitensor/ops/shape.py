@@ -1332,16 +1332,13 @@ def setitem_recorded(x: Tensor, index: Any, value: Tensor | ArrayLike) -> None:
     SetItem node whose inputs are x as it was and `value`. So a buffer filled step by step
     (``outputs = torch.zeros(T, B, V); outputs[t] = prediction``) passes gradients to every
     prediction. Tensor.__setitem__ calls this when value, or x, is in the graph."""
-    before = Tensor._make(x._data)  # x as it was: its node, its version counter
-    before.requires_grad, before._grad_fn, before._vc = x.requires_grad, x._grad_fn, x._vc
     if isinstance(index, list):
         index = np.asarray(index)
     elif isinstance(index, tuple):
         index = tuple(_data(i) if isinstance(i, Tensor) else i for i in index)
-    out = SetItem.apply(before, value, index=_data(index) if isinstance(index, Tensor) else index)
-    np.copyto(x._data, out._data)
-    x.requires_grad, x._grad_fn = True, out._grad_fn
-    x.bump_version()
+    index = _data(index) if isinstance(index, Tensor) else index
+    # the one mechanism of in-place ops in the graph (Tensor._inplace_recorded)
+    x._inplace_recorded("__setitem__", lambda before: SetItem.apply(before, value, index=index))
 
 
 class IndexCopy(Function):
