@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # for annotations only: both modules import this one
     from .function import Context
     from .tensor import Tensor
 
+
 __all__ = [
     "AnomalyWarning",
     "BackwardStep",
@@ -73,8 +74,9 @@ def topological_order(*roots: Context) -> list[Context]:
             visited.add(id(node))
             stack.append((node, True))
             for t in reversed(node.inputs):
-                if t is not None and t.grad_fn is not None and id(t.grad_fn) not in visited:
-                    stack.append((t.grad_fn, False))
+                fn = t._grad_fn if t is not None else None  # (a Tensor's, or a NodeInput's)
+                if fn is not None and id(fn) not in visited:
+                    stack.append((fn, False))
     order.reverse()
     return order
 
@@ -263,28 +265,41 @@ def _incoming(node, g_out):
 
 
 class _LeafGrads:
-    """The .grad writes of one backward pass: accumulated as they come, except for a tensor
-    with hooks (Tensor.register_hook), whose contributions are summed and given to its hooks
-    once, at the end of the pass, as torch does; each touched .grad is kept to undo a failure."""
+    """The .grad writes of one backward pass. A leaf's contributions are summed as they come,
+    and its .grad is written once, when the last node that uses it has sent its share (as
+    torch's AccumulateGrad runs once all of a leaf's gradient has arrived) or, for a leaf
+    some node never sent a share to (an unused branch), at the end of the pass: its hooks
+    (Tensor.register_hook) see its whole gradient, a step-through shows a leaf's .grad
+    complete once all its users ran, and .grad takes one addition per pass, not one per use.
+    Each .grad written is kept to undo a failure."""
 
-    def __init__(self):
+    def __init__(self, uses):
+        self.uses = uses  # id(leaf) -> how many nodes of the walk may still send it a share
+        self.held = {}  # id(leaf) -> (leaf, the sum of its shares so far)
         self.before = {}  # id -> (tensor, None or (its .grad, a copy of the values))
-        self.held = {}  # id -> (tensor with hooks, the sum of this pass's contributions)
 
-    def give(self, t, g, final=False):
-        if not final and getattr(t, "_grad_hooks", None):
-            prev = self.held.get(id(t))
-            self.held[id(t)] = (t, g if prev is None else prev[1] + g)
-            return
+    def give(self, t, g):
+        key = id(t)
+        held = self.held.pop(key, None)
+        if held is not None:
+            g = held[1] + g
+        left = self.uses.get(key, 1) - 1  # a retained gradient (retain_grad) comes once
+        if left > 0:
+            self.uses[key] = left
+            self.held[key] = (t, g)
+        else:
+            self.write(t, g)
+
+    def write(self, t, g):
         if id(t) not in self.before:  # .grad accumulates in place: keep its values to undo
             kept = None if t.grad is None else (t.grad, t.grad.numpy().copy())
             self.before[id(t)] = (t, kept)
-        t._accumulate_grad(run_grad_hooks(t, g) if final else g)
+        t._accumulate_grad(run_grad_hooks(t, g))
 
     def flush(self):
         held, self.held = self.held, {}
         for t, g in held.values():
-            self.give(t, g, final=True)
+            self.write(t, g)
 
     def undo(self):
         for t, kept in self.before.values():
@@ -293,13 +308,24 @@ class _LeafGrads:
                 np.copyto(kept[0].numpy(), kept[1])
 
 
+def _leaf_uses(order):
+    """{id(leaf): how many of the walk's nodes take it as an input}, for every leaf that
+    requires grad (a leaf taken twice by one node, x * x, counts twice)."""
+    uses = {}
+    for node in order:
+        for t in node.inputs:
+            if t is not None and t._grad_fn is None and t.requires_grad:
+                uses[id(t)] = uses.get(id(t), 0) + 1
+    return uses
+
+
 def _walk(order, g0, retain_graph, record=None):
     """The engine proper: visit the nodes in topological order, sending each node's output
     gradient through its backward to its inputs. `record` (a dict, for a step-through) keeps
     every node's output gradient for the steps' `grad_of`; `backward()` passes None."""
     grads = {id(order[0]): g0}  # gradients that reached each node's output, so far
     run = []  # ids of the nodes whose backward has run, in order
-    leaves = _LeafGrads()
+    leaves = _LeafGrads(_leaf_uses(order))
     give = leaves.give
     anomaly = state.anomaly
     try:
@@ -307,7 +333,6 @@ def _walk(order, g0, retain_graph, record=None):
             g_out = grads.pop(id(node), None)
             if g_out is None:  # no gradient reached this node (e.g. an unused branch)
                 continue
-            saved = node.saved_tensors
             if node._grad_dtype is not None or node._grad_hooks:
                 g_out = _incoming(node, g_out)
             g_in = _normalise_grads(node, node.fn.backward(node, g_out))
@@ -321,16 +346,18 @@ def _walk(order, g0, retain_graph, record=None):
             for t, g in zip(node.inputs, g_in):
                 if g is None:
                     continue
-                if t.grad_fn is None:
+                fn = t._grad_fn  # a Tensor's node, or a NodeInput's: the op that made it
+                if fn is None:  # a leaf
                     give(t, g)
-                else:
-                    key = id(t.grad_fn)
-                    prev = grads.get(key)
-                    grads[key] = g if prev is None else prev + g
+                    continue
+                key = id(fn)
+                prev = grads.get(key)
+                grads[key] = g if prev is None else prev + g
             run.append(id(node))
             if record is not None:  # a step-through: `backward()` has no one to show a step
                 record[id(node)] = (len(run) - 1, g_out)
                 n = len(run)
+                saved = node.saved_tensors
                 step = BackwardStep(index, len(order), node, g_out, g_in, saved, run, n, record)
                 step.root = order[0]
                 yield step

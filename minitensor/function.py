@@ -44,6 +44,7 @@ __all__ = [
     "ShapeError",
     "describe_inputs",
     "op_error",
+    "shape_of",
     "unbroadcast",
 ]
 
@@ -212,14 +213,20 @@ class NodeInput:
     in ``inputs`` as themselves: they receive ``.grad``.
     """
 
-    __slots__ = ("grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data", "_name")
+    __slots__ = ("_grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data", "_name")
 
     def __init__(self, tensor: Tensor) -> None:
         data = tensor._data  # not the properties: this runs for most op inputs
-        self.grad_fn, self.requires_grad = tensor._grad_fn, tensor.requires_grad
+        self._grad_fn, self.requires_grad = tensor._grad_fn, tensor.requires_grad
         self.shape, self.dtype = data.shape, data.dtype
         self._tensor, self._data = weakref.ref(tensor), weakref.ref(data)
         self._name = tensor.name
+
+    @property
+    def grad_fn(self) -> Context:
+        """The node of the op that made the input (the backward engine reads ``_grad_fn``,
+        as it does a Tensor's)."""
+        return self._grad_fn
 
     @property
     def ndim(self) -> int:
@@ -303,27 +310,62 @@ class Function:
     def apply(cls, *args: Any, **params: Any) -> Tensor:
         """Run the op on Tensors (or arrays and numbers): unwrap → forward → wrap → record.
 
-        This runs once per op, so it does per node what can be done per node: the inputs are
-        unwrapped in one pass, nothing is recorded when no gradient is wanted (grad mode off,
-        or no input requires grad), and what a node records is formatted only when read."""
-        arrays, needs, params, tensors = _unwrap(args, params)
+        This runs once per op, so it does per node what can be done per node, and it is
+        written out in one function (each call costs a learner's small op as much as its
+        arithmetic): the inputs are unwrapped in one pass, nothing is recorded when no
+        gradient is wanted (grad mode off, or no input requires grad), and what a node
+        records is formatted only when read."""
+        if params:  # keyword arguments may hold Tensors too: the general unwrapping
+            arrays, needs, params, tensors = _unwrap(args, params)
+            wanted = True in needs
+        else:  # the common call: positional arguments only
+            arrays, wanted, tensors = list(args), False, None
+            i = 0
+            for a in args:
+                if isinstance(a, Tensor):
+                    arrays[i] = a._data
+                    if a.requires_grad:
+                        wanted = True
+                i += 1
+            needs = _needs(args) if wanted else _NO_GRADS[len(args)]
         out_dtype = None
         if cls.float_inputs:
             arrays, out_dtype = _as_float(cls, arrays)
-        ctx = Context(cls, needs)
+        ctx = _new(Context)
+        ctx.fn, ctx.needs_input_grad = cls, needs
         if out_dtype is not None:
             ctx._grad_dtype = np.dtype(np.float32)
         try:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, IndexError, TypeError) as e:
             _raise_named(cls, e, arrays)
-        record = True in needs and state.grad_enabled
+        s = state
+        record = wanted and s.grad_enabled
         result = _wrap(cls, out, args, arrays, record, out_dtype)
         if record:
-            _record(ctx, args, tensors, result)
-        if hooks._forward_hooks or state.anomaly:
+            _record(ctx, args, tensors, result, s)
+        if hooks._forward_hooks or s.anomaly:
             hooks.run_forward_hooks(cls, ctx, arrays, result, record)
         return result
+
+
+_new = object.__new__
+
+
+class _NoGrads(dict):
+    """(False,) * n for n arguments, made once per n: the needs_input_grad of most ops."""
+
+    def __missing__(self, n):
+        self[n] = (False,) * n
+        return self[n]
+
+
+_NO_GRADS = _NoGrads()
+
+
+def _needs(args):
+    """needs_input_grad: which positional arguments are Tensors that require grad."""
+    return tuple([isinstance(a, Tensor) and a.requires_grad for a in args])
 
 
 def _unwrap(args, params):
@@ -413,7 +455,10 @@ def _wrap(cls, out, args, arrays, record, out_dtype=None):
         # op that is not a declared view returns fresh memory, as torch's does, so writing
         # to its result never changes an input
         out = out.copy()
-    result = Tensor._make(out, record)
+    result = _new(Tensor)  # Tensor._make, inlined: the fields not set here are class defaults
+    result._data, result._vc = out, [0]
+    if record:
+        result.requires_grad = True
     if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
         result._vc = args[0]._vc
     return result
@@ -423,20 +468,20 @@ def _aliases_an_input(out, arrays):
     """Does `out` share memory with an input array? An array that owns its memory (no
     ``base``) can share it only with an input that is that array or a view of it (numpy sets
     a view's base to the array owning the memory), so only views need the memory test."""
-    owner = out.base is None
-    for a in arrays:
-        if isinstance(a, np.ndarray):
-            if owner:
-                if a is out or a.base is out:
-                    return True
-            elif np.may_share_memory(out, a):
+    if out.base is None:
+        for a in arrays:
+            if a is out or (type(a) is np.ndarray and a.base is out):
                 return True
+        return False
+    for a in arrays:
+        if isinstance(a, np.ndarray) and np.may_share_memory(out, a):
+            return True
     return False
 
 
-def _record(ctx, args, tensors, result):
-    """Make ctx the graph node that produced `result`."""
-    s = state
+def _record(ctx, args, tensors, result, s):
+    """Make ctx the graph node that produced `result`. `tensors`: the Tensors among keyword
+    arguments as (what, tensor), or None when there were none; `s`: the thread's state."""
     keep = s.keep_intermediates
     # what the node keeps of each argument: a leaf Tensor itself, a `NodeInput` for a tensor
     # made by another op (so the node does not keep its data alive), None for the rest; under
@@ -453,11 +498,12 @@ def _record(ctx, args, tensors, result):
     ctx.scope = s.scopes[-1]
     ctx._src = user_line(3)  # past _record and apply: the op's own function is the first
     data = result._data
-    ctx.out_shape = data.shape
-    ctx.out_dtype = data.dtype
-    if ctx._saved:
-        ctx._saved_versions = _saved_versions(ctx._saved, tensors, result)
+    ctx.out_shape, ctx.out_dtype = data.shape, data.dtype
     result._grad_fn = ctx
+    if ctx._saved:
+        if tensors is None:  # positional arguments only: the Tensors are found among them
+            tensors = [(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)]
+        ctx._saved_versions = _saved_versions(ctx._saved, tensors, result)
 
 
 def _saved_versions(saved, tensors, result):
@@ -499,6 +545,12 @@ def _op_error(cls, err, arrays):
     # is both, so code catching either catches it
     kind = ShapeError if type(err) is ValueError else type(err)
     return named_error(kind, f"{op_in_scope(cls.op_name())}: {msg}")
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """np.shape(x), at a fifth of its cost for an array (what ops are given): np.shape goes
+    through numpy's function dispatch, which costs more than an 8 × 8 addition."""
+    return x.shape if type(x) is np.ndarray else np.shape(x)
 
 
 def unbroadcast(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:

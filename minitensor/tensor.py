@@ -83,6 +83,12 @@ class Tensor:
     # It also makes `ndarray + Tensor` call Tensor.__radd__, so the result stays in the graph.
     __array_ufunc__ = None
     _grad_hooks = None  # Tensor.register_hook stores a list on the tensor; read per gradient
+    # An op's output is made without __init__ (`_make`): the fields it leaves unset read these
+    # class defaults until something sets them on the tensor (one store less per op each).
+    requires_grad = False
+    grad = None
+    _grad_fn = None
+    name = None
 
     def __init__(
         self,
@@ -107,14 +113,13 @@ class Tensor:
     def _make(cls, array, requires_grad=False):
         """Wrap an op's output array without copying or changing its dtype.
 
-        Sets the same fields as `_init`, without its checks: this runs once per op."""
+        Sets what `_init` sets, without its checks (requires_grad, grad, the node and the name
+        are the class defaults until set): this runs once per op. `Function.apply` does the
+        same inline."""
         t = cls.__new__(cls)
-        t._data = array
-        t.requires_grad = requires_grad
-        t.grad = None
-        t._grad_fn = None
-        t.name = None
-        t._vc = [0]
+        t._data, t._vc = array, [0]
+        if requires_grad:
+            t.requires_grad = True
         return t
 
     # ------------------------------------------------------------------ basic attributes
@@ -396,8 +401,8 @@ class Tensor:
         if grad is None:
             self.grad = Tensor._make(np.array(g, dtype=self.dtype, copy=True))
         elif grad._data.flags.writeable and (
-            np.shape(g) == grad._data.shape
-            or np.broadcast_shapes(grad._data.shape, np.shape(g)) == grad._data.shape
+            g.shape == grad._data.shape
+            or np.broadcast_shapes(grad._data.shape, g.shape) == grad._data.shape
         ):
             # in place, as torch: a reference to .grad kept from before stays this .grad
             np.add(grad._data, g, out=grad._data, casting="same_kind")

@@ -419,6 +419,8 @@ def _within_product_rounding(op, spelling, sample, theirs, ours):
     results is within the bound of the exact one, so they are within twice it of each other."""
     if op.name == "nn.functional.scaled_dot_product_attention":
         return _within_attention_rounding(spelling, sample, theirs, ours)
+    if op.name == "addbmm":
+        return _within_addbmm_rounding(sample, theirs, ours)
     if op.name not in {"matmul", "__rmatmul__"} or not isinstance(theirs, torch.Tensor):
         return False
     if theirs.dtype != torch.float32 or len(sample.args) != 1:
@@ -429,6 +431,23 @@ def _within_product_rounding(op, spelling, sample, theirs, ours):
     a, b = (a, b) if op.name == "matmul" else (b, a)  # __rmatmul__ computes other @ input
     k = a.shape[-1]
     bound = 2 * k * 2.0**-24 * torch.matmul(a.detach().double().abs(), b.detach().double().abs())
+    diff = np.abs(ours.numpy().astype(np.float64) - _as_numpy(theirs).astype(np.float64))
+    return bool((diff <= bound.numpy() + TOL[np.float32][1]).all())
+
+
+def _within_addbmm_rounding(sample, theirs, ours):
+    """The same bound for addbmm, beta·x + alpha·Σ_b batch1[b] @ batch2[b]: one sum of B·K
+    products (and x) per entry, which torch and we add up in different orders (torch folds
+    the batch into one product's K; we sum the B products), so within 2·(B·K + 1)·u of
+    beta·|x| + alpha·Σ_b |batch1[b]|·|batch2[b]| of each other."""
+    if not isinstance(theirs, torch.Tensor) or theirs.dtype != torch.float32:
+        return False
+    if len(sample.args) != 2 or not isinstance(sample.input, torch.Tensor):
+        return False
+    x, b1, b2 = (t.detach().double().abs() for t in (sample.input, *sample.args))
+    beta, alpha = (abs(float(sample.kwargs.get(k, 1))) for k in ("beta", "alpha"))
+    terms = b1.shape[0] * b1.shape[-1] + 1
+    bound = 2 * terms * 2.0**-24 * (beta * x + alpha * torch.matmul(b1, b2).sum(0))
     diff = np.abs(ours.numpy().astype(np.float64) - _as_numpy(theirs).astype(np.float64))
     return bool((diff <= bound.numpy() + TOL[np.float32][1]).all())
 

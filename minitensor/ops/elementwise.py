@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels as K
-from ..function import Function, op_error, unbroadcast
+from ..function import Function, op_error, shape_of, unbroadcast
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, DType, Scalar
 from ._args import _data, _keep_float_dtype, _operand
@@ -23,7 +23,7 @@ from ._axes import torch_names
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (np.shape(a), np.shape(b))
+        ctx.shapes = (shape_of(a), shape_of(b))
         return a + b
 
     @staticmethod
@@ -63,7 +63,7 @@ def add(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, alpha: Scalar = 1) -> T
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (np.shape(a), np.shape(b))
+        ctx.shapes = (shape_of(a), shape_of(b))
         return a - b
 
     @staticmethod
@@ -1046,7 +1046,7 @@ class RoundedDiv(Function):
 
     @staticmethod
     def forward(ctx, a, b, mode):
-        ctx.shapes = (np.shape(a), np.shape(b))
+        ctx.shapes = (shape_of(a), shape_of(b))
         with np.errstate(all="ignore"):
             return np.floor_divide(a, b) if mode == "floor" else np.trunc(a / b)
 

@@ -68,12 +68,13 @@ def test_rnn_language_model_trains_as_under_torch(kind, tied, capsys):
     ref_val_losses, ref_test_loss = ref.run()
     # lr 20 amplifies float32 rounding in the gradients (each step is clipped to norm 0.25,
     # so a weight moves by up to 5 per step): after a dozen steps the two libraries' losses
-    # agree to about 1e-5 relative, the weights to 1e-4 — a wrong gradient or a wrong clip
+    # agree to about 1e-5 relative, the weights to about 1e-4 (1.1e-4 seen for the GRU on an
+    # AMD EPYC, whose BLAS blocks its sums otherwise) — a wrong gradient or a wrong clip
     # shows as a difference in the first digit.
     np.testing.assert_allclose(val_losses, ref_val_losses, rtol=1e-4)
     assert test_loss == pytest.approx(ref_test_loss, rel=1e-4)
     assert val_losses[-1] < val_losses[0]  # it learns
-    _same_weights(ref, ours, atol=1e-4)
+    _same_weights(ref, ours, atol=3e-4)
     if tied:
         assert ours.model.decoder.weight is ours.model.encoder.weight
     assert "| epoch   1 |     2/    5 batches" in capsys.readouterr().out  # train()'s log line
