@@ -319,15 +319,18 @@ class Function:
             arrays, needs, params, tensors = _unwrap(args, params)
             wanted = True in needs
         else:  # the common call: positional arguments only
-            arrays, wanted, tensors = list(args), False, None
+            arrays, grads, tensors = list(args), None, None
             i = 0
             for a in args:
                 if isinstance(a, Tensor):
                     arrays[i] = a._data
                     if a.requires_grad:
-                        wanted = True
+                        if grads is None:
+                            grads = [False] * len(args)
+                        grads[i] = True
                 i += 1
-            needs = _needs(args) if wanted else _NO_GRADS[len(args)]
+            wanted = grads is not None
+            needs = tuple(grads) if wanted else _NO_GRADS[len(args)]
         out_dtype = None
         if cls.float_inputs:
             arrays, out_dtype = _as_float(cls, arrays)
@@ -361,11 +364,6 @@ class _NoGrads(dict):
 
 
 _NO_GRADS = _NoGrads()
-
-
-def _needs(args):
-    """needs_input_grad: which positional arguments are Tensors that require grad."""
-    return tuple([isinstance(a, Tensor) and a.requires_grad for a in args])
 
 
 def _unwrap(args, params):
@@ -501,34 +499,48 @@ def _record(ctx, args, tensors, result, s):
     ctx.out_shape, ctx.out_dtype = data.shape, data.dtype
     result._grad_fn = ctx
     if ctx._saved:
-        if tensors is None:  # positional arguments only: the Tensors are found among them
-            tensors = [(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)]
-        ctx._saved_versions = _saved_versions(ctx._saved, tensors, result)
+        ctx._saved_versions = _saved_versions(ctx._saved, args, tensors, result)
 
 
-def _saved_versions(saved, tensors, result):
+def _saved_versions(saved, args, tensors, result):
     """For each saved array that is (a view of) the output's or an argument Tensor's data,
     remember that tensor's version: backward checks it did not change (the in-place check).
-    Each entry is (counter, version, what, dtype, shape); the message is written only if the
-    check fails."""
+    `args`: the positional arguments; `tensors`: the Tensors among keyword arguments as
+    (what, tensor), or None. Each entry is (counter, version, what, dtype, shape), `what` an
+    input's position or a description; the message is written only if the check fails."""
     tracked = []
     out = result._data
     for arr in saved:
         if not isinstance(arr, np.ndarray):
             continue
-        if arr is out:
-            tracked.append((result._vc, result._vc[0], "its output", out.dtype, out.shape))
-            continue
         is_view = arr.base is not None  # only a view can share memory without being the array
-        if is_view and np.may_share_memory(arr, out):
+        if arr is out or (is_view and np.may_share_memory(arr, out)):
             tracked.append((result._vc, result._vc[0], "its output", out.dtype, out.shape))
             continue
-        for what, t in tensors:
+        what = 0  # most saved arrays are a positional input's data itself: found here
+        for t in args:
+            if isinstance(t, Tensor) and t._data is arr:
+                break
+            what += 1
+        else:  # a view of an input, or a keyword argument's data (or neither)
+            what, t = _saver(arr, is_view, args, tensors)
+        if t is not None:
+            data = t._data  # the message names the input tensor's dtype and shape
+            tracked.append((t._vc, t._vc[0], what, data.dtype, data.shape))
+    return tuple(tracked)
+
+
+def _saver(arr, is_view, args, tensors):
+    """(what, tensor) of the first argument Tensor whose data is `arr` or, for a view,
+    shares its memory: positional arguments first, then `tensors` ((what, Tensor) pairs of
+    the keyword arguments, or None); (None, None) if there is none."""
+    candidates = list(enumerate(args)) + (tensors or [])
+    for what, t in candidates:
+        if isinstance(t, Tensor):
             data = t._data
             if arr is data or (is_view and np.may_share_memory(arr, data)):
-                tracked.append((t._vc, t._vc[0], what, data.dtype, data.shape))
-                break
-    return tuple(tracked)
+                return what, t
+    return None, None
 
 
 def _op_error(cls, err, arrays):

@@ -35,7 +35,7 @@ class Add(Function):
 def _binary(fn, a, b):
     """Apply an elementwise binary op with numpy's broadcasting (and a clear error if the
     shapes do not broadcast)."""
-    if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype):
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype is b._data.dtype):
         # two tensors of one dtype (most calls) are operands as they are
         if not isinstance(a, Tensor) and not isinstance(b, Tensor):
             a = Tensor(a)
