@@ -478,8 +478,9 @@ def _aliases_an_input(out, arrays):
 
 
 def _record(ctx, args, tensors, result, s):
-    """Make ctx the graph node that produced `result`. `tensors`: the Tensors among keyword
-    arguments as (what, tensor), or None when there were none; `s`: the thread's state."""
+    """Make ctx the graph node that produced `result`. `tensors`: the (what, Tensor) pairs
+    `_unwrap` found for a call with keyword arguments, or None for a call with positional
+    arguments only (the Tensors are then found among `args`); `s`: the thread's state."""
     keep = s.keep_intermediates
     # what the node keeps of each argument: a leaf Tensor itself, a `NodeInput` for a tensor
     # made by another op (so the node does not keep its data alive), None for the rest; under
@@ -505,8 +506,8 @@ def _record(ctx, args, tensors, result, s):
 def _saved_versions(saved, args, tensors, result):
     """For each saved array that is (a view of) the output's or an argument Tensor's data,
     remember that tensor's version: backward checks it did not change (the in-place check).
-    `args`: the positional arguments; `tensors`: the Tensors among keyword arguments as
-    (what, tensor), or None. Each entry is (counter, version, what, dtype, shape), `what` an
+    `args`: the positional arguments; `tensors`: `_unwrap`'s (what, Tensor) pairs, or None
+    (see `_record`). Each entry is (counter, version, what, dtype, shape), `what` an
     input's position or a description; the message is written only if the check fails."""
     tracked = []
     out = result._data
