@@ -87,6 +87,14 @@ SWITCHES = {
             "GNU OpenMP's pool does not survive fork(); numba aborts a child that uses it",
         ),
         Switch(
+            "MINITENSOR_CORE_OWNER",
+            "trial",
+            "whose threads the matrix products use: timed over whole training steps ('trial'), "
+            "or fixed: 'numba' or 'blas'",
+            "a product timed alone cannot see BLAS's idle workers slowing numba's next kernel "
+            "(kernels/ownership.py)",
+        ),
+        Switch(
             "MINITENSOR_NO_BLAS_KERNELS",
             "0",
             "1: numba's threads never call BLAS themselves; every product is np.matmul's",

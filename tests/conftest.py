@@ -6,16 +6,20 @@ import numpy as np
 import pytest
 
 import minitensor as mt
+from minitensor.kernels import ownership
 
 
 @pytest.fixture(autouse=True)
 def _seed_minitensor():
     """Every test starts from the same minitensor random state, and leaves the process-wide
-    deterministic switch as it found it (the demos, run in-process by some tests, turn it on)."""
+    deterministic switch as it found it (the demos, run in-process by some tests, turn it on),
+    and the cores to numba's threads (a test's training loop may have timed the owners: the
+    next test must not inherit the decision; kernels/ownership.py)."""
     mt.manual_seed(0)
     deterministic = mt.are_deterministic_algorithms_enabled()
     yield
     mt.use_deterministic_algorithms(deterministic)
+    ownership.reset()
     backends = sys.modules.get("torch.backends")
     if backends is not None:  # torch's test utilities (OpInfo) freeze its flags as they import
         backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True

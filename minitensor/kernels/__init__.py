@@ -27,6 +27,8 @@ One module per family, kernel and twin side by side — read the twin first:
     flash_attention.py  fused_attention_forward/backward (softmax(Q·Kᵀ·scale + mask)·V by tiles,
                       without the L×L matrix; its tile products call BLAS from fast_matmul/)
     jit.py            the @kernel decorator (kernels built on first call), the thread count
+    ownership.py      whose threads the products use, numba's or BLAS's: timed over whole
+                      training steps
     numba_helpers.py  what kernels share, loaded with numba: the vectorisable float32 exp,
                       row max/sum/dot, the compile notice
 
@@ -53,10 +55,11 @@ from .backend_switch import (
     use_deterministic_algorithms,
 )
 from .matmul import FAST_PRODUCTS
+from .ownership import core_owner, core_owner_trial
 
 # Modules of this package that hold no kernel pair: the switch itself, the decorator, and the
 # helpers that import numba (importing them here would load numba at `import minitensor`).
-_PLUMBING = frozenset({"backend_switch", "jit", "numba_helpers"})
+_PLUMBING = frozenset({"backend_switch", "jit", "ownership", "numba_helpers"})
 
 
 def _pairs(module):
@@ -107,6 +110,8 @@ __all__ = [k.__name__ for k in KERNELS] + [
     "use_backend",
     "use_deterministic_algorithms",
     "are_deterministic_algorithms_enabled",
+    "core_owner",
+    "core_owner_trial",
     "matmul_route",
     "tiled_matmul",
     "blas_matmul",

@@ -22,6 +22,8 @@ import os
 import time
 import types as types_module
 
+from .ownership import _owner
+
 # fastmath flags every kernel is compiled with: only those that change no result beyond the sign
 # of a zero, so each kernel stays within a few ulp of its numpy twin. Not "reassoc": it lets LLVM
 # rewrite (x − max) − log_total as x − (max + log_total), which at |x| = 3e4 in float32 loses
@@ -114,11 +116,19 @@ def row_parts(n):
 
 
 def threads():
-    """The number of threads numba's parallel builds use: numba's count (numba.set_num_threads
-    changes it), at most the CPUs this process may run on; 1 in a forked child (see above) and,
-    with polite threads on, 1 while other processes keep the CPUs busy (`cpus_busy`). Every
-    kernel call asks, so after the first call (which starts numba's pool) it reads the number
-    directly: numba.get_num_threads() takes a lock each time, a tenth of a small kernel's cost."""
+    """The number of threads numba's parallel builds use: `cores()`, or 1 while BLAS's threads
+    own the cores (ownership.py: then numba's pool never wakes beside BLAS's). Every kernel
+    call asks."""
+    return 1 if _owner[0] == "blas" else cores()
+
+
+def cores():
+    """How many threads minitensor's work may run on now, whichever pool runs it: numba's
+    count (numba.set_num_threads or NUMBA_NUM_THREADS changes it), at most the CPUs this
+    process may run on; 1 in a forked child (see above) and, with polite threads on, while
+    other processes keep the CPUs busy (`cpus_busy`). After the first call (which starts
+    numba's pool) it reads numba's count directly: numba.get_num_threads() takes a lock each
+    time, a tenth of a small kernel's cost."""
     if _forked_child[0]:
         return 1
     if not _pool["started"]:

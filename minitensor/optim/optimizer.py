@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import config
 from ..autograd import enable_grad, no_grad
+from ..kernels.ownership import step_ended
 from ..tensor import Tensor
 
 # What an optimizer takes: parameters, named parameters, or param groups (dicts).
@@ -122,6 +123,7 @@ class Optimizer:
                         )
                     self._update(p.numpy(), grad, self.state.setdefault(p, {}), group)
                     p.bump_version()  # in place: saved copies of p are now stale
+        step_ended()  # a training step ends here: whole steps decide who owns the cores
         return loss
 
     def _update(self, param, grad, state, group):

@@ -19,7 +19,8 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   place: BLAS is told the operand is transposed. While numba's threads call it, BLAS's own
   threads are held at one (two thread pools on the same cores fight: kernels/jit.py).
 * **"numpy": np.matmul** with BLAS on one thread (beside numba's pool, BLAS's own threads
-  cost a training step more than they save: `numpy_product`): integer or mixed dtypes,
+  cost a training step more than they save: `numpy_product`), or at BLAS's own thread count
+  where whole training steps were timed faster so (kernels/ownership.py): integer or mixed dtypes,
   products too small to share (under 2¹⁸ multiply-adds in a stack, under 2²⁰ in a single
   product, where starting threads costs more than it saves), and every product on one thread.
 
@@ -42,7 +43,8 @@ import numpy as np
 from numba import prange
 
 from ..backend_switch import are_deterministic_algorithms_enabled
-from ..jit import LazyKernel, kernel, threads
+from ..jit import LazyKernel, cores, kernel, threads
+from ..ownership import _owner
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
 
@@ -470,11 +472,15 @@ def _choose(a, b):
 
 
 def numpy_product(a, b):
-    """np.matmul with BLAS on one thread. Inside minitensor numba's threads are the one
-    thread pool: BLAS's own threads beside them win a product timed alone, then lose the
-    step — their idle workers spin while numba's kernels want the cores (benchmarks/README.md,
-    "BLAS's threads inside the step"). The user's own np.matmul keeps BLAS's count."""
-    with blas_threads_at_most(1):
+    """np.matmul, with BLAS on one thread while numba's threads own the cores (the default:
+    BLAS's own threads beside them win a product timed alone, then lose the step — their idle
+    workers spin while numba's kernels want the cores; benchmarks/README.md, "BLAS's threads
+    inside the step"), on as many as minitensor may use (jit.cores(), at most BLAS's own
+    count) once whole steps were timed faster that way (kernels/ownership.py); on one thread
+    always under mt.use_deterministic_algorithms(True).
+    The user's own np.matmul keeps BLAS's count."""
+    blas_owns = _owner[0] == "blas" and not are_deterministic_algorithms_enabled()
+    with blas_threads_at_most(cores() if blas_owns else 1):  # cores(): polite, like numba's
         return np.matmul(a, b)
 
 

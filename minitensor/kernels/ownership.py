@@ -1,0 +1,143 @@
+"""Who owns the cores during training: numba's threads or BLAS's — decided by timing whole
+training steps on the running machine, once per process.
+
+Two thread pools can spread minitensor's work over the cores, and only one should at a time:
+
+* **numba's** (the start): the parallel kernels (softmax, LayerNorm, ...) and the matrix
+  products they share out — a stack of small matrices by the tile kernel, a Linear layer's
+  product by blocks of rows, each thread calling BLAS on one thread (kernels/fast_matmul).
+  minitensor's own np.matmul calls run BLAS on one thread, so BLAS's pool never wakes.
+* **BLAS's**: every product is np.matmul at BLAS's own thread count, and numba's kernels run
+  serially (jit.threads() answers 1), so numba's pool never wakes.
+
+Which is faster depends on the machine and on the model. Two pools at once lose to either:
+after each call a pool's idle workers spin for a while, and take the core the other pool's
+next call wants — a product timed alone (fast_matmul/products.py, `fastest`) cannot see that.
+On one machine (AMD EPYC Zen 3) handing the cores to BLAS made the d_model 64 addition step
+10-15% faster and the long-sequence step (fused attention, numba's threads) 25% slower. Only
+whole steps show it, so this module times them:
+
+    an optimizer's step() ends a training step (Optimizer.step calls `step_ended`);
+    the first WARMUP steps are not counted (numba compiles, products time their candidates);
+    then the owners take turns, numba, blas, numba, blas, ..., for ROUNDS blocks of BLOCK
+    steps each, the first step of every block not counted (the new owner's products time
+    their candidates then); the owner whose counted steps have the lower median keeps the
+    cores for the rest of the process — BLAS only if it was at least MARGIN faster.
+
+Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
+per op, not by the cores. Under mt.use_deterministic_algorithms(True) nothing is tried and
+numba's pool keeps the cores (a product's result must not depend on BLAS's thread count), nor
+on the numpy backend (its products are np.matmul's, whoever owns the cores).
+
+    MINITENSOR_CORE_OWNER=numba|blas     fix the owner, no trial (default: trial)
+    mt.kernels.core_owner()              who owns them now
+    mt.kernels.core_owner_trial()        the trial's state: step times per owner, the decision
+"""
+
+import statistics
+import time
+
+from .. import config
+from .backend_switch import are_deterministic_algorithms_enabled, get_backend
+
+OWNERS = ("numba", "blas")
+WARMUP, BLOCK, ROUNDS = 3, 4, 2
+MIN_STEP_SECONDS = 0.02
+MARGIN = 0.03
+
+# _owner[0] is read before every matrix product (products.numpy_product, products.fastest):
+# a list, so that a read is one index, and the module's state stays in one place.
+_owner = ["numba"]
+_trial = {"state": "waiting", "steps": 0, "last": None, "times": {o: [] for o in OWNERS}}
+
+
+def core_owner() -> str:
+    """'numba' or 'blas': whose threads minitensor's matrix products use now."""
+    return _owner[0]
+
+
+def core_owner_trial() -> dict:
+    """The trial's state: "waiting" (warming up, or steps too short), "trying" or "decided"
+    (or "fixed" by MINITENSOR_CORE_OWNER), optimizer steps seen, and the counted step times
+    (seconds) of each owner."""
+    return {
+        "state": _trial["state"],
+        "owner": _owner[0],
+        "steps": _trial["steps"],
+        "times": {o: list(t) for o, t in _trial["times"].items()},
+    }
+
+
+def _fixed_owner():
+    """The owner fixed without a trial — MINITENSOR_CORE_OWNER's, numba's when every tuning
+    is off (MINITENSOR_TUNING=0) — or None to hold the trial."""
+    if not config.flag("MINITENSOR_TUNING"):
+        return "numba"
+    chosen = config.value("MINITENSOR_CORE_OWNER").lower()
+    if chosen == "trial":
+        return None
+    if chosen not in OWNERS:
+        raise ValueError(f"MINITENSOR_CORE_OWNER={chosen!r}: expected trial, {' or '.join(OWNERS)}")
+    return chosen
+
+
+def step_ended(clock=time.perf_counter):
+    """Called at the end of every optimizer step: count it, time it, and move the trial on."""
+    state = _trial["state"]
+    if state in ("decided", "fixed"):
+        return
+    now = clock()
+    last, _trial["last"] = _trial["last"], now
+    _trial["steps"] += 1
+    if state == "waiting":
+        _wait(now, last)
+    else:
+        _try(now - last)
+
+
+def _wait(now, last):
+    """Before the trial: fix the owner if the user did, else start trying once WARMUP steps
+    have passed and a step takes long enough to be worth it."""
+    fixed = _fixed_owner()
+    if fixed is not None:
+        _owner[0], _trial["state"] = fixed, "fixed"
+        return
+    long_enough = last is not None and now - last >= MIN_STEP_SECONDS
+    numba_runs = get_backend() == "numba" and not are_deterministic_algorithms_enabled()
+    if _trial["steps"] > WARMUP and long_enough and numba_runs:
+        _trial.update(state="trying", tried=0)  # the block of steps about to run is numba's
+
+
+def _try(seconds):
+    """One step of the trial: count it for the owner of its block (not a block's first step),
+    hand the cores to the other owner at a block's end, decide after the last block."""
+    if are_deterministic_algorithms_enabled():  # switched on mid-trial: numba's, for good
+        _decide("numba")
+        return
+    position = _trial["tried"] % BLOCK
+    if position:
+        _trial["times"][_owner[0]].append(seconds)
+    _trial["tried"] += 1
+    if _trial["tried"] % BLOCK == 0:
+        if _trial["tried"] == BLOCK * len(OWNERS) * ROUNDS:
+            _decide(_faster())
+        else:
+            _owner[0] = OWNERS[(_trial["tried"] // BLOCK) % len(OWNERS)]
+
+
+def _faster():
+    """The owner whose counted steps had the lower median; BLAS only by MARGIN or more."""
+    numba, blas = (statistics.median(_trial["times"][o]) for o in OWNERS)
+    return "blas" if blas < numba * (1 - MARGIN) else "numba"
+
+
+def _decide(owner):
+    _owner[0] = owner
+    _trial["state"] = "decided"
+    config.applied["MINITENSOR_CORE_OWNER"] = f"{owner}'s threads own the cores (timed steps)"
+
+
+def reset():
+    """Forget the trial and give the cores back to numba (tests; a new kind of workload)."""
+    _owner[0] = "numba"
+    _trial.update(state="waiting", steps=0, last=None, times={o: [] for o in OWNERS})

@@ -1,0 +1,168 @@
+"""Who owns the cores (kernels/ownership.py): the trial of whole training steps, timed with
+a clock the test controls, and what each owner changes in the products and kernels."""
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from minitensor.kernels import jit, ownership
+from minitensor.kernels.fast_matmul import blas, products
+
+TRIAL_STEPS = ownership.BLOCK * len(ownership.OWNERS) * ownership.ROUNDS
+
+
+class Clock:
+    """A clock that advances by the step time of whoever owns the cores when it is read."""
+
+    def __init__(self, seconds):
+        self.now, self.seconds = 0.0, seconds
+
+    def __call__(self):
+        self.now += self.seconds[ownership.core_owner()]
+        return self.now
+
+
+def run_steps(n, clock):
+    for _ in range(n):
+        ownership.step_ended(clock)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_trial(monkeypatch):
+    monkeypatch.delenv("MINITENSOR_CORE_OWNER", raising=False)
+    monkeypatch.delenv("MINITENSOR_TUNING", raising=False)
+    ownership.reset()
+    yield
+    ownership.reset()
+
+
+def test_the_owner_with_faster_steps_keeps_the_cores():
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.050, "blas": 0.030}))
+    trial = mt.kernels.core_owner_trial()
+    assert trial["state"] == "decided" and mt.kernels.core_owner() == "blas"
+    assert trial["times"]["numba"] == pytest.approx([0.050] * 6)
+    assert trial["times"]["blas"] == pytest.approx([0.030] * 6)
+    run_steps(10, Clock({"numba": 0.001, "blas": 1.0}))  # decided once: no second trial
+    assert mt.kernels.core_owner() == "blas"
+
+
+def test_numba_keeps_the_cores_when_blas_is_slower_or_within_the_margin():
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.030, "blas": 0.050}))
+    assert ownership.core_owner_trial()["state"] == "decided"
+    assert ownership.core_owner() == "numba"
+    ownership.reset()
+    almost = 0.030 * (1 - ownership.MARGIN / 2)
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.030, "blas": almost}))
+    assert ownership.core_owner() == "numba"
+
+
+def test_the_owners_take_turns_by_blocks_during_the_trial():
+    owners = []
+    clock = Clock({"numba": 0.05, "blas": 0.05})
+    run_steps(ownership.WARMUP + 1, clock)
+    for _ in range(TRIAL_STEPS - 1):
+        owners.append(ownership.core_owner())
+        ownership.step_ended(clock)
+    block = ownership.BLOCK
+    assert owners[:block] == ["numba"] * block
+    assert owners[block : 2 * block] == ["blas"] * block
+    assert owners[2 * block : 3 * block] == ["numba"] * block
+
+
+def test_short_steps_never_start_the_trial():
+    run_steps(100, Clock({"numba": ownership.MIN_STEP_SECONDS / 4, "blas": 0.0}))
+    assert ownership.core_owner_trial()["state"] == "waiting"
+    assert ownership.core_owner() == "numba"
+
+
+def test_deterministic_algorithms_keep_the_cores_with_numba():
+    mt.use_deterministic_algorithms(True)
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.05, "blas": 0.01}))
+    assert ownership.core_owner_trial()["state"] == "waiting"
+    ownership.reset()
+    mt.use_deterministic_algorithms(False)
+    clock = Clock({"numba": 0.05, "blas": 0.01})
+    run_steps(ownership.WARMUP + 1 + ownership.BLOCK + 1, clock)  # now in a blas block
+    assert ownership.core_owner() == "blas"
+    mt.use_deterministic_algorithms(True)  # switched on mid-trial: back to numba, for good
+    ownership.step_ended(clock)
+    assert ownership.core_owner_trial()["state"] == "decided"
+    assert ownership.core_owner() == "numba"
+
+
+@pytest.mark.parametrize("owner", ownership.OWNERS)
+def test_the_environment_fixes_the_owner(monkeypatch, owner):
+    monkeypatch.setenv("MINITENSOR_CORE_OWNER", owner)
+    run_steps(2, Clock({"numba": 0.05, "blas": 0.05}))
+    assert ownership.core_owner_trial()["state"] == "fixed"
+    assert ownership.core_owner() == owner
+
+
+def test_a_wrong_owner_in_the_environment_is_refused(monkeypatch):
+    monkeypatch.setenv("MINITENSOR_CORE_OWNER", "bls")
+    with pytest.raises(ValueError, match="MINITENSOR_CORE_OWNER='bls'.*trial, numba or blas"):
+        ownership.step_ended(Clock({"numba": 0.05, "blas": 0.05}))
+
+
+def test_no_tuning_means_numba_and_no_trial(monkeypatch):
+    monkeypatch.setenv("MINITENSOR_TUNING", "0")
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.05, "blas": 0.01}))
+    assert ownership.core_owner_trial()["state"] == "fixed"
+    assert ownership.core_owner() == "numba"
+
+
+def test_an_optimizer_step_ends_a_training_step():
+    w = mt.tensor(np.ones(3, np.float32), requires_grad=True)
+    opt = mt.optim.SGD([w], lr=0.1)
+    for _ in range(3):
+        (w * w).sum().backward()
+        opt.step()
+    assert ownership.core_owner_trial()["steps"] == 3
+
+
+def _blas_threads_seen(monkeypatch):
+    seen = []
+    matmul = np.matmul
+
+    def spy(a, b):
+        seen.append(blas.blas_threads())
+        return matmul(a, b)
+
+    monkeypatch.setattr(products.np, "matmul", spy)
+    return seen
+
+
+def test_with_blas_owning_products_use_blas_threads_and_kernels_run_serially(monkeypatch, rng):
+    a, b = rng.standard_normal((2, 64, 32), np.float32), rng.standard_normal((32, 48), np.float32)
+    seen = _blas_threads_seen(monkeypatch)
+    monkeypatch.setattr(products, "cores", lambda: 2)  # as on a 2-core machine, quiet
+    with blas.blas_threads_at_most(8):
+        start = blas.blas_threads()
+        ownership._owner[0] = "blas"
+        assert jit.threads() == 1
+        np.testing.assert_allclose(products.numpy_product(a, b), a @ b, rtol=1e-5, atol=1e-5)
+        mt.use_deterministic_algorithms(True)
+        products.numpy_product(a, b)
+        mt.use_deterministic_algorithms(False)
+        ownership._owner[0] = "numba"
+        products.numpy_product(a, b)
+    assert seen == [min(2, start), 1, 1]
+    assert blas.blas_threads() == start  # given back after each product
+
+
+def test_a_trained_model_gives_the_same_numbers_under_either_owner(rng):
+    """The owner changes who computes, not what: a few Linear steps agree to rounding."""
+    x = rng.standard_normal((256, 64)).astype(np.float32)
+
+    def train(owner):
+        mt.manual_seed(0)
+        ownership._owner[0] = owner
+        layer = mt.nn.Linear(64, 64)
+        opt = mt.optim.Adam(layer.parameters(), lr=1e-2)
+        for _ in range(3):
+            opt.zero_grad()
+            (layer(mt.tensor(x)) ** 2).mean().backward()
+            opt.step()
+        return layer.weight.numpy().copy()
+
+    np.testing.assert_allclose(train("blas"), train("numba"), rtol=1e-4, atol=1e-5)
