@@ -24,6 +24,10 @@ mark reset after building the model and warming up where Linux allows, so it is 
 timed steps: weights, optimizer state, activations, gradients). The machine may be shared and
 noisy: compare the ratios of one run.
 
+minitensor decides in its first few dozen steps whose threads own the cores, numba's or BLAS's,
+by timing whole steps (minitensor/kernels/ownership.py); its child runs steps until it has,
+before the timed blocks, and the table's last column says which it chose.
+
 --attention explicit runs minitensor's MultiHeadAttention on its explicit path (scores, softmax,
 weights·V, with the L×L weights kept for backward) instead of the fused kernel.
 --quick: tiny versions of the cases, one step, one round — a smoke test of this script.
@@ -197,6 +201,19 @@ def _peak_rss_mb():
     return peak / 1024 if sys.platform != "darwin" else peak / 2**20  # KiB on Linux
 
 
+def settle_core_owner(step, batches, most=60):
+    """Run steps until minitensor has decided whose threads own the cores (its trial of whole
+    steps, minitensor/kernels/ownership.py), so that the timed blocks are the steady state a
+    training run has after its first few dozen steps; the owner it chose."""
+    import minitensor as mt
+
+    for i in range(most):
+        if mt.kernels.core_owner_trial()["state"] in ("decided", "fixed"):
+            break
+        step(batches[i % len(batches)])
+    return mt.kernels.core_owner()
+
+
 def child(args):
     """--child ours|torch: build the case, warm up, then one block of steps per "go" line read
     from stdin (answered with its wall times as JSON); "rss" is answered with the peak RSS."""
@@ -210,12 +227,17 @@ def child(args):
         else torch_stepper(spec, args.torch_threads)
     )
     step(batches[0])  # warm up (numba compiles)
+    if args.child == "ours":
+        owner = settle_core_owner(step, batches)
     gc.collect()
     _reset_peak_rss()
     print("ready", flush=True)
     for line in sys.stdin:
         if line.strip() == "rss":
             print(json.dumps(_peak_rss_mb()), flush=True)
+            continue
+        if line.strip() == "owner":
+            print(json.dumps(owner if args.child == "ours" else "–"), flush=True)
             continue
         time.sleep(PAUSE_S)  # the other library's idle workers stop spinning
         wall = []
@@ -269,7 +291,7 @@ def run_case(case, args, with_torch):
     for _ in range(args.rounds):
         for name, c in children.items():
             times[name] += c.ask("go")
-    row = {"case": case}
+    row = {"case": case, "owner": children["minitensor"].ask("owner")}
     for name, c in children.items():
         row[name] = (float(np.median(times[name])) * 1e3, c.ask("rss"), len(times[name]))
         c.close()
@@ -315,8 +337,11 @@ def main():
         f"{args.attention}; torch threads {args.torch_threads}; {args.rounds} rounds"
         + (" (--quick: tiny models)" if args.quick else "")
     )
-    print("| case | minitensor ms/step | PyTorch ms/step | ratio | peak RSS ours / torch (MB) |")
-    print("|---|---|---|---|---|")
+    print(
+        "| case | minitensor ms/step | PyTorch ms/step | ratio | peak RSS ours / torch (MB) "
+        "| cores owned by (ours) |"
+    )
+    print("|---|---|---|---|---|---|")
     for case in cases:
         row = run_case(case, args, with_torch)
         ours_ms, ours_rss, n = row["minitensor"]
@@ -324,11 +349,14 @@ def main():
             torch_ms, torch_rss, _ = row["torch"]
             print(
                 f"| {case} | {ours_ms:.1f} | {torch_ms:.1f} | {ours_ms / torch_ms:.2f}x | "
-                f"{ours_rss:.0f} / {torch_rss:.0f} |",
+                f"{ours_rss:.0f} / {torch_rss:.0f} | {row['owner']} |",
                 flush=True,
             )
         else:
-            print(f"| {case} | {ours_ms:.1f} | – | – | {ours_rss:.0f} / – |", flush=True)
+            print(
+                f"| {case} | {ours_ms:.1f} | – | – | {ours_rss:.0f} / – | {row['owner']} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -126,9 +126,12 @@ def _try(seconds):
 
 
 def _faster():
-    """The owner whose counted steps had the lower median; BLAS only by MARGIN or more."""
+    """The owner whose counted steps had the lower median; BLAS only by MARGIN or more, and
+    only for steps of MIN_STEP_SECONDS or more (a step that was long only while numba compiled
+    started the trial, but short steps are not the cores' to win)."""
     numba, blas = (statistics.median(_trial["times"][o]) for o in OWNERS)
-    return "blas" if blas < numba * (1 - MARGIN) else "numba"
+    worth_it = numba >= MIN_STEP_SECONDS
+    return "blas" if worth_it and blas < numba * (1 - MARGIN) else "numba"
 
 
 def _decide(owner):

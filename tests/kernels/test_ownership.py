@@ -75,6 +75,14 @@ def test_short_steps_never_start_the_trial():
     assert ownership.core_owner() == "numba"
 
 
+def test_steps_that_were_long_only_at_the_start_leave_the_cores_with_numba():
+    short = ownership.MIN_STEP_SECONDS / 4
+    run_steps(ownership.WARMUP + 1, Clock({"numba": 1.0, "blas": 1.0}))  # compiling
+    run_steps(TRIAL_STEPS, Clock({"numba": short, "blas": short / 2}))
+    assert ownership.core_owner_trial()["state"] == "decided"
+    assert ownership.core_owner() == "numba"
+
+
 def test_deterministic_algorithms_keep_the_cores_with_numba():
     mt.use_deterministic_algorithms(True)
     run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.05, "blas": 0.01}))
