@@ -1,0 +1,33 @@
+"""softmax's numba kernel splits its blocks of rows into n_tasks runs (kernels/softmax.py,
+_softmax_rows): any number of tasks — one, more than the threads, more than the blocks — and
+either build (serial, parallel) must give the same output, bit for bit."""
+
+import numpy as np
+import pytest
+
+from minitensor.kernels import softmax
+
+
+def _scores_and_mask(shape, mask_shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape).astype(np.float32), rng.random(mask_shape) < 0.3
+
+
+@pytest.mark.parametrize(
+    "shape, mask_shape",
+    [((3, 5, 7), (3, 1, 7)), ((2, 3, 4, 6), (2, 1, 1, 6)), ((1, 9), (1, 9)), ((4, 0, 3), (3,))],
+)
+def test_any_split_into_tasks_gives_the_same_softmax(shape, mask_shape):
+    x, mask = _scores_and_mask(shape, mask_shape)
+    x4, mask4 = softmax._as_4d(x, mask)
+    built = softmax._softmax_rows.build()
+    reference = np.empty_like(x4)
+    built.serial(x4, mask4, np.float32(0.5), reference, 1)
+    blocks = x4.shape[0] * x4.shape[1]
+    for build in (built.serial, built.parallel):
+        for n_tasks in (1, 2, 3, blocks + 2):
+            y = np.empty_like(x4)
+            build(x4, mask4, np.float32(0.5), y, n_tasks)
+            np.testing.assert_array_equal(y, reference)
+    twin = softmax.softmax_forward_numpy(x, 0.5, mask)
+    np.testing.assert_allclose(reference.reshape(shape), twin, rtol=1e-5, atol=1e-7)
