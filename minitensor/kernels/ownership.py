@@ -25,9 +25,13 @@ whole steps show it, so this module times them:
     cores for the rest of the process — BLAS only if it was at least MARGIN faster.
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
-per op, not by the cores. Under mt.use_deterministic_algorithms(True) nothing is tried and
-numba's pool keeps the cores (a product's result must not depend on BLAS's thread count), nor
-on the numpy backend (its products are np.matmul's, whoever owns the cores).
+per op, not by the cores. Nothing is tried on the numpy backend either (its products are
+np.matmul's, whoever owns the cores). Under mt.use_deterministic_algorithms(True) BLAS stays on
+one thread (a product's result must not depend on BLAS's thread count), so there the choice is
+between numba's threads and one thread for everything — which give the same numbers to the
+bit (the reductions and the BLAS blocks are cut at fixed places whatever the thread count), so
+the owner may change mid-run. A small model can run as fast on one thread as on two (its step
+is Python's cost per op), and then leaves the other core free.
 
     MINITENSOR_CORE_OWNER=numba|blas     fix the owner, no trial (default: trial)
     mt.kernels.core_owner()              who owns them now
@@ -38,7 +42,7 @@ import statistics
 import time
 
 from .. import config
-from .backend_switch import are_deterministic_algorithms_enabled, get_backend
+from .backend_switch import get_backend
 
 OWNERS = ("numba", "blas")
 WARMUP, BLOCK, ROUNDS = 3, 4, 2
@@ -103,17 +107,13 @@ def _wait(now, last):
         _owner[0], _trial["state"] = fixed, "fixed"
         return
     long_enough = last is not None and now - last >= MIN_STEP_SECONDS
-    numba_runs = get_backend() == "numba" and not are_deterministic_algorithms_enabled()
-    if _trial["steps"] > WARMUP and long_enough and numba_runs:
+    if _trial["steps"] > WARMUP and long_enough and get_backend() == "numba":
         _trial.update(state="trying", tried=0)  # the block of steps about to run is numba's
 
 
 def _try(seconds):
     """One step of the trial: count it for the owner of its block (not a block's first step),
     hand the cores to the other owner at a block's end, decide after the last block."""
-    if are_deterministic_algorithms_enabled():  # switched on mid-trial: numba's, for good
-        _decide("numba")
-        return
     position = _trial["tried"] % BLOCK
     if position:
         _trial["times"][_owner[0]].append(seconds)

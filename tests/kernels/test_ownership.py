@@ -83,19 +83,18 @@ def test_steps_that_were_long_only_at_the_start_leave_the_cores_with_numba():
     assert ownership.core_owner() == "numba"
 
 
-def test_deterministic_algorithms_keep_the_cores_with_numba():
+def test_deterministic_algorithms_hold_the_trial_too():
+    """There BLAS stays on one thread, so "blas" means one thread for everything."""
     mt.use_deterministic_algorithms(True)
-    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.05, "blas": 0.01}))
-    assert ownership.core_owner_trial()["state"] == "waiting"
-    ownership.reset()
-    mt.use_deterministic_algorithms(False)
-    clock = Clock({"numba": 0.05, "blas": 0.01})
-    run_steps(ownership.WARMUP + 1 + ownership.BLOCK + 1, clock)  # now in a blas block
-    assert ownership.core_owner() == "blas"
-    mt.use_deterministic_algorithms(True)  # switched on mid-trial: back to numba, for good
-    ownership.step_ended(clock)
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.05, "blas": 0.03}))
     assert ownership.core_owner_trial()["state"] == "decided"
-    assert ownership.core_owner() == "numba"
+    assert ownership.core_owner() == "blas"
+
+
+def test_the_numpy_backend_holds_no_trial():
+    with mt.kernels.use_backend("numpy"):
+        run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.05, "blas": 0.01}))
+    assert ownership.core_owner_trial()["state"] == "waiting"
 
 
 @pytest.mark.parametrize("owner", ownership.OWNERS)
@@ -156,6 +155,30 @@ def test_with_blas_owning_products_use_blas_threads_and_kernels_run_serially(mon
         products.numpy_product(a, b)
     assert seen == [min(2, start), 1, 1]
     assert blas.blas_threads() == start  # given back after each product
+
+
+def test_under_deterministic_algorithms_a_change_of_owner_changes_no_bit(rng, monkeypatch):
+    """Training with the owner switched every step gives the weights of training with numba's
+    threads throughout, to the bit: products, reductions and kernels are cut at fixed places."""
+    x = rng.standard_normal((512, 96)).astype(np.float32)
+    y = rng.integers(0, 10, 512)
+
+    def train(owners):
+        mt.manual_seed(0)
+        model = mt.nn.Sequential(mt.nn.Linear(96, 512), mt.nn.ReLU(), mt.nn.LayerNorm(512),
+                                 mt.nn.Linear(512, 10))  # fmt: skip
+        opt = mt.optim.Adam(model.parameters(), lr=1e-2)
+        for owner in owners:
+            ownership._owner[0] = owner
+            opt.zero_grad()
+            mt.nn.functional.cross_entropy(model(mt.tensor(x)), mt.tensor(y)).backward()
+            opt.step()
+        return [p.numpy().copy() for p in model.parameters()]
+
+    monkeypatch.setenv("MINITENSOR_CORE_OWNER", "numba")  # no trial: the test sets the owner
+    mt.use_deterministic_algorithms(True)
+    for got, want in zip(train(["blas", "numba"] * 3), train(["numba"] * 6)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_a_trained_model_gives_the_same_numbers_under_either_owner(rng):
