@@ -21,8 +21,10 @@ whole steps show it, so this module times them:
     the first WARMUP steps are not counted (numba compiles, products time their candidates);
     then the owners take turns, numba, blas, numba, blas, ..., for ROUNDS blocks of BLOCK
     steps each, the first step of every block not counted (the new owner's products time
-    their candidates then); the owner whose counted steps have the lower median keeps the
-    cores for the rest of the process — BLAS only if it was at least MARGIN faster.
+    their candidates then); the owner whose fastest counted step was faster keeps the cores
+    for the rest of the process — BLAS only if it was at least MARGIN faster. The fastest,
+    not the median: on a shared machine the other tenants' bursts only ever add time, and a
+    burst over one owner's block would sway a median of a few steps.
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
 per op, not by the cores. Nothing is tried on the numpy backend either (its products are
@@ -38,14 +40,13 @@ is Python's cost per op), and then leaves the other core free.
     mt.kernels.core_owner_trial()        the trial's state: step times per owner, the decision
 """
 
-import statistics
 import time
 
 from .. import config
 from .backend_switch import get_backend
 
 OWNERS = ("numba", "blas")
-WARMUP, BLOCK, ROUNDS = 3, 4, 2
+WARMUP, BLOCK, ROUNDS = 3, 4, 3
 MIN_STEP_SECONDS = 0.02
 MARGIN = 0.03
 
@@ -126,10 +127,10 @@ def _try(seconds):
 
 
 def _faster():
-    """The owner whose counted steps had the lower median; BLAS only by MARGIN or more, and
+    """The owner whose fastest counted step was faster; BLAS only by MARGIN or more, and
     only for steps of MIN_STEP_SECONDS or more (a step that was long only while numba compiled
     started the trial, but short steps are not the cores' to win)."""
-    numba, blas = (statistics.median(_trial["times"][o]) for o in OWNERS)
+    numba, blas = (min(_trial["times"][o]) for o in OWNERS)
     worth_it = numba >= MIN_STEP_SECONDS
     return "blas" if worth_it and blas < numba * (1 - MARGIN) else "numba"
 
