@@ -214,7 +214,8 @@ def _gemm_stack(batch, address, trans_a, trans_b, k, a, lda, b, ldb, c):
     P, n, m = c.shape
     one, zero = c.dtype.type(1), c.dtype.type(0)
     for p in prange(P):
-        a_offset, b_offset = _offsets(p, batch)
+        # int64 as in the serial build (a parallel loop's index is unsigned): one compile
+        a_offset, b_offset = _offsets(np.int64(p), batch)
         gemm(
             address,
             trans_a,
