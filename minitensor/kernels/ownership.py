@@ -13,9 +13,9 @@ Two thread pools can spread minitensor's work over the cores, and only one shoul
 Which is faster depends on the machine and on the model. Two pools at once lose to either:
 after each call a pool's idle workers spin for a while, and take the core the other pool's
 next call wants — a product timed alone (fast_matmul/products.py, `fastest`) cannot see that.
-On one machine (AMD EPYC Zen 3) handing the cores to BLAS made the d_model 64 addition step
-10-15% faster and the long-sequence step (fused attention, numba's threads) 25% slower. Only
-whole steps show it, so this module times them:
+On one machine BLAS's pool made a small model's step faster and numba's a long-sequence
+model's (its fused attention runs on numba's threads; benchmarks/README.md, "Who owns the
+cores"). Only whole steps show it, so this module times them:
 
     an optimizer's step() ends a training step (Optimizer.step calls `step_ended`);
     the first WARMUP steps are not counted (numba compiles, products time their candidates);

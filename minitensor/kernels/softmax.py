@@ -118,9 +118,9 @@ def _softmax_rows(x, mask, scale, y, n_tasks):
     y). Why the loop body is a kernel of its own: this kernel is built twice, parallel and
     serial (jit.Kernel), and numba types, lowers and optimises a parallel loop's body all over
     again for its parallel build. With the body in _softmax_blocks, compiled once, both builds
-    are a loop of n_tasks calls: the cold compile of the pair for the addition demo's scores
-    takes about 1.1 s less (2.4 s, from 3.5 s, on a 2-core Zen 4). One call per task, not per
-    block, so the calls cost nothing measurable."""
+    are a loop of n_tasks calls, and the pair compiles a third faster on a cold cache
+    (benchmarks/README.md, "the demo's cold start"). One call per task, not per block, so the
+    calls cost nothing measurable."""
     blocks = x.shape[0] * x.shape[1]
     for task in prange(n_tasks):
         first, stop = task * blocks // n_tasks, (task + 1) * blocks // n_tasks
