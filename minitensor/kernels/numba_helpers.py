@@ -168,6 +168,12 @@ def _masked_score_overload(x, m, scale):
 # ---- "compiling…" notice ---------------------------------------------------------------------
 
 
+def _notice_stream():
+    """stderr, where a program's diagnostics go — but stdout in a Jupyter notebook, where
+    stderr shows as a red box: a first run's compile is news, not an error."""
+    return sys.stdout if "ipykernel" in sys.modules else sys.stderr
+
+
 class _CompileNotice(event.Listener):
     """Print one short line the first time each kernel family (module) compiles in a process.
     Loading a kernel from numba's on-disk cache is not a compile, so this stays quiet then."""
@@ -184,7 +190,7 @@ class _CompileNotice(event.Listener):
             print(
                 f"minitensor: compiling numba kernels for {family} "
                 f"(first use; cached on disk afterwards)...",
-                file=sys.stderr,
+                file=_notice_stream(),
                 flush=True,
             )
 

@@ -1005,3 +1005,15 @@ def test_fused_attention_is_a_public_kernel():
     assert K.fused_attention_forward in K.KERNELS and K.fused_attention_backward in K.KERNELS
     assert {"fused_attention_forward", "fused_attention_backward"} <= set(K.__all__)
     assert K.fused_attention_forward.numpy is K.flash_attention.fused_attention_forward_numpy
+
+
+def test_the_compile_line_goes_to_stdout_in_a_notebook(monkeypatch):
+    """A script's diagnostics go to stderr; in Jupyter stderr is a red box, so stdout there."""
+    import types
+
+    from minitensor.kernels import numba_helpers
+
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    assert numba_helpers._notice_stream() is sys.stderr
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    assert numba_helpers._notice_stream() is sys.stdout
