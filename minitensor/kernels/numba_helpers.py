@@ -83,8 +83,8 @@ def exp(x):
 # Not inline="always": numba would paste exp's code into every kernel that calls it and type it
 # again there (typing is most of a small kernel's compile). As a call, exp is compiled once per
 # process, and LLVM inlines it into each kernel's loop before vectorising it: the same vector
-# code as numba's inlining gave (a cold compile of cross-entropy's and softmax's serial kernels,
-# the ones that call exp on the addition demo's path, ~0.4 s shorter in all).
+# code as numba's inlining gave, and a shorter cold compile of every kernel that calls exp
+# (benchmarks/README.md, "the demo's cold start").
 @overload(exp)
 def _exp_overload(x):
     if x == types.float32:

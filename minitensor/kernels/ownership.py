@@ -50,8 +50,8 @@ WARMUP, BLOCK, ROUNDS = 3, 4, 3
 MIN_STEP_SECONDS = 0.02
 MARGIN = 0.03
 
-# _owner[0] is read before every matrix product (products.numpy_product, products.fastest):
-# a list, so that a read is one index, and the module's state stays in one place.
+# _owner[0] is read before every kernel call and matrix product (jit.threads,
+# products.numpy_product): a list, so that a read is one index, and the state stays here.
 _owner = ["numba"]
 _trial = {"state": "waiting", "steps": 0, "last": None, "times": {o: [] for o in OWNERS}}
 
