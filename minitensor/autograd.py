@@ -181,30 +181,38 @@ def _check_versions(node):
 
 
 def _normalise_grads(node, grads):
-    """backward may return one array or a tuple; check each has its input's shape."""
-    if not isinstance(grads, tuple):
+    """What backward returned, checked: a list with one gradient per input, each an array of
+    its input's shape and dtype, None where the input takes none (a constant, or an input that
+    does not require grad). This runs for every node of every backward pass, so it reads an
+    input's shape and dtype from its array (a leaf) or its `NodeInput`, not through Tensor's
+    properties, which cost more than the check itself."""
+    if type(grads) is not tuple:
         grads = (grads,)
-    if len(grads) != len(node.inputs):
+    inputs = node.inputs
+    if len(grads) != len(inputs):
         raise RuntimeError(
-            f"backward of {node.where()} returned {len(grads)} gradients for "
-            f"{len(node.inputs)} inputs"
+            f"backward of {node.where()} returned {len(grads)} gradients for {len(inputs)} inputs"
         )
     out = []
-    for i, (t, g) in enumerate(zip(node.inputs, grads)):
+    for t, g in zip(inputs, grads):
         if g is None or t is None or not t.requires_grad:
             out.append(None)
             continue
+        # a leaf (always a Tensor) by its array; the rest are `NodeInput`s, which keep their
+        # tensor's shape and dtype (or, under keep_intermediates, Tensors: properties)
+        like = t._data if t._grad_fn is None else t
         if type(g) is not np.ndarray:
             g = np.asarray(g)
-        if g.shape != t.shape:
+        if g.shape != like.shape:
             raise RuntimeError(
-                f"backward of {node.where()} returned a gradient of shape {g.shape} for input {i} "
-                f"of shape {t.shape} (reduce broadcast gradients with mt.unbroadcast)"
+                f"backward of {node.where()} returned a gradient of shape {g.shape} for input "
+                f"{len(out)} of shape {like.shape} (reduce broadcast gradients with "
+                f"mt.unbroadcast)"
             )
-        if g.dtype != t.dtype:
-            g = g.astype(t.dtype)
+        if g.dtype is not like.dtype and g.dtype != like.dtype:
+            g = g.astype(like.dtype)
         out.append(g)
-    return tuple(out)
+    return out
 
 
 def backward_steps(
@@ -358,7 +366,9 @@ def _walk(order, g0, retain_graph, record=None):
                 record[id(node)] = (len(run) - 1, g_out)
                 n = len(run)
                 saved = node.saved_tensors
-                step = BackwardStep(index, len(order), node, g_out, g_in, saved, run, n, record)
+                step = BackwardStep(
+                    index, len(order), node, g_out, tuple(g_in), saved, run, n, record
+                )
                 step.root = order[0]
                 yield step
             if not retain_graph:

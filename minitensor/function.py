@@ -33,7 +33,7 @@ import numpy as np
 
 from . import hooks
 from .errors import ShapeError, named_error, op_error, op_in_scope
-from .source import describe_inputs, describe_source, user_line
+from .source import describe_inputs, describe_source, line_at, user_line
 from .state import state
 from .tensor import Tensor
 
@@ -77,7 +77,7 @@ class Context:
     _released = False
     _retained = None  # weakref to the output, set by Tensor.retain_grad()
     _grad_dtype = None  # float32 when forward computed float16 inputs in float32
-    _src = None  # (code object, line number) of the user's line; `source` formats it
+    _src = None  # (code object, instruction offset) of the user's line; `source` formats it
     _grad_hooks = None  # set by Tensor.register_hook on the node's output
 
     def __init__(self, fn: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
@@ -93,13 +93,14 @@ class Context:
     def source(self) -> tuple[str, int, str] | None:
         """(filename, lineno, function) of the user's line that created this node, or None.
 
-        Recording keeps the line's code object and number, and this formats them when read:
-        most nodes are never asked where they came from."""
+        Recording keeps the line's code object and instruction offset, and this finds the
+        line number and formats them when read: most nodes are never asked where they came
+        from."""
         src = self._src
         if src is None or len(src) == 3:
             return src
-        code, lineno = src
-        return (code.co_filename, lineno, code.co_name)
+        code, offset = src
+        return (code.co_filename, line_at(code, offset), code.co_name)
 
     @source.setter
     def source(self, value: tuple[str, int, str] | None) -> None:
@@ -202,7 +203,8 @@ def _guarded(method: Any) -> Any:
 
 class NodeInput:
     """How a node refers to an input that another op made: that op's node (``grad_fn``), the
-    tensor's ``shape``, ``dtype``, ``requires_grad`` and ``name`` — but not its data.
+    tensor's ``shape``, ``dtype`` and ``requires_grad``, its ``name`` while it lives — but not
+    its data.
 
     A node holding the intermediate tensors it was given would keep every activation of the
     forward pass alive until the whole graph is freed, whether backward needs it or not (the
@@ -213,14 +215,13 @@ class NodeInput:
     in ``inputs`` as themselves: they receive ``.grad``.
     """
 
-    __slots__ = ("_grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data", "_name")
+    __slots__ = ("_grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data")
 
     def __init__(self, tensor: Tensor) -> None:
         data = tensor._data  # not the properties: this runs for most op inputs
         self._grad_fn, self.requires_grad = tensor._grad_fn, tensor.requires_grad
         self.shape, self.dtype = data.shape, data.dtype
         self._tensor, self._data = weakref.ref(tensor), weakref.ref(data)
-        self._name = tensor.name
 
     @property
     def grad_fn(self) -> Context:
@@ -234,9 +235,10 @@ class NodeInput:
 
     @property
     def name(self) -> str | None:
-        """The tensor's name (read from the tensor while it lives, as it may be set later)."""
+        """The tensor's name while the tensor lives (read then, as it may be set after the op
+        ran), else None: a name you gave a tensor you still hold."""
         tensor = self._tensor()
-        return tensor.name if tensor is not None else self._name
+        return tensor.name if tensor is not None else None
 
     @property
     def data(self) -> np.ndarray | None:
@@ -342,12 +344,14 @@ class Function:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, IndexError, TypeError) as e:
             _raise_named(cls, e, arrays)
-        s = state
-        record = wanted and s.grad_enabled
+        # this thread's modes, read once: each attribute read of a threading.local costs
+        # about as much as an 8 × 8 op's arithmetic, and an op needs up to four of them
+        s = state.__dict__
+        record = wanted and s["grad_enabled"]
         result = _wrap(cls, out, args, arrays, record, out_dtype)
         if record:
             _record(ctx, args, tensors, result, s)
-        if hooks._forward_hooks or s.anomaly:
+        if hooks._forward_hooks or s["anomaly"]:
             hooks.run_forward_hooks(cls, ctx, arrays, result, record)
         return result
 
@@ -480,8 +484,9 @@ def _aliases_an_input(out, arrays):
 def _record(ctx, args, tensors, result, s):
     """Make ctx the graph node that produced `result`. `tensors`: the (what, Tensor) pairs
     `_unwrap` found for a call with keyword arguments, or None for a call with positional
-    arguments only (the Tensors are then found among `args`); `s`: the thread's state."""
-    keep = s.keep_intermediates
+    arguments only (the Tensors are then found among `args`); `s`: the thread's state, as
+    the dict of its attributes."""
+    keep = s["keep_intermediates"]
     # what the node keeps of each argument: a leaf Tensor itself, a `NodeInput` for a tensor
     # made by another op (so the node does not keep its data alive), None for the rest; under
     # `autograd.keep_intermediates()` every tensor argument is kept itself
@@ -494,7 +499,7 @@ def _record(ctx, args, tensors, result, s):
         else:
             inputs.append(NodeInput(a))
     ctx.inputs = tuple(inputs)
-    ctx.scope = s.scopes[-1]
+    ctx.scope = s["scopes"][-1]
     ctx._src = user_line(3)  # past _record and apply: the op's own function is the first
     data = result._data
     ctx.out_shape, ctx.out_dtype = data.shape, data.dtype

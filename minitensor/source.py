@@ -27,18 +27,29 @@ def user_frame():
 
 
 def user_line(skip=1):
-    """(code object, line number) of the first caller outside the minitensor package, or
-    None: what `user_frame` formats, kept as is by every recorded op (a node formats it only
-    when asked for its source). Neither keeps the frame, whose locals would stay alive.
+    """(code object, instruction offset) of the first caller outside the minitensor package,
+    or None: what every recorded op keeps, and `line_at` turns into a line number when a node
+    is asked for its source (most never are). Finding a line number means scanning the code's
+    line table, which costs as much as the rest of recording an op, so it is not done here;
+    neither is the frame kept, whose locals would stay alive.
     `skip`: how many frames above this one are known to be inside the package."""
     f = sys._getframe(skip)
     inside = _PACKAGE_DIR
     while f is not None:
         code = f.f_code
         if not code.co_filename.startswith(inside):
-            return (code, f.f_lineno)
+            return (code, f.f_lasti)
         f = f.f_back
     return None
+
+
+def line_at(code, offset):
+    """The source line of the instruction at byte `offset` in `code` (what a frame's
+    ``f_lineno`` says while it runs that instruction)."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return code.co_firstlineno if line is None else line
+    return code.co_firstlineno
 
 
 def _shape_of(a):

@@ -1,10 +1,12 @@
 """What the engine's per-op bookkeeping must still give after it was made cheaper (issue 23):
-the user's source line (kept as a code object and line number, formatted when read), the
+the user's source line (kept as a code object and instruction offset, its line number found
+and formatted when read), the
 in-place check's message (written only when it fails), fresh outputs for ops that are not
 views (tested by identity for arrays that own their memory), node hooks, and no node at all
 when no gradient is wanted."""
 
 import inspect
+import sys
 
 import numpy as np
 import pytest
@@ -32,6 +34,23 @@ def test_a_node_reports_the_users_file_line_and_function():
     assert y.grad_fn.source == ("model.py", 7, "forward")
     y.grad_fn.source = None
     assert y.grad_fn.source is None and "created at" not in y.grad_fn.where()
+
+
+def test_line_at_gives_the_line_a_frame_reports():
+    from minitensor.source import line_at
+
+    def where_am_i():
+        f = sys._getframe(1)
+        return line_at(f.f_code, f.f_lasti), f.f_lineno
+
+    first = where_am_i()
+    spread = (
+        1,
+        where_am_i(),  # a call on the second line of a statement
+    )[1]
+    assert first[0] == first[1] and spread[0] == spread[1] == _line_of(
+        "a call on the second line of a statement"
+    )
 
 
 def test_a_custom_ops_node_reports_the_line_that_applied_it():
