@@ -54,3 +54,9 @@ def test_train_step_benchmark_runs_torch_in_a_child_process():
     out = run_benchmark("train_step.py", "--steps", "2", "--rounds", "1")
     assert re.search(r"torch\s+: median\s+[\d.]+ ms/step", out), out
     assert "ratio minitensor / torch" in out
+
+
+def test_per_op_instructions_child_runs_the_chain_in_every_mode():
+    # the counting itself needs valgrind and a minute a mode: the child it counts must run
+    for mode in ("forward", "recorded", "backward"):
+        run_benchmark("per_op_instructions.py", "--child", mode, "--ops", "200")
