@@ -33,7 +33,7 @@ import numpy as np
 
 from . import hooks
 from .errors import ShapeError, named_error, op_error, op_in_scope
-from .source import describe_inputs, describe_source, line_at, user_line
+from .source import describe_inputs, describe_source, located, user_line
 from .state import state
 from .tensor import Tensor
 
@@ -99,8 +99,7 @@ class Context:
         src = self._src
         if src is None or len(src) == 3:
             return src
-        code, offset = src
-        return (code.co_filename, line_at(code, offset), code.co_name)
+        return located(*src)
 
     @source.setter
     def source(self, value: tuple[str, int, str] | None) -> None:

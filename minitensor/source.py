@@ -15,17 +15,6 @@ import sys
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def user_frame():
-    """(filename, lineno, function) of the first caller outside the minitensor package, or
-    None."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-        f = f.f_back
-    if f is None:
-        return None
-    return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
-
-
 def user_line(skip=1):
     """(code object, instruction offset) of the first caller outside the minitensor package,
     or None: what every recorded op keeps, and `line_at` turns into a line number when a node
@@ -50,6 +39,18 @@ def line_at(code, offset):
         if start <= offset < end:
             return code.co_firstlineno if line is None else line
     return code.co_firstlineno
+
+
+def user_frame():
+    """(filename, lineno, function) of the first caller outside the minitensor package, or
+    None: `user_line` formatted."""
+    src = user_line(2)
+    return None if src is None else located(*src)
+
+
+def located(code, offset):
+    """(filename, lineno, function) of the instruction at byte `offset` in `code`."""
+    return (code.co_filename, line_at(code, offset), code.co_name)
 
 
 def _shape_of(a):
