@@ -166,11 +166,11 @@ def _initial_grad(tensor, grad):
 
 
 def _check_versions(node):
-    for counter, version, what, dtype, shape in node._saved_versions:
+    for counter, version, what in node._saved_versions:
         if counter[0] != version:
-            if isinstance(what, int):  # recorded as the input's position
-                what = f"input {what}"
-            kind = f"{dtype} of shape {shape}"
+            from .function import saved_description  # function.py imports this module
+
+            what, kind = saved_description(node, what)
             raise RuntimeError(
                 f"backward: one of the variables needed for gradient computation has been "
                 f"modified by an inplace operation: {what} of {node.where()} — {kind} — was "
@@ -194,23 +194,28 @@ def _normalise_grads(node, grads):
             f"backward of {node.where()} returned {len(grads)} gradients for {len(inputs)} inputs"
         )
     out = []
-    for t, g in zip(inputs, grads):
-        if g is None or t is None or not t.requires_grad:
+    for t, g, wanted in zip(inputs, grads, node.needs_input_grad):
+        if g is None or not wanted:
             out.append(None)
             continue
-        # a leaf (always a Tensor) by its array; the rest are `NodeInput`s, which keep their
-        # tensor's shape and dtype (or, under keep_intermediates, Tensors: properties)
-        like = t._data if t._grad_fn is None else t
+        # a leaf (always a Tensor) by its array; a tensor an op made (a `NodeInput`, or under
+        # keep_intermediates the Tensor itself) by that op's node, which holds its shape
+        fn = t._grad_fn
+        if fn is None:
+            data = t._data
+            shape, dtype = data.shape, data.dtype
+        else:
+            shape, dtype = fn.out_shape, fn.out_dtype
         if type(g) is not np.ndarray:
             g = np.asarray(g)
-        if g.shape != like.shape:
+        if g.shape != shape:
             raise RuntimeError(
                 f"backward of {node.where()} returned a gradient of shape {g.shape} for input "
-                f"{len(out)} of shape {like.shape} (reduce broadcast gradients with "
+                f"{len(out)} of shape {shape} (reduce broadcast gradients with "
                 f"mt.unbroadcast)"
             )
-        if g.dtype is not like.dtype and g.dtype != like.dtype:
-            g = g.astype(like.dtype)
+        if g.dtype is not dtype and g.dtype != dtype:
+            g = g.astype(dtype)
         out.append(g)
     return out
 

@@ -214,19 +214,29 @@ class NodeInput:
     in ``inputs`` as themselves: they receive ``.grad``.
     """
 
-    __slots__ = ("_grad_fn", "shape", "dtype", "requires_grad", "_tensor", "_data")
+    __slots__ = ("_grad_fn", "_tensor", "_data")  # the op's node; weak refs to tensor, data
 
     def __init__(self, tensor: Tensor) -> None:
-        data = tensor._data  # not the properties: this runs for most op inputs
-        self._grad_fn, self.requires_grad = tensor._grad_fn, tensor.requires_grad
-        self.shape, self.dtype = data.shape, data.dtype
-        self._tensor, self._data = weakref.ref(tensor), weakref.ref(data)
+        self._grad_fn = tensor._grad_fn
+        self._tensor, self._data = weakref.ref(tensor), weakref.ref(tensor._data)
 
     @property
     def grad_fn(self) -> Context:
         """The node of the op that made the input (the backward engine reads ``_grad_fn``,
         as it does a Tensor's)."""
         return self._grad_fn
+
+    # The tensor's shape and dtype are its node's output's (`_inplace_recorded` keeps that
+    # so), and a tensor a node made requires grad: nothing of them is copied per input
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._grad_fn.out_shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._grad_fn.out_dtype
+
+    requires_grad = True
 
     @property
     def ndim(self) -> int:
@@ -343,19 +353,58 @@ class Function:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, IndexError, TypeError) as e:
             _raise_named(cls, e, arrays)
-        # this thread's modes, read once: each attribute read of a threading.local costs
-        # about as much as an 8 × 8 op's arithmetic, and an op needs up to four of them
-        s = state.__dict__
-        record = wanted and s["grad_enabled"]
-        result = _wrap(cls, out, args, arrays, record, out_dtype)
-        if record:
-            _record(ctx, args, tensors, result, s)
-        if hooks._forward_hooks or s["anomaly"]:
-            hooks.run_forward_hooks(cls, ctx, arrays, result, record)
-        return result
+        result = _wrap(cls, out, args, arrays, out_dtype)
+        return _finish(cls, ctx, result, args, tensors, arrays, wanted, 4)
+
+
+def apply_binary(cls: type[Function], a: Tensor, b: Tensor) -> Tensor:
+    """``cls.apply(a, b)`` for two Tensors of one dtype: the call of ``x * y``, ``x + y`` and
+    the other binary elementwise ops (`ops/elementwise.py`), written out for it. It makes the
+    same node as `apply`, for an op whose forward takes two arrays and no parameters, computes
+    in their dtype (no `float_inputs`) and is not a view. A 8 × 8 op's arithmetic costs less
+    than unwrapping and wrapping it in general, so this path skips what two Tensors of one
+    dtype do not need: the argument list, the float conversion, numpy's memory test.
+
+    It is called by `ops.elementwise._binary` only, which an op's function (``mul``, which
+    is also ``Tensor.__mul__``) calls: the first frame that may be the user's is the one
+    above those two, and the user's source line is looked for from there."""
+    ga, gb = a.requires_grad, b.requires_grad
+    wanted = ga or gb
+    ctx = _new(Context)
+    ctx.fn, ctx.needs_input_grad = cls, (ga, gb) if wanted else _NO_GRADS[2]
+    x, y = a._data, b._data
+    try:
+        out = cls.forward(ctx, x, y)
+    except (ValueError, IndexError, TypeError) as e:
+        _raise_named(cls, e, (x, y))
+    result = _new(Tensor)  # Tensor._make, inlined: the fields not set are class defaults
+    if type(out) is np.ndarray and out.base is None and x.base is not out is not y.base:
+        result._data = out if out is not x and out is not y else out.copy()
+    else:  # a 0-d result (numpy gives a scalar), or one numpy made a view
+        result._data = _fresh(np.asarray(out), (x, y))
+    result._vc = [0]
+    return _finish(cls, ctx, result, (a, b), None, (x, y), wanted, 6)
+
+
+def _finish(cls, ctx, result, args, tensors, arrays, wanted, skip):
+    """Record ctx as the node that made `result` when a gradient is wanted (an input requires
+    grad and grad mode is on), and run the forward hooks (and anomaly mode's check) on
+    `arrays`, the inputs forward was given. `skip`: the frames above `_record`'s that are
+    known to be minitensor's (see `_record`)."""
+    # this thread's modes, read once: each attribute read of a threading.local costs about
+    # as much as an 8 × 8 op's arithmetic, and an op needs up to four of them
+    s = state.__dict__
+    record = wanted and s["grad_enabled"]
+    if record:
+        result.requires_grad = True
+        _record(ctx, args, tensors, result, s, skip)
+    if hooks._forward_hooks or s["anomaly"]:
+        hooks.run_forward_hooks(cls, ctx, arrays, result, record)
+    return result
 
 
 _new = object.__new__
+_ref = weakref.ref
 
 
 class _NoGrads(dict):
@@ -444,47 +493,49 @@ def _raise_named(cls, e, arrays):
     raise err from e  # keep the original traceback: it may be a bug in forward
 
 
-def _wrap(cls, out, args, arrays, record, out_dtype=None):
+def _wrap(cls, out, args, arrays, out_dtype=None):
     """forward's array as a Tensor (cast to `out_dtype` if given); a view of the first input
     shares its version counter, so an in-place change to either is a change to both."""
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     if out_dtype is not None and out.dtype.kind == "f":
         out = out.astype(out_dtype)
-    if not cls.is_view and _aliases_an_input(out, arrays):
-        # numpy may hand back an input, or a view of one (einsum 'ij->ij', a broadcast): an
-        # op that is not a declared view returns fresh memory, as torch's does, so writing
-        # to its result never changes an input
-        out = out.copy()
+    if not cls.is_view:
+        out = _fresh(out, arrays)
     result = _new(Tensor)  # Tensor._make, inlined: the fields not set here are class defaults
     result._data, result._vc = out, [0]
-    if record:
-        result.requires_grad = True
     if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
         result._vc = args[0]._vc
     return result
 
 
-def _aliases_an_input(out, arrays):
-    """Does `out` share memory with an input array? An array that owns its memory (no
-    ``base``) can share it only with an input that is that array or a view of it (numpy sets
-    a view's base to the array owning the memory), so only views need the memory test."""
+def _fresh(out, arrays):
+    """`out`, or a copy of it if it shares memory with an input array. numpy may hand back an
+    input, or a view of one (einsum 'ij->ij', a broadcast): an op that is not a declared view
+    returns fresh memory, as torch's does, so writing to its result never changes an input.
+    An array that owns its memory (no ``base``) can share it only with an input that is that
+    array or a view of it (numpy sets a view's base to the array owning the memory), so only
+    a view needs numpy's memory test."""
     if out.base is None:
         for a in arrays:
             if a is out or (type(a) is np.ndarray and a.base is out):
-                return True
-        return False
+                return out.copy()
+        return out
     for a in arrays:
         if isinstance(a, np.ndarray) and np.may_share_memory(out, a):
-            return True
-    return False
+            return out.copy()
+    return out
 
 
-def _record(ctx, args, tensors, result, s):
+def _record(ctx, args, tensors, result, s, skip):
     """Make ctx the graph node that produced `result`. `tensors`: the (what, Tensor) pairs
     `_unwrap` found for a call with keyword arguments, or None for a call with positional
     arguments only (the Tensors are then found among `args`); `s`: the thread's state, as
-    the dict of its attributes."""
+    the dict of its attributes; `skip`: how many frames, counted from `user_line`'s, are
+    known to be inside minitensor (`user_line`, this function, `_finish`, `apply`: 4, the
+    frame above being the op's function or the user's own call of apply). Looking at a
+    frame makes Python build an object for it, which costs more than an 8 × 8 op, so the
+    op's path names how many frames it knows, and only the rest are looked at."""
     keep = s["keep_intermediates"]
     # what the node keeps of each argument: a leaf Tensor itself, a `NodeInput` for a tensor
     # made by another op (so the node does not keep its data alive), None for the rest; under
@@ -495,11 +546,13 @@ def _record(ctx, args, tensors, result, s):
             inputs.append(None)
         elif a._grad_fn is None or keep:
             inputs.append(a)
-        else:
-            inputs.append(NodeInput(a))
+        else:  # NodeInput(a), inlined: most inputs of most ops are made here
+            held = _new(NodeInput)
+            held._grad_fn, held._tensor, held._data = a._grad_fn, _ref(a), _ref(a._data)
+            inputs.append(held)
     ctx.inputs = tuple(inputs)
     ctx.scope = s["scopes"][-1]
-    ctx._src = user_line(3)  # past _record and apply: the op's own function is the first
+    ctx._src = user_line(skip)
     data = result._data
     ctx.out_shape, ctx.out_dtype = data.shape, data.dtype
     result._grad_fn = ctx
@@ -508,42 +561,59 @@ def _record(ctx, args, tensors, result, s):
 
 
 def _saved_versions(saved, args, tensors, result):
-    """For each saved array that is (a view of) the output's or an argument Tensor's data,
+    """For each saved array that is (a view of) an argument Tensor's or the output's data,
     remember that tensor's version: backward checks it did not change (the in-place check).
     `args`: the positional arguments; `tensors`: `_unwrap`'s (what, Tensor) pairs, or None
-    (see `_record`). Each entry is (counter, version, what, dtype, shape), `what` an
-    input's position or a description; the message is written only if the check fails."""
+    (see `_record`). Each entry is (counter, version then, what): `what` is the input's
+    position, "its output", or (description, dtype, shape) for a keyword argument. The
+    message (`saved_description`) is written only if the check fails."""
     tracked = []
-    out = result._data
     for arr in saved:
         if not isinstance(arr, np.ndarray):
-            continue
-        is_view = arr.base is not None  # only a view can share memory without being the array
-        if arr is out or (is_view and np.may_share_memory(arr, out)):
-            tracked.append((result._vc, result._vc[0], "its output", out.dtype, out.shape))
             continue
         what = 0  # most saved arrays are a positional input's data itself: found here
         for t in args:
             if isinstance(t, Tensor) and t._data is arr:
                 break
             what += 1
-        else:  # a view of an input, or a keyword argument's data (or neither)
-            what, t = _saver(arr, is_view, args, tensors)
-        if t is not None:
-            data = t._data  # the message names the input tensor's dtype and shape
-            tracked.append((t._vc, t._vc[0], what, data.dtype, data.shape))
+        else:  # the output, a view of an input, a keyword argument's data (or none of them)
+            what, t = _saver(arr, args, tensors, result)
+            if t is None:
+                continue
+        vc = t._vc
+        tracked.append((vc, vc[0], what))
     return tuple(tracked)
 
 
-def _saver(arr, is_view, args, tensors):
-    """(what, tensor) of the first argument Tensor whose data is `arr` or, for a view,
-    shares its memory: positional arguments first, then `tensors` ((what, Tensor) pairs of
-    the keyword arguments, or None); (None, None) if there is none."""
+def saved_description(node, what):
+    """'input 0', 'float32 of shape (8, 8)': what a `_saved_versions` entry names, for the
+    message when its check fails."""
+    if isinstance(what, int):
+        t = node.inputs[what]
+        return f"input {what}", f"{t.dtype} of shape {t.shape}"
+    if isinstance(what, tuple):
+        what, dtype, shape = what
+        return what, f"{dtype} of shape {shape}"
+    return what, f"{node.out_dtype} of shape {node.out_shape}"
+
+
+def _saver(arr, args, tensors, result):
+    """(what, tensor) for a saved array that is not a positional input's data itself: the
+    output (`result`) if `arr` is its data or a view of it, else the first argument Tensor
+    whose data is `arr` or, for a view, shares its memory (positional arguments first, then
+    `tensors`, the (what, Tensor) pairs of the keyword arguments, or None); (None, None) if
+    there is none."""
+    is_view = arr.base is not None  # only a view can share memory without being the array
+    out = result._data
+    if arr is out or (is_view and np.may_share_memory(arr, out)):
+        return "its output", result
     candidates = list(enumerate(args)) + (tensors or [])
     for what, t in candidates:
         if isinstance(t, Tensor):
             data = t._data
             if arr is data or (is_view and np.may_share_memory(arr, data)):
+                if not isinstance(what, int):  # not an input of the node: keep what to say
+                    what = (what, data.dtype, data.shape)
                 return what, t
     return None, None
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels as K
-from ..function import Function, op_error, shape_of, unbroadcast
+from ..function import Function, apply_binary, op_error, shape_of, unbroadcast
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, DType, Scalar
 from ._args import _data, _keep_float_dtype, _operand
@@ -35,11 +35,19 @@ class Add(Function):
 def _binary(fn, a, b):
     """Apply an elementwise binary op with numpy's broadcasting (and a clear error if the
     shapes do not broadcast)."""
-    if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype is b._data.dtype):
-        # two tensors of one dtype (most calls) are operands as they are
-        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-            a = Tensor(a)
-        a, b = _keep_float_dtype(_operand(a, b), _operand(b, a))
+    if (
+        isinstance(a, Tensor)
+        and isinstance(b, Tensor)
+        and a._data.dtype is b._data.dtype
+        and not fn.float_inputs
+    ):
+        try:  # two tensors of one dtype (most calls): the short path
+            return apply_binary(fn, a, b)
+        except ValueError:
+            pass  # explained below
+    elif not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    a, b = _keep_float_dtype(_operand(a, b), _operand(b, a))
     try:
         return fn.apply(a, b)
     except ValueError:

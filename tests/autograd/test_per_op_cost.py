@@ -185,6 +185,115 @@ def test_backward_and_the_step_through_leave_the_same_gradients():
     np.testing.assert_array_equal(w.grad.numpy(), grads[1])
 
 
+# ---- the short path of two same-dtype tensors (function.apply_binary) -----------------------
+
+
+def _mul_entries(x, y):
+    """x times y through each way a user spells it, each on a line of its own."""
+    return {
+        "operator": x * y,  # via the operator
+        "method": x.mul(y),  # via the method
+        "function": mt.mul(x, y),  # via the function
+        "add with alpha": mt.add(x, y, alpha=2.0),  # via add's alpha
+    }
+
+
+def test_the_short_path_reports_the_users_line_for_every_spelling():
+    x = mt.randn(3, requires_grad=True)
+    y = mt.randn(3, requires_grad=True)
+    h = x * 2.0  # an intermediate, so both kinds of input are met
+    lines = {
+        "operator": "via the operator",
+        "method": "via the method",
+        "function": "via the function",
+        "add with alpha": "via add's alpha",
+    }
+    for operand in (y, h):
+        made = _mul_entries(x, operand)
+        for how, marker in lines.items():
+            src = made[how].grad_fn.source
+            assert src[:2] == (__file__, _line_of(marker)) and src[2] == "_mul_entries", how
+
+
+def test_an_op_called_inside_minitensor_reports_the_users_line():
+    # lerp computes through the public ops: the node's line is still the user's call
+    x, y = mt.randn(3, requires_grad=True), mt.randn(3, requires_grad=True)
+    out = mt.lerp(x, y, mt.full((3,), 0.5))  # lerp here
+    assert out.grad_fn.source[:2] == (__file__, _line_of("lerp here"))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("requires", [(True, True), (True, False), (False, True)])
+def test_the_short_path_makes_the_node_apply_makes(op, requires):
+    from minitensor.ops import elementwise as E
+
+    cls = {"add": E.Add, "sub": E.Sub, "mul": E.Mul, "div": E.Div}[op]
+    leaf = mt.randn(2, 3, dtype=mt.float64, requires_grad=requires[0])
+    x = leaf * 1.0  # an intermediate when leaf requires grad
+    y = mt.randn(3, dtype=mt.float64, requires_grad=requires[1])
+    short, general = getattr(mt, op)(x, y), cls.apply(x, y)
+    np.testing.assert_array_equal(short.numpy(), general.numpy())
+    a, b = short.grad_fn, general.grad_fn
+    fields = ("name", "needs_input_grad", "out_shape", "out_dtype", "scope")
+    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    assert [type(t) for t in a.inputs] == [type(t) for t in b.inputs]
+    assert [t.shape for t in a.inputs] == [(2, 3), (3,)]
+    assert [e[2] for e in a._saved_versions] == [e[2] for e in b._saved_versions]
+    seed = mt.randn(2, 3, dtype=mt.float64)
+    leaves = [t for t in (leaf, y) if t.requires_grad]
+    grads = []
+    for out in (short, general):
+        for t in leaves:
+            t.grad = None
+        (out * seed).sum().backward(retain_graph=True)
+        grads.append([t.grad.numpy().copy() for t in leaves])
+    for ours, theirs in zip(*grads):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_short_path_names_shapes_that_do_not_broadcast():
+    with pytest.raises(mt.ShapeError, match=r"mul.*\(2, 3\) and \(4,\) do not broadcast"):
+        mt.randn(2, 3) * mt.randn(4)
+
+
+def test_the_short_path_returns_fresh_memory_for_0d_and_broadcast_results():
+    a, b = mt.tensor(2.0), mt.tensor(3.0)
+    c = a * b
+    assert type(c.numpy()) is np.ndarray and c.shape == () and float(c) == 6.0
+    x = mt.zeros(3)
+    y = x + mt.zeros(1)
+    y.numpy()[...] = 1.0
+    np.testing.assert_array_equal(x.numpy(), np.zeros(3))
+
+
+def test_the_short_path_runs_forward_hooks_and_anomaly_checks():
+    seen = []
+    handle = mt.autograd.register_forward_hook(
+        lambda fn, ctx, arrays, out, recorded: seen.append((fn.op_name(), len(arrays), recorded))
+    )
+    try:
+        x = mt.randn(3, requires_grad=True)
+        x * x
+        with mt.no_grad():
+            x + x
+    finally:
+        handle.remove()
+    assert seen == [("mul", 2, True), ("add", 2, False)]
+    with mt.autograd.detect_anomaly(), pytest.raises(FloatingPointError, match="div"):
+        mt.tensor([0.0], requires_grad=True) / mt.tensor([0.0])
+
+
+def test_a_node_input_reads_shape_and_dtype_from_the_node_that_made_it():
+    x = mt.randn(2, 3, dtype=mt.float64, requires_grad=True)
+    h = x.sum(0)
+    y = h * h
+    held = y.grad_fn.inputs[0]
+    assert isinstance(held, mt.function.NodeInput) and held.grad_fn is h.grad_fn
+    assert (held.shape, held.dtype, held.requires_grad) == ((3,), np.dtype(np.float64), True)
+    del h
+    assert held.name is None and held.data is not None  # y's node saved it
+
+
 # ---- nn.Linear / F.linear: x Wᵀ + b in one node after the transposed weight -----------------
 
 
