@@ -165,19 +165,19 @@ def _initial_grad(tensor, grad):
     return g.astype(tensor.dtype, copy=False)
 
 
-def _check_versions(node):
-    for counter, version, what in node._saved_versions:
-        if counter[0] != version:
-            from .function import saved_description  # function.py imports this module
+def _modified_in_place(node, counter, version, what):
+    """Raise the in-place check's error: what `node` saved (a `_saved_versions` entry) changed
+    version since forward."""
+    from .function import saved_description  # function.py imports this module
 
-            what, kind = saved_description(node, what)
-            raise RuntimeError(
-                f"backward: one of the variables needed for gradient computation has been "
-                f"modified by an inplace operation: {what} of {node.where()} — {kind} — was "
-                f"saved for backward and then modified in place (version {version} -> "
-                f"{counter[0]}); its gradient would be silently wrong. Use an out-of-place op "
-                f"(x = x + y instead of x.add_(y)) or clone first."
-            )
+    what, kind = saved_description(node, what)
+    raise RuntimeError(
+        f"backward: one of the variables needed for gradient computation has been "
+        f"modified by an inplace operation: {what} of {node.where()} — {kind} — was "
+        f"saved for backward and then modified in place (version {version} -> "
+        f"{counter[0]}); its gradient would be silently wrong. Use an out-of-place op "
+        f"(x = x + y instead of x.add_(y)) or clone first."
+    )
 
 
 def _normalise_grads(node, grads):
@@ -250,8 +250,9 @@ def _start(tensor, grad, retain_graph, record):
     for node in order:
         if node._released:
             node.check_not_released()  # raises, naming the node
-        if node._saved_versions:
-            _check_versions(node)
+        for counter, version, what in node._saved_versions:
+            if counter[0] != version:
+                _modified_in_place(node, counter, version, what)
     return _walk(order, g0, retain_graph, record)
 
 
@@ -376,8 +377,8 @@ def _walk(order, g0, retain_graph, record=None):
                 )
                 step.root = order[0]
                 yield step
-            if not retain_graph:
-                node.release()
+            if not retain_graph:  # node.release(), inline: it runs for every node
+                node._saved, node._released = (), True
         leaves.flush()
     except BaseException as exc:
         # A walk that stops half-way must not leave some leaves with this pass's gradient and

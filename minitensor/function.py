@@ -111,7 +111,8 @@ class Context:
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
-        self.check_not_released()
+        if self._released:  # (every backward reads this: the check is inline, the message not)
+            self.check_not_released()
         return self._saved
 
     def check_not_released(self) -> None:
