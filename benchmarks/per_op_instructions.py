@@ -53,7 +53,11 @@ def child(mode, ops):
 
 def instructions(mode, ops):
     """Instructions callgrind counts for a whole child run of `ops` ops."""
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    # hash randomisation fixed; one thread per pool: callgrind runs a process's threads one at
+    # a time and counts them all, so a pool's idle worker spinning while it waits for work
+    # (OpenBLAS's does, for a while after it starts) would add a count that varies by run
+    one = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    env = dict(os.environ, PYTHONHASHSEED="0", **one)
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
     command += [sys.executable, os.path.abspath(__file__), "--child", mode, "--ops", str(ops)]
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stderr
