@@ -358,7 +358,7 @@ class Function:
         return _finish(cls, ctx, result, args, tensors, arrays, wanted, 4)
 
 
-def apply_binary(cls: type[Function], a: Tensor, b: Tensor) -> Tensor:
+def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor:
     """``cls.apply(a, b)`` for two Tensors of one dtype: the call of ``x * y``, ``x + y`` and
     the other binary elementwise ops (`ops/elementwise.py`), written out for it. It makes the
     same node as `apply`, for an op whose forward takes two arrays and no parameters, computes
@@ -366,9 +366,9 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor) -> Tensor:
     than unwrapping and wrapping it in general, so this path skips what two Tensors of one
     dtype do not need: the argument list, the float conversion, numpy's memory test.
 
-    It is called by `ops.elementwise._binary` only, which an op's function (``mul``, which
-    is also ``Tensor.__mul__``) calls: the first frame that may be the user's is the one
-    above those two, and the user's source line is looked for from there."""
+    `skip`: how many frames above this one are minitensor's whatever the caller (2 from
+    `ops.elementwise._binary`, which only an op's function such as ``mul`` calls; 1 from a
+    Tensor operator): the user's source line is looked for from the frame above them."""
     ga, gb = a.requires_grad, b.requires_grad
     wanted = ga or gb
     ctx = _new(Context)
@@ -384,7 +384,7 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor) -> Tensor:
     else:  # a 0-d result (numpy gives a scalar), or one numpy made a view
         result._data = _fresh(np.asarray(out), (x, y))
     result._vc = [0]
-    return _finish(cls, ctx, result, (a, b), None, (x, y), wanted, 6)
+    return _finish(cls, ctx, result, (a, b), None, (x, y), wanted, 4 + skip)
 
 
 def _finish(cls, ctx, result, args, tensors, arrays, wanted, skip):

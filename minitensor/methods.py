@@ -12,8 +12,10 @@ What is bound, in order:
 - every op registered with ``@tensor_method`` in its ops file (``ops/_register.py``), under
   its own name (this is how a new op becomes a method: see docs/extending.md);
 - `SAME_NAME`: ops whose method has the function's name (``x.exp()`` is ``F.exp(x)``);
+- `ops.elementwise.OPERATORS`: ``x + y``, ``x - y``, ``x * y``, which take a short path
+  when both are tensors of one dtype and are ``F.add(x, y)`` (…) otherwise;
 - `RENAMED`: a method or operator spelled differently from its function
-  (``x + y`` is ``F.add(x, y)``, ``x.clamp`` is ``F.clip``);
+  (``x / y`` is ``F.div(x, y)``, ``x.clamp`` is ``F.clip``);
 - the reflected operators (``2 - x`` is ``F.sub(2, x)``) and the few methods whose arguments
   differ from the function's (``x.where(cond, y)`` is ``F.where(cond, x, y)``), written out
   below.
@@ -31,6 +33,7 @@ from typing import Any
 from . import autograd
 from . import functional as F
 from .ops._register import PUBLIC, TENSOR_METHODS
+from .ops.elementwise import OPERATORS
 from .ops.shape import setitem_recorded
 from .tensor import Tensor
 from .typing import ArrayLike, Scalar
@@ -64,9 +67,6 @@ SAME_NAME = (
 RENAMED = {
     "clamp": "clip",
     "astype": "cast",
-    "__add__": "add",
-    "__sub__": "sub",
-    "__mul__": "mul",
     "__truediv__": "div",
     "__pow__": "pow",
     "__matmul__": "matmul",
@@ -184,6 +184,8 @@ def bind_tensor_methods() -> None:
         _bind(name, fn)
     for name in SAME_NAME:
         _bind(name, getattr(F, name))
+    for name, operator in OPERATORS.items():
+        _bind(name, operator)
     for name, op in RENAMED.items():
         _bind(name, getattr(F, op))
     for name, op in REFLECTED.items():

@@ -42,7 +42,7 @@ def _binary(fn, a, b):
         and not fn.float_inputs
     ):
         try:  # two tensors of one dtype (most calls): the short path
-            return apply_binary(fn, a, b)
+            return apply_binary(fn, a, b, 2)  # (frames: this one, the op's function)
         except ValueError:
             pass  # explained below
     elif not isinstance(a, Tensor) and not isinstance(b, Tensor):
@@ -61,6 +61,25 @@ def _binary(fn, a, b):
                 f"each pair of sizes must be equal or 1)",
             ) from None
         raise
+
+
+def _operator(fn, function, name):
+    """Tensor's operator `name` for the op `fn` (``x * y``, `Mul`): the short path of `_binary`
+    when the other operand is a tensor of the same dtype, called from here (an operator is
+    the commonest op call there is, and each call between it and the op costs), else
+    `function` (``mul``), which handles every other operand and every error."""
+
+    def operator(self, other):
+        if isinstance(other, Tensor) and self._data.dtype is other._data.dtype:
+            try:
+                return apply_binary(fn, self, other, 1)  # (frames: this one)
+            except ValueError:
+                pass  # `function` says what is wrong
+        return function(self, other)
+
+    operator.__name__ = operator.__qualname__ = name
+    operator.__doc__ = f"self {name[2:-2]} other: {function.__name__}(self, other)"
+    return operator
 
 
 def add(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, alpha: Scalar = 1) -> Tensor:
@@ -101,6 +120,14 @@ class Mul(Function):
 
 def mul(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:
     return _binary(Mul, a, b)
+
+
+# x + y, x - y and x * y (x / y follows div)
+OPERATORS = {
+    "__add__": _operator(Add, add, "__add__"),
+    "__sub__": _operator(Sub, sub, "__sub__"),
+    "__mul__": _operator(Mul, mul, "__mul__"),
+}
 
 
 class Div(Function):

@@ -53,10 +53,54 @@ def test_a_method_is_the_op_function(name):
 
 @pytest.mark.parametrize(
     ("method", "op"),
-    [("__add__", "add"), ("__matmul__", "matmul"), ("__getitem__", "getitem"), ("clamp", "clip")],
+    [
+        ("__truediv__", "div"),
+        ("__matmul__", "matmul"),
+        ("__getitem__", "getitem"),
+        ("clamp", "clip"),
+    ],
 )
 def test_an_operator_is_the_op_function(method, op):
     assert getattr(mt.Tensor, method) is getattr(F, op)
+
+
+_OTHERS = {  # what `x <op> other` may be given
+    "tensor of x's dtype": lambda: mt.tensor([[1.5, -2.0, 0.25]]),
+    "tensor of another dtype": lambda: mt.tensor([1, 2, 3]),
+    "float64 tensor": lambda: mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64),
+    "bool tensor": lambda: mt.tensor([True, False, True]),
+    "number": lambda: 2.5,
+    "int": lambda: 3,
+    "array": lambda: np.array([1.0, 2.0, 3.0]),
+}
+
+
+@pytest.mark.parametrize(
+    ("method", "op"), [("__add__", "add"), ("__sub__", "sub"), ("__mul__", "mul")]
+)
+@pytest.mark.parametrize("other", list(_OTHERS))
+def test_an_operator_with_a_short_path_gives_what_its_function_gives(method, op, other):
+    x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    by_operator, by_function = (
+        getattr(x, method)(_OTHERS[other]()),
+        getattr(F, op)(x, _OTHERS[other]()),
+    )
+    assert by_operator.dtype == by_function.dtype and by_operator.shape == by_function.shape
+    np.testing.assert_array_equal(by_operator.numpy(), by_function.numpy())
+
+
+@pytest.mark.parametrize(
+    ("method", "op"), [("__add__", "add"), ("__sub__", "sub"), ("__mul__", "mul")]
+)
+def test_an_operator_with_a_short_path_raises_what_its_function_raises(method, op):
+    x, y = mt.randn(2, 3), mt.randn(4)
+    with pytest.raises(mt.ShapeError) as by_operator:
+        getattr(x, method)(y)
+    with pytest.raises(mt.ShapeError) as by_function:
+        getattr(F, op)(x, y)
+    assert str(by_operator.value) == str(by_function.value) and "(2, 3) and (4,)" in str(
+        by_operator.value
+    )
 
 
 def test_reflected_operators_swap_the_operands():
