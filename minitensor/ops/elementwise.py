@@ -69,7 +69,7 @@ def _operator(fn, function, name):
     the commonest op call there is, and each call between it and the op costs), else
     `function` (``mul``), which handles every other operand and every error."""
 
-    def operator(self, other):
+    def operator(self: Tensor, other: Tensor | ArrayLike) -> Tensor:
         if isinstance(other, Tensor) and self._data.dtype is other._data.dtype:
             try:
                 return apply_binary(fn, self, other, 1)  # (frames: this one)
