@@ -390,8 +390,8 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
 def _finish(cls, ctx, result, args, tensors, arrays, wanted, skip):
     """Record ctx as the node that made `result` when a gradient is wanted (an input requires
     grad and grad mode is on), and run the forward hooks (and anomaly mode's check) on
-    `arrays`, the inputs forward was given. `skip`: the frames above `_record`'s that are
-    known to be minitensor's (see `_record`)."""
+    `arrays`, the inputs forward was given. `skip`: `_record`'s count of frames known to be
+    minitensor's, counted from `user_line`'s (see `_record`)."""
     # this thread's modes, read once: each attribute read of a threading.local costs about
     # as much as an 8 × 8 op's arithmetic, and an op needs up to four of them
     s = state.__dict__
