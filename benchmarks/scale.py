@@ -42,10 +42,12 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))  # the repository, for minitensor and benchmarks.*
+
+# minitensor before numpy: it shortens the spin of numpy's idle BLAS workers as numpy loads
+import minitensor  # noqa: E402, F401, I001
+import numpy as np  # noqa: E402
 
 from benchmarks.machine import describe  # noqa: E402
 from benchmarks.train_step import _ORIGINAL_ENV, PAUSE_S, torch_missing  # noqa: E402

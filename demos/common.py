@@ -15,11 +15,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # so `python demos/x.py` works from a fresh checkout too
     sys.path.insert(0, ROOT)
 
-# minitensor before numpy: it chooses the BLAS/numba thread settings, which only take effect
-# before numpy loads (benchmarks/README.md, "Threads")
+# minitensor before numpy: it sets how long numpy's idle BLAS workers spin, which OpenBLAS
+# reads as numpy loads (minitensor/config.py, "OpenBLAS's spin")
+import minitensor as mt  # noqa: E402, I001
 import numpy as np  # noqa: E402
-
-import minitensor as mt  # noqa: E402
 
 # Every demo gives the same numbers on any number of threads (README, "Reproducibility"): the
 # matrix products take one route chosen by shape instead of the fastest one timed on this run.

@@ -8,11 +8,14 @@ loss = F.relu(x @ mt.randn(4, 2)).sum()
 loss.backward()          # x.grad now holds d loss / d x
 """
 
-# Importing changes nothing in the process: the tuning (OpenMP's spin count, BLAS threads,
-# malloc) is applied where it is needed, each switch declared once in config.py.
-import numpy as np  # noqa: E402
-
+# Importing changes no variable and no thread count: the tuning (OpenMP's spin count, BLAS
+# threads, malloc) is applied where it is needed, each switch declared once in config.py. The
+# one setting read here is how long numpy's idle BLAS workers spin, which OpenBLAS reads as it
+# loads: config.blas_environment sets it for that moment only, if numpy is not loaded yet.
 from . import config  # noqa: E402
+
+with config.blas_environment():
+    import numpy as np  # noqa: E402
 
 from . import autograd, kernels, random  # noqa: E402
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad

@@ -1,9 +1,10 @@
 """Every switch minitensor reads, declared once in one table, and the process-wide tuning they
-control — none of which happens at `import minitensor`.
+control — none of which, but one setting of numpy's BLAS, happens at `import minitensor`.
 
 minitensor is a library: a user's own numpy code and the programs they start run beside it, so
-importing it changes nothing in the process — no environment variable, no thread count of
-numpy's BLAS, no malloc setting (tests/test_config.py checks this in a child process). The
+importing it changes no environment variable, no thread count of numpy's BLAS and no malloc
+setting (tests/test_config.py checks this in a child process); the one thing it sets is how
+long numpy's idle BLAS workers spin (below). The
 tuning that makes training fast is applied where it is needed, and only there:
 
 * **numba's OpenMP pool** (polite threads). Between two parallel regions, GNU OpenMP's idle
@@ -20,6 +21,16 @@ tuning that makes training fast is applied where it is needed, and only there:
   held at one (kernels/fast_matmul/blas.py, `one_blas_thread`) and set back right after, so two
   thread pools never share the cores; so are minitensor's own np.matmul calls. Everywhere else
   — your own numpy code — BLAS keeps the threads it has.
+* **OpenBLAS's spin** (short BLAS spin), the one setting made at import. After each product on
+  BLAS's own threads, OpenBLAS's idle workers spin for 2**28 clock cycles (a tenth of a
+  second) before they sleep; any numba kernel on two threads in that time shares a core with a
+  spinning worker and runs at half speed (benchmarks/README.md, "OpenBLAS's spinning
+  workers"). OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, as numpy loads it, so `import
+  minitensor` sets 20 (2**20 cycles) for that moment only (`blas_environment`) and puts
+  `os.environ` back. Where numpy was imported first it is too late, and nothing is set.
+  Products that follow each other keep the workers awake; what changes is that they sleep
+  once the products stop, so that the ownership trial (kernels/ownership.py) can try BLAS's
+  threads for products and numba's for kernels, both.
 * **malloc** (keep freed memory, `_memory.py`): a training step frees and allocates the same
   arrays every step, and glibc by default hands large freed blocks back to the kernel and
   faults them in again. Set when the first optimizer is created (a training process), not at
@@ -27,9 +38,9 @@ tuning that makes training fast is applied where it is needed, and only there:
 * **serial after fork.** GNU OpenMP's pool does not survive fork(): a child forked after
   minitensor's threads started runs every kernel serially (kernels/jit.py).
 
-A variable you set yourself always wins: minitensor never overrides an `OMP_*`, `GOMP_*`,
-`NUMBA_*` or `MALLOC_*` variable you set. `mt.config.report()` prints every switch, its value
-and what was done in this process.
+A variable you set yourself always wins: minitensor never overrides an `OPENBLAS_*`, `OMP_*`,
+`GOMP_*`, `NUMBA_*` or `MALLOC_*` variable you set. `mt.config.report()` prints every switch,
+its value and what was done in this process.
 """
 
 import contextlib
@@ -38,6 +49,10 @@ import sys
 from typing import NamedTuple
 
 SPIN_COUNT = "10000"
+# OpenBLAS's idle workers spin 2**28 clock cycles (a tenth of a second) after a call before
+# they sleep; at 20 they spin 2**20, 256 times shorter: still long enough to bridge the
+# products of one layer
+BLAS_THREAD_TIMEOUT = "20"
 
 
 class Switch(NamedTuple):
@@ -74,6 +89,16 @@ SWITCHES = {
             ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"),
         ),
         Switch(
+            "MINITENSOR_SHORT_BLAS_SPIN",
+            "1",
+            f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} while numpy's OpenBLAS loads (at "
+            "import minitensor, if numpy is not loaded yet): its idle workers sleep after "
+            "2**20 clock cycles, not 2**28",
+            "a spinning BLAS worker halves numba's parallel kernels for a while after every "
+            "product on BLAS's threads; short, the 'both' owner can be tried (ownership.py)",
+            ("OPENBLAS_THREAD_TIMEOUT",),
+        ),
+        Switch(
             "MINITENSOR_KEEP_FREED_MEMORY",
             "1",
             "glibc keeps freed memory for reuse (mallopt), from the first optimizer on",
@@ -90,7 +115,7 @@ SWITCHES = {
             "MINITENSOR_CORE_OWNER",
             "trial",
             "whose threads the matrix products use: timed over whole training steps ('trial'), "
-            "or fixed: 'numba' or 'blas'",
+            "or fixed: 'numba', 'blas' or 'both'",
             "a product timed alone cannot see BLAS's idle workers slowing numba's next kernel "
             "(kernels/ownership.py)",
         ),
@@ -171,6 +196,41 @@ def openmp_environment():
     finally:
         del os.environ["GOMP_SPINCOUNT"]
     applied["MINITENSOR_POLITE_THREADS"] = f"GOMP_SPINCOUNT={SPIN_COUNT} read by numba's pool"
+
+
+@contextlib.contextmanager
+def blas_environment():
+    """OPENBLAS_THREAD_TIMEOUT for the moment numpy, and with it its OpenBLAS, loads (the first
+    lines of minitensor/__init__.py run inside this block), then `os.environ` as it was.
+    OpenBLAS reads the variable once, as its library loads: if numpy was imported before
+    minitensor, it is too late, and this records so."""
+    if "numpy" in sys.modules:
+        if enabled("MINITENSOR_SHORT_BLAS_SPIN"):
+            applied["MINITENSOR_SHORT_BLAS_SPIN"] = (
+                "not set: numpy was imported before minitensor, and its BLAS had read its settings"
+            )
+        yield
+        return
+    if not _decide("MINITENSOR_SHORT_BLAS_SPIN"):
+        yield
+        return
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+    try:
+        yield
+    finally:
+        del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+    applied["MINITENSOR_SHORT_BLAS_SPIN"] = (
+        f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} read as numpy's BLAS loaded"
+    )
+
+
+def blas_spin_is_short() -> bool:
+    """True when numpy's OpenBLAS workers sleep soon after a call: minitensor set the timeout
+    as numpy loaded, or you set OPENBLAS_THREAD_TIMEOUT yourself to at most ours."""
+    if applied.get("MINITENSOR_SHORT_BLAS_SPIN", "").startswith("OPENBLAS_THREAD_TIMEOUT="):
+        return True
+    yours = os.environ.get("OPENBLAS_THREAD_TIMEOUT", "").strip()
+    return yours.isdigit() and int(yours) <= int(BLAS_THREAD_TIMEOUT)
 
 
 def keep_freed_memory() -> None:

@@ -44,6 +44,8 @@ VARIABLES = (
     "MINITENSOR_POLITE_THREADS",
     "MINITENSOR_KEEP_FREED_MEMORY",
     "MINITENSOR_NO_BLAS_KERNELS",
+    "MINITENSOR_SHORT_BLAS_SPIN",
+    "OPENBLAS_THREAD_TIMEOUT",
 )
 
 
@@ -185,3 +187,58 @@ def test_threads_is_one_while_busy(monkeypatch):
     assert jit.threads() == 2
     monkeypatch.setitem(jit._pool, "cpus", 1)  # taskset to one CPU
     assert jit.threads() == 1
+
+
+SPIN = """
+import json, os, resource, sys, time
+if sys.argv[1] == "numpy first":
+    import numpy
+import minitensor as mt
+import numpy as np
+from minitensor.kernels.fast_matmul.blas import blas_threads
+a = np.ones((512, 512), np.float32)
+for _ in range(3):
+    a @ a                                # on BLAS's own threads: its workers wake
+cpu = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_utime
+before = cpu()
+time.sleep(0.3)                          # the main thread sleeps: only BLAS's workers may run
+print(json.dumps({"spun": cpu() - before, "blas": blas_threads(),
+                  "short": mt.config.blas_spin_is_short(),
+                  "applied": mt.config.applied.get("MINITENSOR_SHORT_BLAS_SPIN"),
+                  "env": os.environ.get("OPENBLAS_THREAD_TIMEOUT")}))
+"""
+
+
+def run_spin(order, **env):
+    base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-c", SPIN, order], env=dict(base, **env), capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_importing_minitensor_first_shortens_the_spin_of_blas_workers():
+    """Imported before numpy, minitensor has OpenBLAS's idle workers sleep soon after a
+    product: a process whose main thread sleeps uses almost no CPU. Imported after, it is
+    too late (the workers spin ~0.1 s, and burn CPU while the main thread sleeps), and
+    config says so. os.environ is as it was either way."""
+    first = run_spin("minitensor first")
+    if first["blas"] < 2:
+        pytest.skip("numpy's BLAS runs on one thread here: no worker to spin")
+    assert first["applied"].startswith("OPENBLAS_THREAD_TIMEOUT=20") and first["short"]
+    assert first["env"] is None
+    late = run_spin("numpy first")
+    assert late["applied"].startswith("not set: numpy was imported before minitensor")
+    assert not late["short"] and late["env"] is None
+    assert first["spun"] < 0.05 < late["spun"]
+
+
+def test_your_own_blas_timeout_wins_and_the_switch_turns_it_off():
+    yours = run_spin("minitensor first", OPENBLAS_THREAD_TIMEOUT="24")
+    assert yours["applied"].startswith("left alone: you set OPENBLAS_THREAD_TIMEOUT=24")
+    assert not yours["short"] and yours["env"] == "24"
+    assert run_spin("minitensor first", OPENBLAS_THREAD_TIMEOUT="16")["short"]
+    off = run_spin("minitensor first", MINITENSOR_SHORT_BLAS_SPIN="0")
+    assert off["applied"] == "off" and not off["short"]

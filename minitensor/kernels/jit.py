@@ -117,8 +117,8 @@ def row_parts(n):
 
 def threads():
     """The number of threads numba's parallel builds use: `cores()`, or 1 while BLAS's threads
-    own the cores (ownership.py: then numba's pool never wakes beside BLAS's). Every kernel
-    call asks."""
+    alone own the cores (ownership.py, "blas": then numba's pool never wakes beside BLAS's;
+    under "both" it does). Every kernel call asks."""
     return 1 if _owner[0] == "blas" else cores()
 
 

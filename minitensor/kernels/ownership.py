@@ -10,21 +10,31 @@ Two thread pools can spread minitensor's work over the cores, and only one shoul
 * **BLAS's**: every product is np.matmul at BLAS's own thread count, and numba's kernels run
   serially (jit.threads() answers 1), so numba's pool never wakes.
 
-Which is faster depends on the machine and on the model. Two pools at once lose to either:
-after each call a pool's idle workers spin for a while, and take the core the other pool's
-next call wants — a product timed alone (fast_matmul/products.py, `fastest`) cannot see that.
+* **both**, where OpenBLAS's idle workers sleep soon after a call (config.py, short BLAS
+  spin): every product is np.matmul at BLAS's thread count, as for "blas", and numba's
+  kernels run on numba's threads, as for "numba". Each pool still works alone, one call after
+  the other; what would make them collide — BLAS's workers spinning for a while after each
+  product — is gone. A large model gains (the paper's base model on an Intel Xeon: Adam's
+  update and the fused attention run on two threads beside BLAS's products); a small one's
+  kernels are too short to gain.
+
+Which is fastest depends on the machine and on the model. With BLAS's workers spinning, two
+pools at once lose to either: after each call a pool's idle workers spin for a while, and take
+the core the other pool's next call wants — a product timed alone (fast_matmul/products.py,
+`fastest`) cannot see that.
 On one machine BLAS's pool made a small model's step faster and numba's a long-sequence
 model's (its fused attention runs on numba's threads; benchmarks/README.md, "Who owns the
 cores"). Only whole steps show it, so this module times them:
 
     an optimizer's step() ends a training step (Optimizer.step calls `step_ended`);
     the first WARMUP steps are not counted (numba compiles, products time their candidates);
-    then the owners take turns, numba, blas, numba, blas, ..., for ROUNDS blocks of BLOCK
+    then the owners take turns, numba, blas[, both], numba, ..., for ROUNDS blocks of BLOCK
     steps each, the first step of every block not counted (the new owner's products time
-    their candidates then); the owner whose fastest counted step was faster keeps the cores
-    for the rest of the process — BLAS only if it was at least MARGIN faster. The fastest,
-    not the median: on a shared machine the other tenants' bursts only ever add time, and a
-    burst over one owner's block would sway a median of a few steps.
+    their candidates then); the owner whose fastest counted step was fastest keeps the cores
+    for the rest of the process — another than numba only if at least MARGIN faster than
+    numba's. The fastest step, not the median: on a shared machine the other tenants' bursts
+    only ever add time, and a burst over one owner's block would sway a median of a few steps.
+    "both" takes a turn only where BLAS's spin is short (config.blas_spin_is_short()).
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
 per op, not by the cores. Nothing is tried on the numpy backend either (its products are
@@ -35,7 +45,7 @@ bit (the reductions and the BLAS blocks are cut at fixed places whatever the thr
 the owner may change mid-run. A small model can run as fast on one thread as on two (its step
 is Python's cost per op), and then leaves the other core free.
 
-    MINITENSOR_CORE_OWNER=numba|blas     fix the owner, no trial (default: trial)
+    MINITENSOR_CORE_OWNER=numba|blas|both   fix the owner, no trial (default: trial)
     mt.kernels.core_owner()              who owns them now
     mt.kernels.core_owner_trial()        the trial's state: step times per owner, the decision
 """
@@ -45,7 +55,7 @@ import time
 from .. import config
 from .backend_switch import get_backend
 
-OWNERS = ("numba", "blas")
+OWNERS = ("numba", "blas", "both")
 WARMUP, BLOCK, ROUNDS = 3, 4, 3
 MIN_STEP_SECONDS = 0.02
 MARGIN = 0.03
@@ -57,7 +67,8 @@ _trial = {"state": "waiting", "steps": 0, "last": None, "times": {o: [] for o in
 
 
 def core_owner() -> str:
-    """'numba' or 'blas': whose threads minitensor's matrix products use now."""
+    """'numba', 'blas' or 'both': whose threads minitensor's matrix products and kernels use
+    now (the module's docstring says what each means)."""
     return _owner[0]
 
 
@@ -82,7 +93,8 @@ def _fixed_owner():
     if chosen == "trial":
         return None
     if chosen not in OWNERS:
-        raise ValueError(f"MINITENSOR_CORE_OWNER={chosen!r}: expected trial, {' or '.join(OWNERS)}")
+        choices = f"{', '.join(OWNERS[:-1])} or {OWNERS[-1]}"
+        raise ValueError(f"MINITENSOR_CORE_OWNER={chosen!r}: expected trial, {choices}")
     return chosen
 
 
@@ -109,7 +121,9 @@ def _wait(now, last):
         return
     long_enough = last is not None and now - last >= MIN_STEP_SECONDS
     if _trial["steps"] > WARMUP and long_enough and get_backend() == "numba":
-        _trial.update(state="trying", tried=0)  # the block of steps about to run is numba's
+        owners = OWNERS if config.blas_spin_is_short() else OWNERS[:2]
+        # the block of steps about to run is numba's
+        _trial.update(state="trying", tried=0, owners=owners)
 
 
 def _try(seconds):
@@ -119,20 +133,23 @@ def _try(seconds):
     if position:
         _trial["times"][_owner[0]].append(seconds)
     _trial["tried"] += 1
+    owners = _trial["owners"]
     if _trial["tried"] % BLOCK == 0:
-        if _trial["tried"] == BLOCK * len(OWNERS) * ROUNDS:
-            _decide(_faster())
+        if _trial["tried"] == BLOCK * len(owners) * ROUNDS:
+            _decide(_fastest(owners))
         else:
-            _owner[0] = OWNERS[(_trial["tried"] // BLOCK) % len(OWNERS)]
+            _owner[0] = owners[(_trial["tried"] // BLOCK) % len(owners)]
 
 
-def _faster():
-    """The owner whose fastest counted step was faster; BLAS only by MARGIN or more, and
-    only for steps of MIN_STEP_SECONDS or more (a step that was long only while numba compiled
-    started the trial, but short steps are not the cores' to win)."""
-    numba, blas = (min(_trial["times"][o]) for o in OWNERS)
+def _fastest(owners):
+    """The owner whose fastest counted step was fastest; another than numba only by MARGIN
+    or more, and only for steps of MIN_STEP_SECONDS or more (a step that was long only while
+    numba compiled started the trial, but short steps are not the cores' to win)."""
+    best = {o: min(_trial["times"][o]) for o in owners}
+    numba = best["numba"]
+    rival = min(owners[1:], key=best.get)
     worth_it = numba >= MIN_STEP_SECONDS
-    return "blas" if worth_it and blas < numba * (1 - MARGIN) else "numba"
+    return rival if worth_it and best[rival] < numba * (1 - MARGIN) else "numba"
 
 
 def _decide(owner):

@@ -8,7 +8,8 @@ import minitensor as mt
 from minitensor.kernels import jit, ownership
 from minitensor.kernels.fast_matmul import blas, products
 
-TRIAL_STEPS = ownership.BLOCK * len(ownership.OWNERS) * ownership.ROUNDS
+TRIAL_STEPS = ownership.BLOCK * 2 * ownership.ROUNDS  # numba and blas (BLAS's spin long)
+BOTH_TRIAL_STEPS = ownership.BLOCK * 3 * ownership.ROUNDS  # and "both" (BLAS's spin short)
 
 
 class Clock:
@@ -31,6 +32,7 @@ def run_steps(n, clock):
 def _fresh_trial(monkeypatch):
     monkeypatch.delenv("MINITENSOR_CORE_OWNER", raising=False)
     monkeypatch.delenv("MINITENSOR_TUNING", raising=False)
+    monkeypatch.setattr(ownership.config, "blas_spin_is_short", lambda: False)
     ownership.reset()
     yield
     ownership.reset()
@@ -108,7 +110,7 @@ def test_the_environment_fixes_the_owner(monkeypatch, owner):
 
 def test_a_wrong_owner_in_the_environment_is_refused(monkeypatch):
     monkeypatch.setenv("MINITENSOR_CORE_OWNER", "bls")
-    with pytest.raises(ValueError, match="MINITENSOR_CORE_OWNER='bls'.*trial, numba or blas"):
+    with pytest.raises(ValueError, match="MINITENSOR_CORE_OWNER='bls'.*trial, numba, blas or both"):
         ownership.step_ended(Clock({"numba": 0.05, "blas": 0.05}))
 
 
@@ -178,7 +180,7 @@ def test_under_deterministic_algorithms_a_change_of_owner_changes_no_bit(rng, mo
 
     monkeypatch.setenv("MINITENSOR_CORE_OWNER", "numba")  # no trial: the test sets the owner
     mt.use_deterministic_algorithms(True)
-    for got, want in zip(train(["blas", "numba"] * 3), train(["numba"] * 6)):
+    for got, want in zip(train(["blas", "numba", "both"] * 2), train(["numba"] * 6)):
         np.testing.assert_array_equal(got, want)
 
 
@@ -198,6 +200,7 @@ def test_a_trained_model_gives_the_same_numbers_under_either_owner(rng):
         return layer.weight.numpy().copy()
 
     np.testing.assert_allclose(train("blas"), train("numba"), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(train("both"), train("numba"), rtol=1e-4, atol=1e-5)
 
 
 def test_a_burst_of_other_work_over_one_block_does_not_sway_the_trial():
@@ -209,3 +212,52 @@ def test_a_burst_of_other_work_over_one_block_does_not_sway_the_trial():
     run_steps(TRIAL_STEPS - 2 * ownership.BLOCK, clock)
     assert ownership.core_owner_trial()["state"] == "decided"
     assert ownership.core_owner() == "blas"
+
+
+def test_with_a_short_blas_spin_both_take_a_turn_and_may_win(monkeypatch):
+    """Where BLAS's idle workers sleep soon (config.blas_spin_is_short), "both" is tried as a
+    third owner, and keeps the cores if its steps were fastest by the margin."""
+    monkeypatch.setattr(ownership.config, "blas_spin_is_short", lambda: True)
+    clock = Clock({"numba": 0.050, "blas": 0.040, "both": 0.030})
+    run_steps(ownership.WARMUP + 1, clock)
+    owners = []
+    for _ in range(BOTH_TRIAL_STEPS):
+        owners.append(ownership.core_owner())
+        ownership.step_ended(clock)
+    block = ownership.BLOCK
+    assert owners[: 3 * block] == ["numba"] * block + ["blas"] * block + ["both"] * block
+    assert ownership.core_owner_trial()["state"] == "decided"
+    assert ownership.core_owner() == "both"
+    ownership.reset()
+    run_steps(ownership.WARMUP + 1 + BOTH_TRIAL_STEPS,
+              Clock({"numba": 0.050, "blas": 0.030, "both": 0.040}))  # fmt: skip
+    assert ownership.core_owner() == "blas"  # the fastest of the three, not the last
+    ownership.reset()
+    almost = 0.050 * (1 - ownership.MARGIN / 2)
+    run_steps(ownership.WARMUP + 1 + BOTH_TRIAL_STEPS,
+              Clock({"numba": 0.050, "blas": 0.060, "both": almost}))  # fmt: skip
+    assert ownership.core_owner() == "numba"
+
+
+def test_with_the_spin_long_both_never_takes_a_turn():
+    clock = Clock({"numba": 0.050, "blas": 0.040, "both": 0.001})
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, clock)
+    assert ownership.core_owner_trial()["state"] == "decided"
+    assert ownership.core_owner() == "blas"
+    assert ownership.core_owner_trial()["times"]["both"] == []
+
+
+def test_under_both_products_use_blas_threads_and_kernels_numbas(monkeypatch, rng):
+    """Under "both": np.matmul on BLAS's threads for every product (never numba's candidates), and
+    the parallel kernels on numba's threads."""
+    a, b = rng.standard_normal((256, 256), np.float32), rng.standard_normal((256, 256), np.float32)
+    seen = _blas_threads_seen(monkeypatch)
+    monkeypatch.setattr(products, "cores", lambda: 2)
+    monkeypatch.setattr(jit, "cores", lambda: 2)
+    with blas.blas_threads_at_most(8):
+        start = blas.blas_threads()
+        ownership._owner[0] = "both"
+        assert jit.threads() == 2
+        assert products.route(a, b) == "numpy"
+        np.testing.assert_allclose(products.matmul(a, b), a @ b, rtol=1e-5, atol=1e-4)
+    assert seen == [min(2, start)]

@@ -463,8 +463,8 @@ def _choose(a, b):
         if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
             return "gemm", gemm_one_blas_thread
         return _NUMPY
-    if threads() == 1:  # every candidate shares the work among numba's threads
-        return _NUMPY
+    if threads() == 1 or _owner[0] == "both":  # the candidates share the work among numba's
+        return _NUMPY  # threads; under "both", BLAS's threads do every product
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
         return fastest(a, b, "tiles")
     if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
@@ -480,7 +480,7 @@ def numpy_product(a, b):
     count) once whole steps were timed faster that way (kernels/ownership.py); on one thread
     always under mt.use_deterministic_algorithms(True).
     The user's own np.matmul keeps BLAS's count."""
-    blas_owns = _owner[0] == "blas" and not are_deterministic_algorithms_enabled()
+    blas_owns = _owner[0] != "numba" and not are_deterministic_algorithms_enabled()
     with blas_threads_at_most(cores() if blas_owns else 1):  # cores(): polite, like numba's
         return np.matmul(a, b)
 
