@@ -50,6 +50,8 @@ if "--threads" in sys.argv:  # must reach numba before it loads
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+# minitensor before numpy: it shortens the spin of numpy's idle BLAS workers as numpy loads
+import minitensor  # noqa: E402, F401, I001
 import numpy as np  # noqa: E402
 
 from benchmarks.machine import describe  # noqa: E402

@@ -38,11 +38,11 @@ import time
 
 _ORIGINAL_ENV = dict(os.environ)  # for the torch child (minitensor changes none of it)
 
-import numpy as np  # noqa: E402
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import minitensor as mt  # noqa: E402
+# minitensor before numpy: it shortens the spin of numpy's idle BLAS workers as numpy loads
+import minitensor as mt  # noqa: E402, I001
+import numpy as np  # noqa: E402
 import minitensor.functional as F  # noqa: E402
 from benchmarks.machine import cpu_model, thread_counts  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
