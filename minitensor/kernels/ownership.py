@@ -1,7 +1,8 @@
-"""Who owns the cores during training: numba's threads or BLAS's — decided by timing whole
-training steps on the running machine, once per process.
+"""Who owns the cores during training: numba's threads, BLAS's, or both in turn — decided by
+timing whole training steps on the running machine, once per process.
 
-Two thread pools can spread minitensor's work over the cores, and only one should at a time:
+Two thread pools can spread minitensor's work over the cores, and only one should run at a
+time. Three ways to share them:
 
 * **numba's** (the start): the parallel kernels (softmax, LayerNorm, ...) and the matrix
   products they share out — a stack of small matrices by the tile kernel, a Linear layer's
@@ -9,7 +10,6 @@ Two thread pools can spread minitensor's work over the cores, and only one shoul
   minitensor's own np.matmul calls run BLAS on one thread, so BLAS's pool never wakes.
 * **BLAS's**: every product is np.matmul at BLAS's own thread count, and numba's kernels run
   serially (jit.threads() answers 1), so numba's pool never wakes.
-
 * **both**, where OpenBLAS's idle workers sleep soon after a call (config.py, short BLAS
   spin): every product is np.matmul at BLAS's thread count, as for "blas", and numba's
   kernels run on numba's threads, as for "numba". Each pool still works alone, one call after
@@ -21,10 +21,10 @@ Two thread pools can spread minitensor's work over the cores, and only one shoul
 Which is fastest depends on the machine and on the model. With BLAS's workers spinning, two
 pools at once lose to either: after each call a pool's idle workers spin for a while, and take
 the core the other pool's next call wants — a product timed alone (fast_matmul/products.py,
-`fastest`) cannot see that.
-On one machine BLAS's pool made a small model's step faster and numba's a long-sequence
-model's (its fused attention runs on numba's threads; benchmarks/README.md, "Who owns the
-cores"). Only whole steps show it, so this module times them:
+`fastest`) cannot see that. On one machine BLAS's pool made a small model's step faster and
+numba's a long-sequence model's (its fused attention runs on numba's threads;
+benchmarks/README.md, "Who owns the cores"). Only whole steps show it, so this module times
+them:
 
     an optimizer's step() ends a training step (Optimizer.step calls `step_ended`);
     the first WARMUP steps are not counted (numba compiles, products time their candidates);
