@@ -19,6 +19,7 @@ A lazy kernel called by another kernel is built when the caller is (see LazyKern
 """
 
 import os
+import statistics
 import time
 import types as types_module
 
@@ -189,6 +190,25 @@ def cpus_busy(count):
         _busy["now"] = _running_tasks() > cpus
     _busy.update(next=now + _BUSY_CHECK_SECONDS, stall=stall, at=now)
     return _busy["now"]
+
+
+def median_times(calls, rounds=5):
+    """The median time (seconds) of `rounds` timed runs of each zero-argument call, after one
+    untimed run of each: how a kernel's versions are compared on the running machine (the
+    products' tile shapes, the fused attention's tile sizes). The calls take turns in every
+    round, so that a moment when the shared machine is busy slows them all, not the one timed
+    then; and the median, not the fastest run, because on a busy machine a call on two threads
+    now and then gets both cores and runs fast, while most of its runs wait for a core: the
+    fastest run would pick it."""
+    for call in calls:
+        call()
+    times = [[] for _ in calls]
+    for _ in range(rounds):
+        for call, runs in zip(calls, times):
+            start = time.perf_counter()
+            call()
+            runs.append(time.perf_counter() - start)
+    return [statistics.median(runs) for runs in times]
 
 
 class Kernel:

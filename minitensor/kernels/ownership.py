@@ -8,15 +8,16 @@ time. Three ways to share them:
   products they share out — a stack of small matrices by the tile kernel, a Linear layer's
   product by blocks of rows, each thread calling BLAS on one thread (kernels/fast_matmul).
   minitensor's own np.matmul calls run BLAS on one thread, so BLAS's pool never wakes.
-* **BLAS's**: every product is np.matmul at BLAS's own thread count, and numba's kernels run
-  serially (jit.threads() answers 1), so numba's pool never wakes.
+* **BLAS's**: every product is np.matmul at BLAS's own thread count (but a stack of small
+  matrices, where the tile kernel on one thread beats it), and numba's kernels run serially
+  (jit.threads() answers 1), so numba's pool never wakes.
 * **both**, where OpenBLAS's idle workers sleep soon after a call (config.py, short BLAS
-  spin): every product is np.matmul at BLAS's thread count, as for "blas", and numba's
-  kernels run on numba's threads, as for "numba". Each pool still works alone, one call after
-  the other; what would make them collide — BLAS's workers spinning for a while after each
-  product — is gone. A large model gains (the paper's base model on an Intel Xeon: Adam's
-  update and the fused attention run on two threads beside BLAS's products); a small one's
-  kernels are too short to gain.
+  spin): every Linear layer's product is np.matmul at BLAS's thread count, as for "blas",
+  and numba's kernels run on numba's threads, as for "numba". Each pool still works alone,
+  one call after the other; what would make them collide — BLAS's workers spinning for a
+  while after each product — is gone. A large model gains (the paper's base model on an
+  Intel Xeon: Adam's update and the fused attention run on two threads beside BLAS's
+  products); a small one's kernels are too short to gain.
 
 Which is fastest depends on the machine and on the model. With BLAS's workers spinning, two
 pools at once lose to either: after each call a pool's idle workers spin for a while, and take

@@ -339,8 +339,10 @@ def test_gemm_reads_transposed_views_in_place():
 
 def test_matmul_routes(rng, two_threads, monkeypatch):
     """The measured rule of matmul.route: stacks of matrices up to 256³ to the tile kernel,
-    bigger products to the BLAS-calling threads, small ones to np.matmul; on one thread
-    everything to np.matmul; np.matmul without BLAS, for integers and mixed dtypes."""
+    bigger products to the BLAS-calling threads, small ones to np.matmul; on one thread and
+    under the "both" owner, a Linear layer's product to np.matmul but stacks still to the
+    tiles (np.matmul would call BLAS once per small matrix); np.matmul without BLAS, for
+    integers and mixed dtypes."""
     route = K.matmul_route
     q, k = (np.zeros((256, 8, 16), np.float32) for _ in range(2))
     k_t = np.swapaxes(k, -1, -2)
@@ -354,7 +356,12 @@ def test_matmul_routes(rng, two_threads, monkeypatch):
     assert route(q, k_t.astype(np.float64)) == "numpy"
     monkeypatch.setattr(matmul_module, "threads", lambda: 1)
     assert route(*linear) == "numpy"
-    assert route(q, k_t) == "numpy" and route(q, np.ascontiguousarray(k_t)) == "numpy"
+    assert route(q, k_t) == "tiles" and route(q, np.ascontiguousarray(k_t)) == "tiles"
+    assert route(q[:4], k_t[:4]) == "numpy"
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_owner", ["both"])
+    assert route(*linear) == "numpy" and route(q, k_t) == "tiles"
+    monkeypatch.setattr(matmul_module, "_owner", ["numba"])
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "GEMM", {})
     assert route(*linear) == "numpy"

@@ -8,8 +8,9 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
 
 * **"tiles": the tile kernel** (`tiled_matmul`) for stacks — (B·h, L, d) @ (B·h, d, L) and
   the like — of matrices up to 256³ multiply-adds. Each thread takes its own run of
-  matrices; each matrix is cut into tiles of a few rows × a few SIMD vectors of columns
-  (8 × 1, 4 × 2, 6 × 2 or 12 × 1: TILE_SHAPES, the fastest on the layout kept), computed by
+  matrices (on one thread too: np.matmul calls BLAS once per small matrix); each matrix is
+  cut into tiles of a few rows × a few SIMD vectors of columns (8 × 1, 4 × 2, 6 × 2 or
+  12 × 1: TILE_SHAPES, the fastest on the layout kept), computed by
   the register-tile microkernel of microkernel.py (read that file: it is how every BLAS
   computes). kᵀ arrives as a transposed view; it is packed into rows, 8 × 8 blocks at a time
   transposed in registers, one matrix at a time into a small per-thread panel.
@@ -22,7 +23,8 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   cost a training step more than they save: `numpy_product`), or at BLAS's own thread count
   where whole training steps were timed faster so (kernels/ownership.py): integer or mixed dtypes,
   products too small to share (under 2¹⁸ multiply-adds in a stack, under 2²⁰ in a single
-  product, where starting threads costs more than it saves), and every product on one thread.
+  product, where starting threads costs more than it saves), and on one thread every product
+  but the tiles' stacks.
 
 Which of a candidate and np.matmul is faster depends on the machine (its vector width, its
 BLAS, BLAS's thread count): on one machine the tiles beat np.matmul on every attention shape,
@@ -43,7 +45,7 @@ import numpy as np
 from numba import prange
 
 from ..backend_switch import are_deterministic_algorithms_enabled
-from ..jit import LazyKernel, cores, kernel, threads
+from ..jit import LazyKernel, cores, kernel, median_times, threads
 from ..ownership import _owner
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
@@ -463,10 +465,11 @@ def _choose(a, b):
         if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
             return "gemm", gemm_one_blas_thread
         return _NUMPY
-    if threads() == 1 or _owner[0] == "both":  # the candidates share the work among numba's
-        return _NUMPY  # threads; under "both", BLAS's threads do every product
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
+        # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
+    if threads() == 1 or _owner[0] == "both":  # gemm shares a product among numba's threads;
+        return _NUMPY  # under "both", BLAS's own threads do the Linear layers' products
     if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
         return fastest(a, b, "gemm")
     return _NUMPY
@@ -481,7 +484,10 @@ def numpy_product(a, b):
     always under mt.use_deterministic_algorithms(True).
     The user's own np.matmul keeps BLAS's count."""
     blas_owns = _owner[0] != "numba" and not are_deterministic_algorithms_enabled()
-    with blas_threads_at_most(cores() if blas_owns else 1):  # cores(): polite, like numba's
+    most = cores() if blas_owns else 1  # cores(): polite, like numba's
+    if blas_threads() <= most:  # the usual case, without a context manager's cost per call
+        return np.matmul(a, b)
+    with blas_threads_at_most(most):
         return np.matmul(a, b)
 
 
@@ -563,20 +569,8 @@ class _Watched:
 
 
 def _timings(products, a, b, rounds=5):
-    """The median of `rounds` timed calls of each product(a, b), after one untimed call of
-    each. The products take turns in every round, so that a moment when the shared machine
-    is busy slows them all, not the one timed then; and the median, not the fastest call,
-    because on a busy machine a product on two threads now and then gets both cores and runs
-    fast, while most of its calls wait for a core: the fastest call would pick it."""
-    for product in products:
-        product(a, b)
-    times = [[] for _ in products]
-    for _ in range(rounds):
-        for product, runs in zip(products, times):
-            start = time.perf_counter()
-            product(a, b)
-            runs.append(time.perf_counter() - start)
-    return [statistics.median(runs) for runs in times]
+    """jit.median_times of each product(a, b)."""
+    return median_times([functools.partial(product, a, b) for product in products], rounds)
 
 
 def tile_shape(a, b):
