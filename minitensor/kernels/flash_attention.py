@@ -26,11 +26,13 @@ lse −inf and zero gradient. Dropout (probability p, from `seed`) drops entry (
 weights exactly when dropout(weights, seed, p) of kernels/dropout.py would, in both backends.
 """
 
+import functools
 import math
 
 import numpy as np
 
 from . import jit
+from .backend_switch import are_deterministic_algorithms_enabled
 from .dropout import dropout_numpy, keep, keep_threshold
 from .jit import kernel, prange
 
@@ -47,10 +49,15 @@ def _blas():
     return blas
 
 
-# Tile sizes: a block of BLOCK_Q queries is one parallel task; keys come BLOCK_K at a time, so
-# a task's working set (a packed kᵀ tile, a v tile, the running outputs) stays in the L1/L2 cache.
-BLOCK_Q = 64
-BLOCK_K = 128
+# Tile sizes (block_q, block_k): a block of block_q queries is one parallel task of the forward;
+# keys come block_k at a time, so that a task's working set (a tile of scores, the running
+# outputs) stays in the L1/L2 cache. Which size is fastest depends on the shapes and on the
+# machine: large tiles make fewer, larger BLAS calls (OpenBLAS's cost per call is most of a
+# 64 × 128 × 32 product), small tiles skip more of a causal mask's blocked tiles. So the first
+# time a layout is seen, each of TILES is timed on it and the fastest kept (`tile_sizes`);
+# under mt.use_deterministic_algorithms(True), DEFAULT_TILES always.
+TILES = ((64, 128), (128, 256), (256, 512))
+DEFAULT_TILES = TILES[0]
 
 
 # ---- shared by both backends: checks and the mask's two parts ----------------------------------
@@ -297,29 +304,30 @@ def _drop_row(row, cols, seed, start, threshold, keep_scale):
 # the formatter would give each of their 13 arguments a line of its own)
 @kernel(parallel=True)
 def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, offset, drop, seed, threshold,
-                   keep_scale, out, lse):
+                   keep_scale, block_q, block_k, out, lse):
     """out[b, h, i] and lse[b, h, i] for every query; one parallel task per (b, h, block of
-    BLOCK_Q queries). Shapes as fused_attention_forward; lds = the row strides of q, k, v, out
-    in entries; mask additive (MB, MH, MQ, Lk); causal: block j > i + offset."""
+    block_q queries), keys block_k at a time. Shapes as fused_attention_forward; lds = the row
+    strides of q, k, v, out in entries; mask additive (MB, MH, MQ, Lk); causal: block
+    j > i + offset."""
     B, H, Lq, d = q.shape
     Lk, dv = k.shape[2], v.shape[3]
     MB, MH, MQ, _ = mask.shape
     f = q.dtype.type
-    n_blocks = (Lq + BLOCK_Q - 1) // BLOCK_Q
+    n_blocks = (Lq + block_q - 1) // block_q
     for task in prange(B * H * n_blocks):
-        bh, i0 = task // n_blocks, (task % n_blocks) * BLOCK_Q
+        bh, i0 = task // n_blocks, (task % n_blocks) * block_q
         b, h = bh // H, bh % H
-        rows = min(BLOCK_Q, Lq - i0)
-        s, acc = np.empty((BLOCK_Q, BLOCK_K), q.dtype), np.zeros((BLOCK_Q, dv), q.dtype)
-        m, ell = np.full(BLOCK_Q, -np.inf, q.dtype), np.zeros(BLOCK_Q, q.dtype)
-        for j0 in range(0, Lk, BLOCK_K):
+        rows = min(block_q, Lq - i0)
+        s, acc = np.empty((block_q, block_k), q.dtype), np.zeros((block_q, dv), q.dtype)
+        m, ell = np.full(block_q, -np.inf, q.dtype), np.zeros(block_q, q.dtype)
+        for j0 in range(0, Lk, block_k):
             if causal and j0 > i0 + rows - 1 + offset:
                 break                                    # every later key is in the future
-            cols = min(BLOCK_K, Lk - j0)
+            cols = min(block_k, Lk - j0)
             # S = scale · Q_block · K_tileᵀ   (rows × cols)
             blas.gemm(gemm_at, blas.NO_TRANS, blas.TRANS, rows, cols, d, scale,
                       _row_address(q, b, h, i0), lds[0], _row_address(k, b, h, j0), lds[1], f(0),
-                      s.ctypes.data, BLOCK_K)
+                      s.ctypes.data, block_k)
             for ii in range(rows):
                 i = i0 + ii
                 mask_row = mask[b if MB > 1 else 0, h if MH > 1 else 0, i if MQ > 1 else 0]
@@ -331,7 +339,7 @@ def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, offset, drop, see
                               keep_scale)
             # acc += P_tile · V_tile   (rows × dv)
             blas.gemm(gemm_at, blas.NO_TRANS, blas.NO_TRANS, rows, dv, cols, f(1), s.ctypes.data,
-                      BLOCK_K, _row_address(v, b, h, j0), lds[2], f(1), acc.ctypes.data, dv)
+                      block_k, _row_address(v, b, h, j0), lds[2], f(1), acc.ctypes.data, dv)
         for ii in range(rows):
             inv = f(1) / ell[ii] if ell[ii] > 0 else f(0)
             for e in range(dv):
@@ -387,7 +395,7 @@ def _weight_gradients(
 # (aligned BLAS calls, as in _forward_tasks)
 @kernel(parallel=True)
 def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal, offset, drop,
-                    seed, threshold, keep_scale, dq, dk, dv):
+                    seed, threshold, keep_scale, block_q, block_k, dq, dk, dv):
     """Adds into dq, dk, dv (zeros on entry) for every (b, h); one parallel task per (b, h):
     it owns its slices of the three gradients, so no two threads add into one. For each tile of
     keys it walks over the blocks of queries that can see it, recomputing the tile's P."""
@@ -398,35 +406,56 @@ def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal
     for bh in prange(B * H):
         b, h = bh // H, bh % H
         mask_rows = mask[b if MB > 1 else 0, h if MH > 1 else 0]
-        s, dp = np.empty((BLOCK_Q, BLOCK_K), q.dtype), np.empty((BLOCK_Q, BLOCK_K), q.dtype)
-        for j0 in range(0, Lk, BLOCK_K):
-            cols = min(BLOCK_K, Lk - j0)
+        s, dp = np.empty((block_q, block_k), q.dtype), np.empty((block_q, block_k), q.dtype)
+        for j0 in range(0, Lk, block_k):
+            cols = min(block_k, Lk - j0)
             first = max(0, j0 - offset) if causal else 0   # earlier queries see none of it
             k_at, v_at = _row_address(k, b, h, j0), _row_address(v, b, h, j0)
             dk_at, dv_at = _row_address(dk, b, h, j0), _row_address(dv, b, h, j0)
-            for i0 in range(first, Lq, BLOCK_Q):
-                rows = min(BLOCK_Q, Lq - i0)
+            for i0 in range(first, Lq, block_q):
+                rows = min(block_q, Lq - i0)
                 q_at, do_at = _row_address(q, b, h, i0), _row_address(dout, b, h, i0)
                 blas.gemm(gemm_at, blas.NO_TRANS, blas.TRANS, rows, cols, d, scale, q_at, lds[0],
-                          k_at, lds[1], f(0), s.ctypes.data, BLOCK_K)             # S·scale
+                          k_at, lds[1], f(0), s.ctypes.data, block_k)             # S·scale
                 blas.gemm(gemm_at, blas.NO_TRANS, blas.TRANS, rows, cols, dvn, f(1), do_at,
-                          lds[3], v_at, lds[2], f(0), dp.ctypes.data, BLOCK_K)    # dP̃ = dO · Vᵀ
+                          lds[3], v_at, lds[2], f(0), dp.ctypes.data, block_k)    # dP̃ = dO · Vᵀ
                 limit0 = i0 + offset - j0 if causal else cols
                 _weight_gradients(s, dp, rows, cols, lse[b, h], delta[b, h], i0,
                                   mask_rows[:, j0:j0 + cols], limit0,
                                   scale, drop, seed, ((b * H + h) * Lq + i0) * Lk + j0, Lk,
                                   threshold, keep_scale)
                 blas.gemm(gemm_at, blas.TRANS, blas.NO_TRANS, cols, dvn, rows, f(1),
-                          s.ctypes.data, BLOCK_K, do_at, lds[3], f(1), dv_at, lds[6])  # dV+=P̃ᵀdO
+                          s.ctypes.data, block_k, do_at, lds[3], f(1), dv_at, lds[6])  # dV+=P̃ᵀdO
                 blas.gemm(gemm_at, blas.TRANS, blas.NO_TRANS, cols, d, rows, f(1),
-                          dp.ctypes.data, BLOCK_K, q_at, lds[0], f(1), dk_at, lds[5])  # dK += dSᵀ·Q
+                          dp.ctypes.data, block_k, q_at, lds[0], f(1), dk_at, lds[5])  # dK += dSᵀ·Q
                 blas.gemm(gemm_at, blas.NO_TRANS, blas.NO_TRANS, rows, d, cols, f(1),
-                          dp.ctypes.data, BLOCK_K, k_at, lds[1], f(1),
+                          dp.ctypes.data, block_k, k_at, lds[1], f(1),
                           _row_address(dq, b, h, i0), lds[4])                  # dQ += dS · K
 # fmt: on
 
 
 # ---- the numba side's wrappers -------------------------------------------------------------------
+
+
+# (direction, layout) → the (block_q, block_k) kept for it; see TILES
+_CHOSEN = {}
+
+
+def tile_sizes(direction, operands, run):
+    """The tile sizes (block_q, block_k) for the "forward" or "backward" kernel on this layout:
+    `operands` (q, k, v, the additive mask, causal?, dropout p) with the thread count make the
+    key. The first time a key is seen, run(tiles) is timed for each of TILES (jit.median_times)
+    and the fastest kept for the process; DEFAULT_TILES under deterministic algorithms (the
+    tiles' order of additions must not depend on a timing)."""
+    if are_deterministic_algorithms_enabled():
+        return DEFAULT_TILES
+    q, k, v, mask, causal, p = operands
+    key = (direction, q.shape, k.shape, v.shape, q.dtype.str, mask.shape, causal, p > 0)
+    key += (jit.threads(),)
+    if key not in _CHOSEN:
+        times = jit.median_times([functools.partial(run, tiles) for tiles in TILES], rounds=3)
+        _CHOSEN[key] = TILES[times.index(min(times))]
+    return _CHOSEN[key]
 
 
 def _heads_last_zeros(batch, heads, length, width, dtype):
@@ -477,21 +506,26 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, causal=None, s
     (q, ldq), (k, ldk), (v, ldv) = _gemm_readable(q), _gemm_readable(k), _gemm_readable(v)
     lds = np.array([ldq, ldk, ldv], dtype=np.int64)
     causal, offset = _causal_plan(causal, add, q, k)
-    _forward_tasks(
-        blas.GEMM[q.dtype],
-        q,
-        k,
-        v,
-        lds,
-        add,
-        q.dtype.type(_scale(scale, q)),
-        causal,
-        offset,
-        *_dropout_args(seed, p, q.dtype),
-        out,
-        lse,
-        work=B * H * Lq * Lk,
-    )
+
+    def run(tiles):
+        _forward_tasks(
+            blas.GEMM[q.dtype],
+            q,
+            k,
+            v,
+            lds,
+            add,
+            q.dtype.type(_scale(scale, q)),
+            causal,
+            offset,
+            *_dropout_args(seed, p, q.dtype),
+            *tiles,
+            out,
+            lse,
+            work=B * H * Lq * Lk,
+        )
+
+    run(tile_sizes("forward", (q, k, v, add, causal, p), run))
     return out, lse
 
 
@@ -512,23 +546,30 @@ def fused_attention_backward_numba(
     readable = [_gemm_readable(x) for x in (q, k, v, dout, dq, dk, dv)]
     (q, k, v, dout), lds = [x for x, _ in readable[:4]], np.array([ld for _, ld in readable])
     causal, offset = _causal_plan(causal, add, q, k)
-    _backward_tasks(
-        blas.GEMM[q.dtype],
-        q,
-        k,
-        v,
-        dout,
-        lds,
-        lse,
-        delta,
-        add,
-        q.dtype.type(_scale(scale, q)),
-        causal,
-        offset,
-        *_dropout_args(seed, p, q.dtype),
-        dq,
-        dk,
-        dv,
-        work=B * H * Lq * Lk,
-    )
+
+    def run(tiles):
+        for g in (dq, dk, dv):  # the kernel adds into them (a timed run of tile_sizes, too)
+            g.fill(0)
+        _backward_tasks(
+            blas.GEMM[q.dtype],
+            q,
+            k,
+            v,
+            dout,
+            lds,
+            lse,
+            delta,
+            add,
+            q.dtype.type(_scale(scale, q)),
+            causal,
+            offset,
+            *_dropout_args(seed, p, q.dtype),
+            *tiles,
+            dq,
+            dk,
+            dv,
+            work=B * H * Lq * Lk,
+        )
+
+    run(tile_sizes("backward", (q, k, v, add, causal, p), run))
     return dq, dk, dv

@@ -81,6 +81,73 @@ def test_kernel_matches_its_twin_within_float32_rounding(rng, shape, p):
             np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5, err_msg=f"{name} {label}")
 
 
+@pytest.mark.parametrize("tiles", KA.TILES)
+def test_every_tile_size_matches_the_twin(rng, tiles, monkeypatch):
+    """Each tile size the kernels may be timed with gives the twin's result, forward and
+    backward, for every kind of mask, with dropout, on lengths that leave partial tiles."""
+    monkeypatch.setattr(KA, "TILES", (tiles,))
+    monkeypatch.setattr(KA, "_CHOSEN", {})
+    B, H, Lq, Lk, d, dv = 1, 2, 300, 530, 16, 8
+    q, k, v = _qkv(rng, B, H, Lq, Lk, d, dv)
+    dout = rng.standard_normal((B, H, Lq, dv)).astype(np.float32)
+    for name, (mask, causal) in _masks(rng, B, Lq, Lk).items():
+        args = (mask, None, causal, 5, 0.1)
+        o1, l1 = KA.fused_attention_forward_numpy(q, k, v, *args)
+        o2, l2 = KA.fused_attention_forward_numba(q, k, v, *args)
+        np.testing.assert_allclose(o2, o1, rtol=2e-5, atol=2e-6, err_msg=f"{tiles} {name}")
+        g1 = KA.fused_attention_backward_numpy(q, k, v, o1, l1, dout, *args)
+        g2 = KA.fused_attention_backward_numba(q, k, v, o2, l2, dout, *args)
+        for a, b, label in zip(g2, g1, ("dq", "dk", "dv")):
+            np.testing.assert_allclose(
+                a, b, rtol=2e-4, atol=2e-5, err_msg=f"{tiles} {name} {label}"
+            )
+    assert set(KA._CHOSEN.values()) == {tiles}
+
+
+def test_tile_sizes_keeps_the_fastest_measured_per_layout(rng, monkeypatch):
+    """The first call on a layout times each of TILES (here a fake clock makes the last one
+    fastest) and keeps it: the next call on that layout is not timed, another layout is, and
+    forward and backward choose apart."""
+    monkeypatch.setattr(KA, "_CHOSEN", {})
+    timed = []
+
+    def fake_times(calls, rounds):
+        timed.append(len(calls))
+        return [3.0, 2.0, 1.0][: len(calls)]
+
+    monkeypatch.setattr(KA.jit, "median_times", fake_times)
+    q, k, v = _qkv(rng, 1, 2, 40, 40, 8, 8)
+    out, lse = KA.fused_attention_forward_numba(q, k, v)
+    KA.fused_attention_forward_numba(q, k, v)
+    assert timed == [len(KA.TILES)]
+    assert list(KA._CHOSEN.values()) == [KA.TILES[-1]]
+    KA.fused_attention_backward_numba(q, k, v, out, lse, np.ones_like(out))
+    KA.fused_attention_forward_numba(q[:, :, :20], k, v)
+    assert len(timed) == 3 and len(KA._CHOSEN) == 3
+
+
+def test_deterministic_algorithms_keep_the_default_tiles_untimed(rng, monkeypatch):
+    """Under mt.use_deterministic_algorithms(True) nothing is timed: DEFAULT_TILES, whose
+    result does not depend on a timing."""
+    monkeypatch.setattr(KA, "_CHOSEN", {})
+
+    def no_timing(calls, rounds):
+        raise AssertionError("timed under deterministic algorithms")
+
+    monkeypatch.setattr(KA.jit, "median_times", no_timing)
+    q, k, v = _qkv(rng, 1, 2, 40, 40, 8, 8)
+    mt.use_deterministic_algorithms(True)
+    try:
+        assert (
+            KA.tile_sizes("forward", (q, k, v, KA.additive_mask(None, q, k), False, 0.0), None)
+            == KA.DEFAULT_TILES
+        )
+        KA.fused_attention_forward_numba(q, k, v)
+    finally:
+        mt.use_deterministic_algorithms(False)
+    assert KA._CHOSEN == {}
+
+
 def test_twin_is_the_three_step_formula(rng):
     q, k, v = _qkv(rng, dtype=np.float64)
     masks = _masks(rng, 2, 5, 7)
