@@ -1,7 +1,7 @@
 """minitensor.kernels: numba kernel vs its numpy twin vs PyTorch, side by side, float32.
 
     python benchmarks/kernels.py [--quick] [--no-torch] [--only GROUP]
-    GROUP: softmax | bmm | bmm-blas | matmul | tiles | other | fusion
+    GROUP: softmax | bmm | bmm-blas | matmul | tiles | other | fusion | attention-tiles
     python benchmarks/kernels.py --compile-time      # first use: cold vs on-disk cache
 
 Each row: the median time of one call (µs) after warm-up, over many repeats, for the numba
@@ -37,6 +37,7 @@ steal the second core from numba's workers. The child builds the same inputs (sa
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -398,6 +399,63 @@ def fusion_cases(rng, quick):
     return cases
 
 
+def attention_tile_cases(rng, quick):
+    """The fused attention's kernels with each tile size of TILES forced, forward and backward,
+    on the long-sequence and paper shapes: the table behind `tile_sizes`' choice per layout
+    (the path column says which it chose on this machine). The numpy column is the twin."""
+    from minitensor.kernels import flash_attention as FA
+
+    long, paper = (8, 4, 512, 32), (16, 8, 64, 64)
+    shapes = (
+        [((1, 2, 128, 32), "padding")]
+        if quick
+        else [
+            (long, "padding"),
+            (long, "causal"),
+            (paper, "padding"),
+        ]
+    )
+    cases = []
+    for shape, kind in shapes:
+        cases += _attention_tile_cases_of(FA, rng, shape, kind)
+    return cases
+
+
+def _attention_tile_cases_of(FA, rng, shape, kind):
+    """attention_tile_cases' rows for one shape and mask kind."""
+    B, _, L, _ = shape
+    q, k, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
+    mask, causal = (None, 0) if kind == "causal" else (rng.random((B, 1, 1, L)) < 0.1, None)
+    FA._CHOSEN.clear()  # what tile_sizes chooses on this layout, forward then backward
+    out, lse = FA.fused_attention_forward_numba(q, k, v, mask, None, causal)
+    dout = rng.standard_normal(out.shape, dtype=np.float32)
+    FA.fused_attention_backward_numba(q, k, v, out, lse, dout, mask, None, causal)
+    chosen = dict(zip(("forward", "backward"), FA._CHOSEN.values()))
+    forward = (q, k, v, mask, None, causal)
+    backward = (q, k, v, out, lse, dout, mask, None, causal)
+    kernels = {
+        "forward": (FA.fused_attention_forward_numba, FA.fused_attention_forward_numpy, forward),
+        "backward": (
+            FA.fused_attention_backward_numba,
+            FA.fused_attention_backward_numpy,
+            backward,
+        ),
+    }
+    cases = []
+    for direction, (ours, twin, args) in kernels.items():
+        for tiles in FA.TILES:
+            cases.append(
+                Case(
+                    "attention-tiles",
+                    f"attention {direction[:3]} {shape} {kind} tiles {tiles[0]}x{tiles[1]}",
+                    functools.partial(ours, *args, tiles=tiles),
+                    functools.partial(twin, *args),
+                    path="chosen" if chosen.get(direction) == tiles else "",
+                )
+            )
+    return cases
+
+
 class TorchChild:
     """Torch's timings, from a child process started with this script's original environment
     (see the module docstring): it builds the same cases and times the one it is asked for."""
@@ -492,6 +550,7 @@ GROUPS = {
     "tiles": tile_cases,
     "other": other_cases,
     "fusion": fusion_cases,
+    "attention-tiles": attention_tile_cases,
 }
 
 

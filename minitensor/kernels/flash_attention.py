@@ -441,6 +441,18 @@ def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal
 _CHOSEN = {}
 
 
+def _check_tiles(tiles):
+    """Refuse tile sizes the kernels cannot use: None, or two positive integers."""
+    if tiles is None:
+        return
+    ok = len(tiles) == 2 and all(isinstance(t, (int, np.integer)) and t > 0 for t in tiles)
+    if not ok:
+        raise ValueError(
+            f"fused attention: tiles must be None or (block_q, block_k), two positive "
+            f"integers such as {DEFAULT_TILES}, got {tiles!r}"
+        )
+
+
 def tile_sizes(direction, operands, run):
     """The tile sizes (block_q, block_k) for the "forward" or "backward" kernel on this layout:
     `operands` (q, k, v, the additive mask, causal?, dropout p) with the thread count make the
@@ -489,12 +501,16 @@ def _dropout_args(seed, p, dtype):
     return True, np.uint64(seed), keep_threshold(p), dtype.type(1.0 / (1.0 - p))
 
 
-def fused_attention_forward_numba(q, k, v, mask=None, scale=None, causal=None, seed=0, p=0.0):
+def fused_attention_forward_numba(
+    q, k, v, mask=None, scale=None, causal=None, seed=0, p=0.0, tiles=None
+):
     """Numba twin of fused_attention_forward_numpy (same arguments, same result). The output
-    is (B, h, Lq, dv) laid out as (B, Lq, h, dv) in memory (see _heads_last_zeros). Without
-    an OpenBLAS gemm to call (fast_matmul/blas.py), the numpy twin runs instead."""
+    is (B, h, Lq, dv) laid out as (B, Lq, h, dv) in memory (see _heads_last_zeros). tiles:
+    (block_q, block_k), or None for the fastest of TILES on this layout (`tile_sizes`).
+    Without an OpenBLAS gemm to call (fast_matmul/blas.py), the numpy twin runs instead."""
     _check(q, k, v)
     _check_causal(causal)
+    _check_tiles(tiles)
     if q.dtype not in _blas().GEMM:
         return fused_attention_forward_numpy(q, k, v, mask, scale, causal, seed, p)
     add = additive_mask(mask, q, k)
@@ -525,15 +541,16 @@ def fused_attention_forward_numba(q, k, v, mask=None, scale=None, causal=None, s
             work=B * H * Lq * Lk,
         )
 
-    run(tile_sizes("forward", (q, k, v, add, causal, p), run))
+    run(tiles or tile_sizes("forward", (q, k, v, add, causal, p), run))
     return out, lse
 
 
 def fused_attention_backward_numba(
-    q, k, v, out, lse, dout, mask=None, scale=None, causal=None, seed=0, p=0.0
+    q, k, v, out, lse, dout, mask=None, scale=None, causal=None, seed=0, p=0.0, tiles=None
 ):
     """Numba twin of fused_attention_backward_numpy. dq, dk, dv are laid out heads-last in
-    memory like the forward's output."""
+    memory like the forward's output. tiles as for the forward (chosen apart from it)."""
+    _check_tiles(tiles)
     if q.dtype not in _blas().GEMM:
         return fused_attention_backward_numpy(q, k, v, out, lse, dout, mask, scale, causal, seed, p)
     add = additive_mask(mask, q, k)
@@ -571,5 +588,5 @@ def fused_attention_backward_numba(
             work=B * H * Lq * Lk,
         )
 
-    run(tile_sizes("backward", (q, k, v, add, causal, p), run))
+    run(tiles or tile_sizes("backward", (q, k, v, add, causal, p), run))
     return dq, dk, dv

@@ -85,7 +85,6 @@ def test_kernel_matches_its_twin_within_float32_rounding(rng, shape, p):
 def test_every_tile_size_matches_the_twin(rng, tiles, monkeypatch):
     """Each tile size the kernels may be timed with gives the twin's result, forward and
     backward, for every kind of mask, with dropout, on lengths that leave partial tiles."""
-    monkeypatch.setattr(KA, "TILES", (tiles,))
     monkeypatch.setattr(KA, "_CHOSEN", {})
     B, H, Lq, Lk, d, dv = 1, 2, 300, 530, 16, 8
     q, k, v = _qkv(rng, B, H, Lq, Lk, d, dv)
@@ -93,15 +92,22 @@ def test_every_tile_size_matches_the_twin(rng, tiles, monkeypatch):
     for name, (mask, causal) in _masks(rng, B, Lq, Lk).items():
         args = (mask, None, causal, 5, 0.1)
         o1, l1 = KA.fused_attention_forward_numpy(q, k, v, *args)
-        o2, l2 = KA.fused_attention_forward_numba(q, k, v, *args)
+        o2, l2 = KA.fused_attention_forward_numba(q, k, v, *args, tiles=tiles)
         np.testing.assert_allclose(o2, o1, rtol=2e-5, atol=2e-6, err_msg=f"{tiles} {name}")
         g1 = KA.fused_attention_backward_numpy(q, k, v, o1, l1, dout, *args)
-        g2 = KA.fused_attention_backward_numba(q, k, v, o2, l2, dout, *args)
+        g2 = KA.fused_attention_backward_numba(q, k, v, o2, l2, dout, *args, tiles=tiles)
         for a, b, label in zip(g2, g1, ("dq", "dk", "dv")):
             np.testing.assert_allclose(
                 a, b, rtol=2e-4, atol=2e-5, err_msg=f"{tiles} {name} {label}"
             )
-    assert set(KA._CHOSEN.values()) == {tiles}
+    assert KA._CHOSEN == {}  # tiles given: nothing timed
+
+
+def test_bad_tiles_get_a_clear_error(rng):
+    q, k, v = _qkv(rng)
+    for tiles in ((64,), (0, 128), (64.0, 128), "64x128"):
+        with pytest.raises(ValueError, match="tiles must be None or"):
+            KA.fused_attention_forward_numba(q, k, v, tiles=tiles)
 
 
 def test_tile_sizes_keeps_the_fastest_measured_per_layout(rng, monkeypatch):

@@ -34,6 +34,18 @@ def test_kernels_benchmark_prints_a_row_per_case():
         assert numba_us > 0 and numpy_us > 0
 
 
+def test_kernels_benchmark_times_each_attention_tile_size_and_marks_the_chosen():
+    out = run_benchmark(
+        "kernels.py", "--quick", "--no-torch", "--only", "attention-tiles", "--rounds", "1"
+    )
+    rows = [line for line in out.splitlines() if line.startswith("| attention")]
+    assert len(rows) == 6  # three tile sizes, forward and backward, at the --quick shape
+    for direction in ("for", "bac"):
+        ours = [row for row in rows if f"attention {direction} " in row]
+        assert sum("chosen" in row for row in ours) == 1, ours
+        assert all(float(row.split("|")[3]) > 0 for row in ours)
+
+
 def test_kernels_benchmark_takes_turns_with_torch_in_a_child_process():
     pytest.importorskip("torch")
     out = run_benchmark("kernels.py", "--quick", "--only", "bmm-blas", "--rounds", "2")
