@@ -445,7 +445,8 @@ def _check_tiles(tiles):
     """Refuse tile sizes the kernels cannot use: None, or two positive integers."""
     if tiles is None:
         return
-    ok = len(tiles) == 2 and all(isinstance(t, (int, np.integer)) and t > 0 for t in tiles)
+    ok = isinstance(tiles, (tuple, list)) and len(tiles) == 2
+    ok = ok and all(isinstance(t, (int, np.integer)) and t > 0 for t in tiles)
     if not ok:
         raise ValueError(
             f"fused attention: tiles must be None or (block_q, block_k), two positive "
@@ -453,16 +454,26 @@ def _check_tiles(tiles):
         )
 
 
+def _length_class(n):
+    """n rounded up to a power of two: the lengths that share one timing of the tile sizes
+    (a decoder with a KV cache sees a new key length every step; it is timed once per class)."""
+    return 1 << max(0, n - 1).bit_length()
+
+
 def tile_sizes(direction, operands, run):
     """The tile sizes (block_q, block_k) for the "forward" or "backward" kernel on this layout:
-    `operands` (q, k, v, the additive mask, causal?, dropout p) with the thread count make the
-    key. The first time a key is seen, run(tiles) is timed for each of TILES (jit.median_times)
-    and the fastest kept for the process; DEFAULT_TILES under deterministic algorithms (the
-    tiles' order of additions must not depend on a timing)."""
+    `operands` (q, k, v, the additive mask, causal?, dropout p) make the key — batch, heads,
+    widths and dtype exactly, the two lengths by _length_class, which axes the mask varies
+    along — with the thread count. The first time a key is seen, run(tiles) is timed for each
+    of TILES (jit.median_times) and the fastest kept for the process; DEFAULT_TILES under
+    deterministic algorithms (the tiles' order of additions must not depend on a timing)."""
     if are_deterministic_algorithms_enabled():
         return DEFAULT_TILES
     q, k, v, mask, causal, p = operands
-    key = (direction, q.shape, k.shape, v.shape, q.dtype.str, mask.shape, causal, p > 0)
+    (B, H, Lq, d), Lk, dv = q.shape, k.shape[2], v.shape[3]
+    lengths = _length_class(Lq), _length_class(Lk)
+    mask_varies = tuple(n > 1 for n in mask.shape[:3])
+    key = (direction, B, H, lengths, d, dv, q.dtype.str, mask_varies, causal, p > 0)
     key += (jit.threads(),)
     if key not in _CHOSEN:
         times = jit.median_times([functools.partial(run, tiles) for tiles in TILES], rounds=3)

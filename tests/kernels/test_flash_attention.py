@@ -132,6 +132,19 @@ def test_tile_sizes_keeps_the_fastest_measured_per_layout(rng, monkeypatch):
     assert len(timed) == 3 and len(KA._CHOSEN) == 3
 
 
+def test_lengths_share_a_timing_by_power_of_two(rng, monkeypatch):
+    """A decoder with a KV cache asks for one query against 1, 2, 3, ... keys: each class of
+    key lengths up to a power of two is timed once, not each length."""
+    monkeypatch.setattr(KA, "_CHOSEN", {})
+    timed = []
+    monkeypatch.setattr(KA.jit, "median_times", lambda calls, rounds: timed.append(1) or [1.0] * 3)
+    q, k, v = _qkv(rng, 1, 2, 1, 100, 8, 8)
+    for length in range(33, 101):
+        KA.fused_attention_forward_numba(q, k[:, :, :length], v[:, :, :length])
+    assert len(timed) == 2  # 33–64 and 65–128
+    assert [KA._length_class(n) for n in (1, 2, 3, 64, 65)] == [1, 2, 4, 64, 128]
+
+
 def test_deterministic_algorithms_keep_the_default_tiles_untimed(rng, monkeypatch):
     """Under mt.use_deterministic_algorithms(True) nothing is timed: DEFAULT_TILES, whose
     result does not depend on a timing."""
