@@ -112,6 +112,14 @@ SWITCHES = {
             "GNU OpenMP's pool does not survive fork(); numba aborts a child that uses it",
         ),
         Switch(
+            "MINITENSOR_COMPILE_AHEAD",
+            "1",
+            "a kernel's parallel build compiles in a helper process while its serial build runs "
+            "(the same numbers, on one thread)",
+            "a parallel build takes seconds to compile, on one core, at a fresh checkout's "
+            "first training step (kernels/compile_ahead.py)",
+        ),
+        Switch(
             "MINITENSOR_CORE_OWNER",
             "trial",
             "whose threads the matrix products use: timed over whole training steps ('trial'), "

@@ -1,12 +1,18 @@
 """Shared fixtures for the test suite (keep this small)."""
 
+import os
 import sys
 
-import numpy as np
-import pytest
+# The tests compare parallel builds with serial ones, bit for bit, and time the cores' owners:
+# every build compiles where it is first called (the demos and benchmarks the tests start
+# inherit this). tests/kernels/test_compile_ahead.py tests the helper process on its own.
+os.environ.setdefault("MINITENSOR_COMPILE_AHEAD", "0")
 
-import minitensor as mt
-from minitensor.kernels import ownership
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import minitensor as mt  # noqa: E402
+from minitensor.kernels import ownership  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -235,15 +235,51 @@ class Kernel:
         serial_func.__qualname__ = py_func.__qualname__ + "_serial"
         self.serial = njit(cache=True, fastmath=flags)(serial_func)
         self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
+        self.ahead = None  # compile_ahead.py: None (not asked yet), "waiting" or "done"
 
     def __call__(self, *args, work=None):
         """Run the kernel; `work` (default: the first argument's size) is what is compared
-        with PARALLEL_MIN_WORK."""
+        with PARALLEL_MIN_WORK. While a helper compiles the parallel build (compile_ahead.py),
+        the serial build runs: the same numbers, on one thread."""
         big = (args[0].size if work is None else work) >= PARALLEL_MIN_WORK and threads() > 1
-        if not big:
+        if not big or (self.ahead != "done" and self._compiling_ahead(args)):
             return self.serial(*args)
         with _one_blas_thread():  # numba's threads own the cores now (they may call BLAS)
             return self.parallel(*args)
+
+    def _compiling_ahead(self, args):
+        """At the first call that wants the parallel build: send it to the helper process
+        unless it is in numba's on-disk cache already (or the kernel is not a name of its
+        module, for the helper to find); afterwards, True until the helper has compiled it."""
+        from . import compile_ahead
+
+        module, name = self.py_func.__module__, self.py_func.__name__
+        if self.ahead is None:
+            self.ahead = "done"
+            if compile_ahead.enabled() and _module_kernel(module, name, self.py_func):
+                if not self._cached(args) and compile_ahead.request(module, name, args):
+                    self.ahead = "waiting"
+        if self.ahead == "waiting" and compile_ahead.ready(module, name):
+            self.ahead = "done"
+        return self.ahead == "waiting"
+
+    def _cached(self, args):
+        """Whether numba's on-disk cache holds the parallel build for these arguments' types
+        (numba's own lookup, as Dispatcher.compile makes it before compiling)."""
+        dispatcher = self.parallel
+        try:
+            signature = tuple(dispatcher.typeof_pyval(a) for a in args)
+            return dispatcher._cache.load_overload(signature, dispatcher.targetctx) is not None
+        except AttributeError:  # another numba's internals: compile here, not ahead
+            return True
+
+
+def _module_kernel(module, name, py_func):
+    """True if `name` of `module` is the lazy kernel of py_func (the helper finds it so)."""
+    import sys
+
+    lazy = getattr(sys.modules.get(module), name, None)
+    return isinstance(lazy, LazyKernel) and lazy.py_func is py_func
 
 
 def kernel(parallel=False, lazy=True, flags=None):

@@ -54,6 +54,7 @@ is Python's cost per op), and then leaves the other core free.
 import time
 
 from .. import config
+from . import compile_ahead
 from .backend_switch import get_backend
 
 OWNERS = ("numba", "blas", "both")
@@ -121,7 +122,8 @@ def _wait(now, last):
         _owner[0], _trial["state"] = fixed, "fixed"
         return
     long_enough = last is not None and now - last >= MIN_STEP_SECONDS
-    if _trial["steps"] > WARMUP and long_enough and get_backend() == "numba":
+    compiling = compile_ahead.pending()  # numba's threads are timed with their parallel builds
+    if _trial["steps"] > WARMUP and long_enough and not compiling and get_backend() == "numba":
         owners = OWNERS if config.blas_spin_is_short() else OWNERS[:2]
         # the block of steps about to run is numba's
         _trial.update(state="trying", tried=0, owners=owners)
@@ -129,7 +131,10 @@ def _wait(now, last):
 
 def _try(seconds):
     """One step of the trial: count it for the owner of its block (not a block's first step),
-    hand the cores to the other owner at a block's end, decide after the last block."""
+    hand the cores to the other owner at a block's end, decide after the last block. A step
+    while a parallel build is compiled ahead (a kernel first called now) is not counted."""
+    if compile_ahead.pending():
+        return
     position = _trial["tried"] % BLOCK
     if position:
         _trial["times"][_owner[0]].append(seconds)

@@ -1,0 +1,156 @@
+"""Compile ahead (minitensor/kernels/compile_ahead.py): the helper process compiles a kernel's
+parallel build into numba's cache while the serial build runs; the types cross the pipe as
+JSON and come back as numba's own; the ownership trial waits for the helper."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numba
+import numpy as np
+import pytest
+
+from minitensor.kernels import compile_ahead as CA
+from minitensor.kernels import ownership
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_described_types_are_numbas_own():
+    x = np.zeros((3, 4), np.float32)
+    frozen = np.zeros(5, np.int64)
+    frozen.setflags(write=False)
+    args = [x, x[:, ::2], x.T, x[0], frozen, np.zeros((), bool), np.float32(2), 3, 2.5, True]
+    described = CA.describe(args)
+    assert json.loads(json.dumps(described)) == described  # crosses the pipe as it is
+    assert CA.numba_types(described) == tuple(numba.typeof(a) for a in args)
+
+
+def test_an_argument_of_another_kind_is_not_described():
+    assert CA.describe([np.zeros(3), "text"]) is None
+    assert CA.describe([np.zeros(3), (1, 2)]) is None
+
+
+def test_the_helper_answers_each_request_and_names_a_failure():
+    """serve() in this process: a request for a kernel that is not there is answered not ok
+    (the asking process then compiles the build itself), and the loop goes on."""
+    out = []
+
+    class Lines(list):
+        def write(self, text):
+            out.append(json.loads(text))
+
+        def flush(self):
+            pass
+
+    request = {"module": "minitensor.kernels.softmax", "name": "no_such_kernel", "args": []}
+    CA.serve([json.dumps(request)] * 2, Lines())
+    assert out == [{"module": request["module"], "name": "no_such_kernel", "ok": False}] * 2
+
+
+def test_a_helper_that_dies_leaves_every_build_to_this_process(monkeypatch):
+    """A real helper, killed while it has a request: pending() sees the pipe closed, forgets
+    the request and turns compiling ahead off, so every build compiles here."""
+    monkeypatch.setenv("MINITENSOR_COMPILE_AHEAD", "1")
+    monkeypatch.setattr(
+        CA, "_helper", {"process": None, "pid": None, "pending": set(), "failed": False}
+    )
+    assert CA.enabled()
+    assert CA.request("minitensor.kernels.softmax", "no_such_kernel", [np.zeros(3)])
+    CA._helper["process"].kill()
+    CA._helper["process"].wait()
+    assert not CA.pending() and not CA.enabled()
+    assert CA.ready("minitensor.kernels.softmax", "no_such_kernel")
+
+
+def test_the_trial_waits_while_a_build_is_compiled_ahead(monkeypatch):
+    """No owner is timed while the helper compiles: the trial starts only when it is done,
+    and a step during a later compile is not counted."""
+    ownership.reset()
+    compiling = [True]
+    monkeypatch.setattr(CA, "pending", lambda: compiling[0])
+    monkeypatch.setenv("MINITENSOR_CORE_OWNER", "trial")
+    clock = iter(range(0, 10**6)).__next__  # 1 s a step: long enough to be tried
+    for _ in range(ownership.WARMUP + 5):
+        ownership.step_ended(clock)
+    assert ownership.core_owner_trial()["state"] == "waiting"
+    compiling[0] = False
+    ownership.step_ended(clock)
+    assert ownership.core_owner_trial()["state"] == "trying"
+    for _ in range(ownership.BLOCK):
+        ownership.step_ended(clock)
+    counted = sum(len(t) for t in ownership.core_owner_trial()["times"].values())
+    compiling[0] = True
+    for _ in range(3):
+        ownership.step_ended(clock)
+    assert sum(len(t) for t in ownership.core_owner_trial()["times"].values()) == counted
+    ownership.reset()
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    import minitensor.kernels as K
+    from minitensor.kernels import bias_activation, compile_ahead
+
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((896, 512)).astype(np.float32)
+    b = rng.standard_normal(512).astype(np.float32)
+    first = K.bias_activation_forward.numba(h, b, "relu")
+    kernel = bias_activation._bias_relu_rows.build()
+    state = kernel.ahead
+    deadline = time.monotonic() + 120
+    while kernel.ahead == "waiting" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        again = K.bias_activation_forward.numba(h, b, "relu")
+    later = K.bias_activation_forward.numba(h, b, "relu")
+    same = all(np.array_equal(x, y) for x, y in zip(first, later))
+    helper = compile_ahead._helper["process"]
+    print(json.dumps({
+        "first": state, "then": kernel.ahead, "parallel built": len(kernel.parallel.signatures),
+        "same": same, "helper": helper is not None,
+    }))
+    """
+)
+
+
+def _child(cache_dir):
+    env = dict(
+        os.environ,
+        MINITENSOR_COMPILE_AHEAD="1",
+        NUMBA_CACHE_DIR=str(cache_dir),
+        NUMBA_NUM_THREADS="2",
+        MINITENSOR_POLITE_THREADS="0",
+        PYTHONPATH=ROOT,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a parallel build needs two CPUs")
+def test_a_fresh_cache_compiles_the_parallel_build_ahead_and_a_warm_one_does_not(tmp_path):
+    """With an empty cache the first call runs the serial build while the helper compiles
+    the parallel one; once it is in the cache the kernel runs it, with the same numbers. A
+    second process finds it in the cache: nothing is sent, no helper starts."""
+    cold = _child(tmp_path)
+    assert cold == {
+        "first": "waiting",
+        "then": "done",
+        "parallel built": 1,
+        "same": True,
+        "helper": True,
+    }
+    warm = _child(tmp_path)
+    assert warm == {
+        "first": "done",
+        "then": "done",
+        "parallel built": 1,
+        "same": True,
+        "helper": False,
+    }
