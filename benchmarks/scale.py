@@ -206,13 +206,19 @@ def _peak_rss_mb():
 def settle_core_owner(step, batches, most=60):
     """Run steps until minitensor has decided whose threads own the cores (its trial of whole
     steps, minitensor/kernels/ownership.py), so that the timed blocks are the steady state a
-    training run has after its first few dozen steps; the owner it chose."""
+    training run has after its first few dozen steps; the owner it chose. Steps while a
+    parallel build is compiled ahead (kernels/compile_ahead.py: an empty numba cache) do not
+    count towards `most`: the trial waits for them."""
     import minitensor as mt
+    from minitensor.kernels import compile_ahead
 
-    for i in range(most):
+    counted = i = 0
+    while counted < most:
         if mt.kernels.core_owner_trial()["state"] in ("decided", "fixed"):
             break
         step(batches[i % len(batches)])
+        i += 1
+        counted += not compile_ahead.pending()
     return mt.kernels.core_owner()
 
 
