@@ -178,7 +178,12 @@ def serve(lines=sys.stdin, out=sys.stdout):
             lazy = getattr(importlib.import_module(asked["module"]), asked["name"])
             lazy.build().parallel.compile(numba_types(asked["args"]))
         except Exception as error:  # noqa: BLE001 — the asking process compiles it itself
-            print(f"minitensor compile ahead: {asked['name']}: {error}", file=sys.stderr)
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            print(
+                f"minitensor compile ahead: {asked['name']} compiles in the asking process "
+                f"instead ({type(error).__name__}: {first_line})",
+                file=sys.stderr,
+            )
             ok = False
         out.write(json.dumps({"module": asked["module"], "name": asked["name"], "ok": ok}) + "\n")
         out.flush()

@@ -302,7 +302,7 @@ def _drop_row(row, cols, seed, start, threshold, keep_scale):
 # fmt: off
 # (the BLAS calls below keep one line per operand pair, aligned with their comments;
 # the formatter would give each of their 13 arguments a line of its own)
-@kernel(parallel=True)
+@kernel(parallel=True, prepare=_blas)  # binds `blas`, which its code reads
 def _forward_tasks(gemm_at, q, k, v, lds, mask, scale, causal, offset, drop, seed, threshold,
                    keep_scale, block_q, block_k, out, lse):
     """out[b, h, i] and lse[b, h, i] for every query; one parallel task per (b, h, block of
@@ -393,7 +393,7 @@ def _weight_gradients(
 
 # fmt: off
 # (aligned BLAS calls, as in _forward_tasks)
-@kernel(parallel=True)
+@kernel(parallel=True, prepare=_blas)
 def _backward_tasks(gemm_at, q, k, v, dout, lds, lse, delta, mask, scale, causal, offset, drop,
                     seed, threshold, keep_scale, block_q, block_k, dq, dk, dv):
     """Adds into dq, dk, dv (zeros on entry) for every (b, h); one parallel task per (b, h):

@@ -282,15 +282,16 @@ def _module_kernel(module, name, py_func):
     return isinstance(lazy, LazyKernel) and lazy.py_func is py_func
 
 
-def kernel(parallel=False, lazy=True, flags=None):
+def kernel(parallel=False, lazy=True, flags=None, prepare=None):
     """@njit with the on-disk cache (compile once per machine, not once per process) and the
     fastmath flags above (or `flags`). parallel=True: the kernel's outer loop is a prange, and
     it is built both parallel and serial (class Kernel). lazy=True (the default): nothing is
     built, and numba not imported, until the kernel's first call (class LazyKernel);
-    lazy=False builds it now."""
+    lazy=False builds it now. prepare: a function called before a lazy kernel is built, to
+    bind module globals its code reads that the module imports on first need."""
     flags = FASTMATH if flags is None else flags
     if lazy:
-        return lambda py_func: LazyKernel(py_func, parallel, flags)
+        return lambda py_func: LazyKernel(py_func, parallel, flags, prepare)
     if parallel:
         return lambda py_func: Kernel(py_func, flags)
     return _numba().njit(cache=True, fastmath=flags)
@@ -308,14 +309,17 @@ class LazyKernel:
     `prange` placeholder becomes numba.prange, and another LazyKernel becomes its build (its
     serial build if it is parallel), so lazy kernels may call each other."""
 
-    def __init__(self, py_func, parallel, flags):
+    def __init__(self, py_func, parallel, flags, prepare=None):
         self.py_func, self._parallel, self._flags = py_func, parallel, flags
+        self._prepare = prepare
         self.built = None
         self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
 
     def build(self):
         """The compiled kernel (a Kernel if parallel, else a numba dispatcher)."""
         if self.built is None:
+            if self._prepare is not None:
+                self._prepare()
             numba = _numba()
             _resolve_globals(self.py_func, numba)
             self.built = (

@@ -154,3 +154,71 @@ def test_a_fresh_cache_compiles_the_parallel_build_ahead_and_a_warm_one_does_not
         "same": True,
         "helper": False,
     }
+
+
+TRAINING = textwrap.dedent(
+    """
+    import json, time
+    import numpy as np
+    import minitensor as mt
+    import minitensor.functional as F
+    from minitensor.kernels import compile_ahead
+    from transformer import Transformer, TransformerConfig
+
+    mt.manual_seed(0)
+    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=64, n_heads=2,
+                            num_encoder_layers=1, num_decoder_layers=1, d_ff=128, dropout=0.1)
+    model = Transformer(cfg)
+    for m in model.modules():  # the fused attention (40 keys) rather than the weights' path
+        if hasattr(m, "need_weights"):
+            m.need_weights = False
+    opt = mt.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    src, tgt = rng.integers(1, 20, (16, 40)), rng.integers(1, 20, (16, 41))
+
+    def step():
+        opt.zero_grad()
+        logits = model(src, tgt[:, :-1])
+        F.cross_entropy(logits.reshape(-1, 20), tgt[:, 1:].reshape(-1)).backward()
+        opt.step()
+
+    sent, request = [], compile_ahead.request
+
+    def counted(module, name, args):
+        sent.append(name)
+        return request(module, name, args)
+
+    compile_ahead.request = counted
+    step()
+    sent = len(sent)
+    deadline = time.monotonic() + 240
+    while compile_ahead.pending() and time.monotonic() < deadline:
+        step()
+    step()
+    print(json.dumps({"sent": sent, "pending": compile_ahead.pending(),
+                      "failed": compile_ahead._helper["failed"]}))
+    """
+)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a parallel build needs two CPUs")
+def test_the_helper_compiles_every_parallel_build_a_training_step_sends(tmp_path):
+    """A transformer's training step from an empty cache, with the fused attention, dropout
+    and Adam: every parallel build it sends ahead compiles in the helper (none falls back
+    with a message), and none is left pending."""
+    env = dict(
+        os.environ,
+        MINITENSOR_COMPILE_AHEAD="1",
+        MINITENSOR_CORE_OWNER="numba",
+        NUMBA_CACHE_DIR=str(tmp_path),
+        NUMBA_NUM_THREADS="2",
+        MINITENSOR_POLITE_THREADS="0",
+        PYTHONPATH=ROOT,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", TRAINING], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "compile ahead" not in done.stderr, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["sent"] >= 5 and not result["pending"] and not result["failed"], result
