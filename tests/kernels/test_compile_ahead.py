@@ -117,7 +117,9 @@ CHILD = textwrap.dedent(
 )
 
 
-def _child(cache_dir):
+def _child(cache_dir, script=CHILD, **env):
+    """Run `script` in a fresh process with compiling ahead on and an own numba cache;
+    (its last line of output as JSON, its stderr)."""
     env = dict(
         os.environ,
         MINITENSOR_COMPILE_AHEAD="1",
@@ -125,12 +127,13 @@ def _child(cache_dir):
         NUMBA_NUM_THREADS="2",
         MINITENSOR_POLITE_THREADS="0",
         PYTHONPATH=ROOT,
+        **env,
     )
     done = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a parallel build needs two CPUs")
@@ -138,7 +141,7 @@ def test_a_fresh_cache_compiles_the_parallel_build_ahead_and_a_warm_one_does_not
     """With an empty cache the first call runs the serial build while the helper compiles
     the parallel one; once it is in the cache the kernel runs it, with the same numbers. A
     second process finds it in the cache: nothing is sent, no helper starts."""
-    cold = _child(tmp_path)
+    cold, _ = _child(tmp_path)
     assert cold == {
         "first": "waiting",
         "then": "done",
@@ -146,7 +149,7 @@ def test_a_fresh_cache_compiles_the_parallel_build_ahead_and_a_warm_one_does_not
         "same": True,
         "helper": True,
     }
-    warm = _child(tmp_path)
+    warm, _ = _child(tmp_path)
     assert warm == {
         "first": "done",
         "then": "done",
@@ -206,19 +209,6 @@ def test_the_helper_compiles_every_parallel_build_a_training_step_sends(tmp_path
     """A transformer's training step from an empty cache, with the fused attention, dropout
     and Adam: every parallel build it sends ahead compiles in the helper (none falls back
     with a message), and none is left pending."""
-    env = dict(
-        os.environ,
-        MINITENSOR_COMPILE_AHEAD="1",
-        MINITENSOR_CORE_OWNER="numba",
-        NUMBA_CACHE_DIR=str(tmp_path),
-        NUMBA_NUM_THREADS="2",
-        MINITENSOR_POLITE_THREADS="0",
-        PYTHONPATH=ROOT,
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", TRAINING], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "compile ahead" not in done.stderr, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result, stderr = _child(tmp_path, TRAINING, MINITENSOR_CORE_OWNER="numba")
+    assert "compile ahead" not in stderr, stderr[-3000:]
     assert result["sent"] >= 5 and not result["pending"] and not result["failed"], result
