@@ -39,7 +39,8 @@ KINDS = {
     "decoder": ("decoder", "self_attn", "decoder self-attention (causal)"),
     "cross": ("decoder", "cross_attn", "cross-attention (decoder → encoder memory)"),
 }
-PANEL_INCHES = 2.1  # each head's heatmap; the tick labels are sized to it
+PANEL_INCHES = 1.8  # each head's heatmap; the tick labels are sized to it
+GAP_INCHES = 0.15  # between the heads of a row
 
 
 def token_labels(tokenizer: Any, ids: Any, keep_pad: bool = False) -> list[str]:
@@ -118,11 +119,9 @@ def plot_attention(
             f"{sorted(maps)} (run a forward pass first: model.attention_maps())"
         )
     n_heads = max(np.asarray(maps[p[1]]).shape[1] for p in panels)
-    fig = Figure(
-        figsize=(max(PANEL_INCHES * n_heads + 1.4, 5.5), PANEL_INCHES * len(panels) + 1.2),
-        layout="constrained",
-    )
-    axes = fig.subplots(len(panels), n_heads, squeeze=False)
+    title_lines = 2 + title.count("\n") if title else 1
+    tall_keys = max(_label_inches(p[3]) for p in panels)
+    fig, axes, cbar_ax = _panel_grid(Figure, len(panels), n_heads, title_lines, tall_keys)
     image = None
     for r, (kind, path, q_labels, k_labels, q_name, k_name) in enumerate(panels):
         weights = np.asarray(maps[path])[example]
@@ -142,10 +141,44 @@ def plot_attention(
             if h == 0:
                 ax.set_ylabel(q_name, fontsize=8)
             ax.set_xlabel(k_name, fontsize=8)
-    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    fig.colorbar(image, cax=cbar_ax, label="attention weight")
     legend = "rows: queries, columns: keys; each row sums to 1"
     fig.suptitle(f"{title}\n{legend}" if title else legend, fontsize=9)
     return fig
+
+
+def _panel_grid(Figure, n_rows, n_cols, title_lines, tall_keys):
+    """A figure sized in inches around n_rows × n_cols square panels and a colour bar.
+
+    The margins are fixed sizes (text is a known number of lines at 8–9 pt), so nothing has
+    to be measured: matplotlib's automatic layouts draw every label once more to measure it,
+    which doubles the time a figure of small heatmaps takes to save."""
+    line = 9 / 72 * 1.4  # one line of 8–9 pt text, with its leading
+    left, right = 0.8, 1.1  # query labels + axis name; the colour bar and its label
+    below = 2 * line + tall_keys  # key labels + axis name, under every row of panels
+    above = 2 * line + 0.05  # the panel's two-line title
+    top = title_lines * line + 0.15
+    width = left + n_cols * PANEL_INCHES + (n_cols - 1) * GAP_INCHES + right
+    height = top + n_rows * (above + PANEL_INCHES + below) - above
+    fig = Figure(figsize=(width, height))
+    axes = fig.subplots(
+        n_rows, n_cols, squeeze=False,
+        gridspec_kw=dict(
+            left=left / width, right=1 - right / width,
+            top=1 - (top + above) / height, bottom=below / height,
+            wspace=GAP_INCHES / PANEL_INCHES, hspace=(above + below) / PANEL_INCHES,
+        ),
+    )  # fmt: skip
+    bar = min(3.0, height - top - below) / height  # the colour bar's height, centred
+    cbar_ax = fig.add_axes(
+        (1 - (right - 0.25) / width, 0.5 - bar / 2, 0.15 / width, bar), label="<colorbar>"
+    )
+    return fig, axes, cbar_ax
+
+
+def _label_inches(labels):
+    """Height of a row of key labels: one line, or the longest label when they are turned."""
+    return 9 / 72 * 1.4 * (0.6 * max(len(str(s)) for s in labels) if _wide(labels) else 1)
 
 
 def _layer_name(path):
