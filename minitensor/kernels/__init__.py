@@ -31,6 +31,9 @@ One module per family, kernel and twin side by side — read the twin first:
                       training steps
     numba_helpers.py  what kernels share, loaded with numba: the vectorisable float32 exp,
                       row max/sum/dot, the compile notice
+    compile_ahead.py  a helper process that compiles builds into numba's cache on the other
+    warm_up.py        core: parallel builds as they are first wanted, and on an empty cache
+                      a training step's serial builds, from the step's end
 
 numba is imported on the first numba kernel call, never at import: with MINITENSOR_BACKEND=numpy
 a training step runs without it.
@@ -59,7 +62,7 @@ from .ownership import core_owner, core_owner_trial
 
 # Modules of this package that hold no kernel pair: the switch itself, the decorator, and the
 # helpers that import numba (importing them here would load numba at `import minitensor`).
-_PLUMBING = frozenset({"backend_switch", "jit", "ownership", "numba_helpers"})
+_PLUMBING = frozenset({"backend_switch", "jit", "ownership", "numba_helpers", "warm_up"})
 
 
 def _pairs(module):

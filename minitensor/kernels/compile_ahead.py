@@ -8,7 +8,7 @@ first time, and waiting for each parallel build there costs seconds. But the two
 the same numbers to the bit (jit.py: each row, and each partial sum of a reduction, is
 computed the same way whatever the thread count). So the first time a kernel wants its
 parallel build, it runs its serial build instead — compiled here, in a fraction of the time —
-and a helper process (`python -m minitensor.kernels.compile_ahead`, one per process that
+and a helper process (a Python running `helper_main`, one per process that
 needs it) compiles the parallel build into numba's on-disk cache, on another core. Once the
 helper says it is there, the next call loads it from the cache and runs on all threads.
 
@@ -17,7 +17,13 @@ numba's threads only with their parallel builds in place.
 
 Only kernels that are names of their module qualify (the helper finds them by name), and
 only the first signature of each (later ones compile here, as without this module). A kernel
-whose parallel build is already in the cache is never sent. The switch:
+whose parallel build is already in the cache is never sent.
+
+The serial builds are compiled ahead too, from the other end. When a process builds its first
+kernel and the cache holds no build of Adam's kernel (the last a training step calls), the
+helper's first job is warm_up.py: a float32 training step's serial builds, Adam's first and
+the forward pass's last, while this process compiles them from the forward pass's first. A
+build the helper has finished loads from the cache here instead of compiling. The switch:
 
     MINITENSOR_COMPILE_AHEAD=0     compile every build here, when it is first called
 """
@@ -34,7 +40,7 @@ import numpy as np
 
 from .. import config
 
-_helper = {"process": None, "pid": None, "pending": set(), "failed": False}
+_helper = {"process": None, "pid": None, "pending": set(), "failed": False, "warm": False}
 
 
 def enabled() -> bool:
@@ -46,7 +52,8 @@ def enabled() -> bool:
 
 
 def pending() -> bool:
-    """True while the helper is still compiling a parallel build this process asked for."""
+    """True while the helper is still compiling what this process asked for (a parallel
+    build, or the warm-up's serial builds)."""
     if _helper["pending"]:
         _read_answers()
     return bool(_helper["pending"])
@@ -97,14 +104,45 @@ def request(kernel_module, name, args):
     described = describe(args)
     if described is None or not _start():
         return False
-    line = json.dumps({"module": kernel_module, "name": name, "args": described})
+    if not _send({"module": kernel_module, "name": name, "args": described}):
+        return False
+    _helper["pending"].add((kernel_module, name))
+    return True
+
+
+WARM_UP = ("minitensor.kernels.warm_up", "serial_builds")  # the warm-up's answer
+
+
+def warm_up_if_cold():
+    """At the first kernel build of a process: if numba's cache is cold (no serial build of
+    Adam's kernel in it), ask the helper to compile a training step's serial builds, last
+    first (warm_up.py). Once per process; nothing waits for it but the parallel builds."""
+    if _helper["warm"] or not enabled():
+        return
+    _helper["warm"] = True
+    if _cache_is_cold() and _start() and _send({"warm": "serial builds"}):
+        _helper["pending"].add(WARM_UP)
+
+
+def _cache_is_cold():
+    """True when numba's cache holds no build of Adam's serial kernel (for any types)."""
+    from . import adam
+
     try:
-        _helper["process"].stdin.write(line + "\n")
+        index = adam._adam_kernel.build().serial._cache._cache_file._index_path
+    except AttributeError:  # another numba's internals: take the cache as warm
+        return False
+    return not os.path.exists(index)
+
+
+def _send(message):
+    """One line to the helper; False (and no helper from now on) if the pipe is closed."""
+    try:
+        _helper["process"].stdin.write(json.dumps(message) + "\n")
         _helper["process"].stdin.flush()
     except OSError:
         _helper["failed"] = True
         return False
-    _helper["pending"].add((kernel_module, name))
     return True
 
 
@@ -123,10 +161,17 @@ def _start():
     fork()); False if it cannot start."""
     if _helper["process"] is not None and _helper["pid"] == os.getpid():
         return _helper["process"].poll() is None
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    # the helper compiles only what it is asked (no helper of its own)
+    path = os.pathsep.join(p for p in sys.path if p)
+    env = dict(os.environ, PYTHONPATH=path, MINITENSOR_COMPILE_AHEAD="0")
     try:
         _helper["process"] = subprocess.Popen(
-            [sys.executable, "-m", "minitensor.kernels.compile_ahead"],
+            # -c, not -m: the package imports this module, and -m would run a second copy
+            [
+                sys.executable,
+                "-c",
+                "from minitensor.kernels import compile_ahead as c; c.helper_main()",
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -170,24 +215,47 @@ def _stop():
 def serve(lines=sys.stdin, out=sys.stdout):
     """The helper's loop: for each request line, compile the kernel's parallel build for the
     described types (into numba's on-disk cache) and answer with a line {"module", "name",
-    "ok"}."""
+    "ok"}; a {"warm"} line compiles warm_up.py's serial builds, answered as WARM_UP."""
     for line in lines:
         asked = json.loads(line)
-        ok = True
-        try:
-            lazy = getattr(importlib.import_module(asked["module"]), asked["name"])
-            lazy.build().parallel.compile(numba_types(asked["args"]))
-        except Exception as error:  # noqa: BLE001 — the asking process compiles it itself
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            print(
-                f"minitensor compile ahead: {asked['name']} compiles in the asking process "
-                f"instead ({type(error).__name__}: {first_line})",
-                file=sys.stderr,
-            )
-            ok = False
+        if "warm" in asked:
+            asked = dict(zip(("module", "name"), WARM_UP))
+            ok = _try("the serial builds compile", _warm_up)
+        else:
+            ok = _try(f"{asked['name']} compiles", _compile_parallel, asked)
         out.write(json.dumps({"module": asked["module"], "name": asked["name"], "ok": ok}) + "\n")
         out.flush()
 
 
-if __name__ == "__main__":
+def _compile_parallel(asked):
+    lazy = getattr(importlib.import_module(asked["module"]), asked["name"])
+    lazy.build().parallel.compile(numba_types(asked["args"]))
+
+
+def _warm_up():
+    from . import warm_up
+
+    warm_up.serial_builds()
+
+
+def _try(instead, job, *args):
+    """job(*args); True, or False after one line on stderr saying what compiles where now."""
+    try:
+        job(*args)
+    except Exception as error:  # noqa: BLE001 — the asking process compiles it itself
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(
+            f"minitensor compile ahead: {instead} in the asking process instead "
+            f"({type(error).__name__}: {first_line})",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
+def helper_main():
+    """The helper process's program."""
+    from . import numba_helpers
+
+    numba_helpers.quiet()  # the asking process has said what compiles
     serve()

@@ -23,6 +23,7 @@ import statistics
 import time
 import types as types_module
 
+from . import compile_ahead
 from .ownership import _owner
 
 # fastmath flags every kernel is compiled with: only those that change no result beyond the sign
@@ -239,10 +240,10 @@ class Kernel:
 
     def __call__(self, *args, work=None):
         """Run the kernel; `work` (default: the first argument's size) is what is compared
-        with PARALLEL_MIN_WORK. While a helper compiles the parallel build (compile_ahead.py),
-        the serial build runs: the same numbers, on one thread."""
+        with PARALLEL_MIN_WORK. While a helper compiles (compile_ahead.py), the serial build
+        runs: the same numbers, on one thread."""
         big = (args[0].size if work is None else work) >= PARALLEL_MIN_WORK and threads() > 1
-        if not big or (self.ahead != "done" and self._compiling_ahead(args)):
+        if not big or self._compiling_ahead(args):
             return self.serial(*args)
         with _one_blas_thread():  # numba's threads own the cores now (they may call BLAS)
             return self.parallel(*args)
@@ -250,9 +251,11 @@ class Kernel:
     def _compiling_ahead(self, args):
         """At the first call that wants the parallel build: send it to the helper process
         unless it is in numba's on-disk cache already (or the kernel is not a name of its
-        module, for the helper to find); afterwards, True until the helper has compiled it."""
-        from . import compile_ahead
-
+        module, for the helper to find). Then True while the helper compiles anything — this
+        build or another: the helper has the other core then, and a parallel build would
+        wait for it at every call."""
+        if self.ahead == "done":
+            return compile_ahead.pending()
         module, name = self.py_func.__module__, self.py_func.__name__
         if self.ahead is None:
             self.ahead = "done"
@@ -261,7 +264,7 @@ class Kernel:
                     self.ahead = "waiting"
         if self.ahead == "waiting" and compile_ahead.ready(module, name):
             self.ahead = "done"
-        return self.ahead == "waiting"
+        return self.ahead == "waiting" or compile_ahead.pending()
 
     def _cached(self, args):
         """Whether numba's on-disk cache holds the parallel build for these arguments' types
@@ -321,6 +324,7 @@ class LazyKernel:
             if self._prepare is not None:
                 self._prepare()
             numba = _numba()
+            compile_ahead.warm_up_if_cold()  # on an empty cache, the helper starts from the end
             _resolve_globals(self.py_func, numba)
             self.built = (
                 Kernel(self.py_func, self._flags)

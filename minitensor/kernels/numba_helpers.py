@@ -198,4 +198,10 @@ class _CompileNotice(event.Listener):
         pass
 
 
-event.register("numba:compile", _CompileNotice())
+_NOTICE = _CompileNotice()
+event.register("numba:compile", _NOTICE)
+
+
+def quiet():
+    """No "compiling…" notice from this process (the compile-ahead helper's)."""
+    event.unregister("numba:compile", _NOTICE)

@@ -120,15 +120,15 @@ CHILD = textwrap.dedent(
 def _child(cache_dir, script=CHILD, **env):
     """Run `script` in a fresh process with compiling ahead on and an own numba cache;
     (its last line of output as JSON, its stderr)."""
-    env = dict(
-        os.environ,
-        MINITENSOR_COMPILE_AHEAD="1",
-        NUMBA_CACHE_DIR=str(cache_dir),
-        NUMBA_NUM_THREADS="2",
-        MINITENSOR_POLITE_THREADS="0",
-        PYTHONPATH=ROOT,
+    env = {
+        **os.environ,
+        "MINITENSOR_COMPILE_AHEAD": "1",
+        "NUMBA_CACHE_DIR": str(cache_dir),
+        "NUMBA_NUM_THREADS": "2",
+        "MINITENSOR_POLITE_THREADS": "0",
+        "PYTHONPATH": ROOT,
         **env,
-    )
+    }
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
@@ -212,3 +212,83 @@ def test_the_helper_compiles_every_parallel_build_a_training_step_sends(tmp_path
     result, stderr = _child(tmp_path, TRAINING, MINITENSOR_CORE_OWNER="numba")
     assert "compile ahead" not in stderr, stderr[-3000:]
     assert result["sent"] >= 5 and not result["pending"] and not result["failed"], result
+
+
+WARMED = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    from numba.core import event
+    import minitensor as mt
+    import minitensor.functional as F
+    from minitensor.kernels import warm_up
+    from transformer import Transformer, TransformerConfig
+
+    warm_up.serial_builds()  # the helper's first job on an empty cache, here in this process
+    compiled = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", Listener())
+    mt.use_deterministic_algorithms(True)  # as the demos run
+    mt.manual_seed(0)
+    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=32, n_heads=2,
+                            num_encoder_layers=1, num_decoder_layers=1, d_ff=64, dropout=0.1)
+    model = Transformer(cfg)
+    opt = mt.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    src, tgt = rng.integers(1, 20, (64, 7)), rng.integers(1, 20, (64, 6))
+    for _ in range(2):
+        opt.zero_grad()
+        logits = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 20), tgt[:, 1:].reshape(-1),
+                               label_smoothing=0.1)
+        loss.backward()
+        opt.step()
+    print(json.dumps({"compiled": compiled}))
+    """
+)
+
+
+def test_the_warm_up_compiles_every_serial_build_a_training_step_calls(tmp_path):
+    """warm_up.serial_builds on an empty cache, then a Transformer's float32 training steps
+    (dropout, label smoothing, Adam) on one thread: they compile nothing themselves — the
+    warm-up's calls give the kernels the argument types a step gives them. A kernel whose
+    wrapper changes what it passes fails this test until warm_up.py follows."""
+    result, _ = _child(tmp_path, WARMED, MINITENSOR_COMPILE_AHEAD="0", NUMBA_NUM_THREADS="1")
+    assert result["compiled"] == []
+
+
+COLD = textwrap.dedent(
+    """
+    import json, time
+    import numpy as np
+    import minitensor.kernels as K
+    from minitensor.kernels import compile_ahead
+
+    K.softmax_forward.numba(np.ones((2, 3), np.float32))  # the first build of the process
+    asked = compile_ahead.WARM_UP in compile_ahead._helper["pending"]
+    deadline = time.monotonic() + 240
+    while compile_ahead.pending() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(json.dumps({"asked": asked, "pending": compile_ahead.pending(),
+                      "helper": compile_ahead._helper["process"] is not None,
+                      "failed": compile_ahead._helper["failed"]}))
+    """
+)
+
+
+def test_a_cold_cache_sends_the_warm_up_once_and_a_warm_one_does_not(tmp_path):
+    """The first kernel build on an empty cache asks the helper for the warm-up, which
+    answers when done (no fallback message); the next process finds Adam's build in the
+    cache and starts no helper."""
+    cold, stderr = _child(tmp_path, COLD, NUMBA_NUM_THREADS="1")
+    assert "compile ahead" not in stderr, stderr[-3000:]
+    assert cold == {"asked": True, "pending": False, "helper": True, "failed": False}
+    warm, _ = _child(tmp_path, COLD, NUMBA_NUM_THREADS="1")
+    assert warm == {"asked": False, "pending": False, "helper": False, "failed": False}
