@@ -41,6 +41,7 @@ KINDS = {
 }
 PANEL_INCHES = 1.8  # each head's heatmap; the tick labels are sized to it
 GAP_INCHES = 0.15  # between the heads of a row
+LINE_INCHES = 9 / 72 * 1.4  # one line of 8–9 pt text, with its leading
 
 
 def token_labels(tokenizer: Any, ids: Any, keep_pad: bool = False) -> list[str]:
@@ -110,8 +111,6 @@ def plot_attention(
     Returns a matplotlib Figure: one row of panels per layer of each kind, one column per head,
     and a colour bar (weights 0–1).
     """
-    from matplotlib.figure import Figure
-
     panels = _panels(maps, kinds, src_tokens, tgt_tokens, bos)
     if not panels:
         raise ValueError(
@@ -121,7 +120,7 @@ def plot_attention(
     n_heads = max(np.asarray(maps[p[1]]).shape[1] for p in panels)
     title_lines = 2 + title.count("\n") if title else 1
     tall_keys = max(_label_inches(p[3]) for p in panels)
-    fig, axes, cbar_ax = _panel_grid(Figure, len(panels), n_heads, title_lines, tall_keys)
+    fig, axes, cbar_ax = _panel_grid(len(panels), n_heads, title_lines, tall_keys)
     image = None
     for r, (kind, path, q_labels, k_labels, q_name, k_name) in enumerate(panels):
         weights = np.asarray(maps[path])[example]
@@ -147,13 +146,15 @@ def plot_attention(
     return fig
 
 
-def _panel_grid(Figure, n_rows, n_cols, title_lines, tall_keys):
+def _panel_grid(n_rows, n_cols, title_lines, tall_keys):
     """A figure sized in inches around n_rows × n_cols square panels and a colour bar.
 
     The margins are fixed sizes (text is a known number of lines at 8–9 pt), so nothing has
     to be measured: matplotlib's automatic layouts draw every label once more to measure it,
     which doubles the time a figure of small heatmaps takes to save."""
-    line = 9 / 72 * 1.4  # one line of 8–9 pt text, with its leading
+    from matplotlib.figure import Figure
+
+    line = LINE_INCHES
     left, right = 0.8, 1.1  # query labels + axis name; the colour bar and its label
     below = 2 * line + tall_keys  # key labels + axis name, under every row of panels
     above = 2 * line + 0.05  # the panel's two-line title
@@ -178,7 +179,7 @@ def _panel_grid(Figure, n_rows, n_cols, title_lines, tall_keys):
 
 def _label_inches(labels):
     """Height of a row of key labels: one line, or the longest label when they are turned."""
-    return 9 / 72 * 1.4 * (0.6 * max(len(str(s)) for s in labels) if _wide(labels) else 1)
+    return LINE_INCHES * (0.6 * max(len(str(s)) for s in labels) if _wide(labels) else 1)
 
 
 def _layer_name(path):

@@ -14,7 +14,7 @@ Each call below goes through a kernel's own numba wrapper (softmax_backward_numb
 with small float32 arrays of the kinds a step passes, so the kernels see the argument types
 a step gives them (the wrappers make arrays contiguous and scalars of the arrays' dtype). A
 call that names a kernel the step does not use, or types it otherwise, only costs the
-helper's time; tests/kernels/test_warm_up.py trains a small Transformer after `serial_builds`
+helper's time; tests/kernels/test_compile_ahead.py trains a small Transformer after `serial_builds`
 and checks that it compiles none of them itself.
 """
 
