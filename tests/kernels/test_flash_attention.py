@@ -110,7 +110,16 @@ def test_bad_tiles_get_a_clear_error(rng):
             KA.fused_attention_forward_numba(q, k, v, tiles=tiles)
 
 
-def test_tile_sizes_keeps_the_fastest_measured_per_layout(rng, monkeypatch):
+@pytest.fixture
+def steady_threads(monkeypatch):
+    """The thread count as it is now, for the whole test: it is part of a timing's key, and with
+    polite threads it drops to 1 whenever other processes keep the CPUs busy (as the rest of a
+    test run may), which would give a test's layouts a second key each."""
+    count = KA.jit.threads()
+    monkeypatch.setattr(KA.jit, "threads", lambda: count)
+
+
+def test_tile_sizes_keeps_the_fastest_measured_per_layout(rng, monkeypatch, steady_threads):
     """The first call on a layout times each of TILES (here a fake clock makes the last one
     fastest) and keeps it: the next call on that layout is not timed, another layout is, and
     forward and backward choose apart."""
@@ -132,7 +141,7 @@ def test_tile_sizes_keeps_the_fastest_measured_per_layout(rng, monkeypatch):
     assert len(timed) == 3 and len(KA._CHOSEN) == 3
 
 
-def test_lengths_share_a_timing_by_power_of_two(rng, monkeypatch):
+def test_lengths_share_a_timing_by_power_of_two(rng, monkeypatch, steady_threads):
     """A decoder with a KV cache asks for one query against 1, 2, 3, ... keys: each class of
     key lengths up to a power of two is timed once, not each length."""
     monkeypatch.setattr(KA, "_CHOSEN", {})
