@@ -31,3 +31,21 @@ def test_any_split_into_tasks_gives_the_same_softmax(shape, mask_shape):
             np.testing.assert_array_equal(y, reference)
     twin = softmax.softmax_forward_numpy(x, 0.5, mask)
     np.testing.assert_allclose(reference.reshape(shape), twin, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "shape, mask_shape",
+    [
+        ((2, 3, 5000, 3), (2, 1, 1, 3)),  # rows of 3: a block holds several runs of rows
+        ((2, 4097), (2, 4097)),  # one row longer than a run: a run of one row
+        ((2, 4, 1), (2, 1, 1)),  # rows of one score
+    ],
+)
+def test_runs_of_rows_cover_every_row_once(shape, mask_shape):
+    """The kernel takes exp over runs of rows (_EXP_RUN scores, or one longer row): every row
+    of a block must be normalised exactly once, however the runs cut the block."""
+    x, mask = _scores_and_mask(shape, mask_shape, seed=1)
+    mask[..., 0] = False  # a row of one score stays allowed: its softmax is 1
+    y = softmax.softmax_forward_numba(x, 0.5, mask)
+    np.testing.assert_allclose(y, softmax.softmax_forward_numpy(x, 0.5, mask), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5)
