@@ -36,7 +36,11 @@ def _keep_float_dtype(*xs):
     tensor or a number does not widen a dimensioned tensor of its own kind (float32 (3,) +
     float64 () is float32, uint8 (3,) & int64 () is uint8), as in PyTorch. A cast operand that
     requires grad is cast by a graph node (its gradient comes back in its own dtype)."""
-    if len(xs) == 2 and xs[0].dtype is xs[1].dtype:  # the common case: nothing to promote
+    first = xs[0].dtype
+    for x in xs[1:]:
+        if x.dtype is not first:
+            break
+    else:  # the common case, operands of one dtype: nothing to promote
         return xs
     dtype = result_type(*xs)
     return tuple(x if x.dtype == dtype else _cast(x, dtype) for x in xs)

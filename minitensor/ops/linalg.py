@@ -34,12 +34,14 @@ def _check_matmul_shapes(a, b):
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if k_a != k_b:
         raise ShapeError(f"{a.shape} @ {b.shape} — inner sizes {k_a} and {k_b} differ")
+    batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+    if batch_a == batch_b or not batch_a or not batch_b:  # nothing to broadcast
+        return
     try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        np.broadcast_shapes(batch_a, batch_b)
     except ValueError:
         raise ShapeError(
-            f"{a.shape} @ {b.shape} — batch shapes {a.shape[:-2]} and "
-            f"{b.shape[:-2]} do not broadcast"
+            f"{a.shape} @ {b.shape} — batch shapes {batch_a} and {batch_b} do not broadcast"
         ) from None
 
 

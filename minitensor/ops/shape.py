@@ -99,11 +99,12 @@ class Permute(Function):
                 f"of a tensor of shape {x.shape}"
             )
         ctx.axes = norm
-        return np.transpose(x, norm)
+        return x.transpose(norm)
 
     @staticmethod
     def backward(ctx, grad):
-        return np.transpose(grad, np.argsort(ctx.axes))  # the inverse permutation
+        axes = ctx.axes  # the inverse permutation: the axis each axis of x went to
+        return grad.transpose(sorted(range(len(axes)), key=axes.__getitem__))
 
 
 def permute(x: Tensor, *axes: int | Sequence[int]) -> Tensor:
