@@ -103,7 +103,7 @@ class Permute(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        axes = ctx.axes  # the inverse permutation: the axis each axis of x went to
+        axes = ctx.axes  # the inverse permutation: x's axis axes[i] is the output's axis i
         return grad.transpose(sorted(range(len(axes)), key=axes.__getitem__))
 
 
