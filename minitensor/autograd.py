@@ -61,7 +61,7 @@ def topological_order(*roots: Context) -> list[Context]:
     draws). Iterative depth-first search, so a chain of 10,000 ops is fine; inputs are explored
     first to last, so the order is the same from run to run.
     """
-    order, visited = [], set()
+    order, visited = [], set()  # (a node hashes by identity: the set holds the nodes)
     for root in roots:
         stack = [(root, False)]
         while stack:
@@ -69,13 +69,13 @@ def topological_order(*roots: Context) -> list[Context]:
             if inputs_done:
                 order.append(node)  # after every node that feeds it
                 continue
-            if id(node) in visited:
+            if node in visited:
                 continue
-            visited.add(id(node))
+            visited.add(node)
             stack.append((node, True))
             for t in reversed(node.inputs):
                 fn = t._grad_fn if t is not None else None  # (a Tensor's, or a NodeInput's)
-                if fn is not None and id(fn) not in visited:
+                if fn is not None and fn not in visited:
                     stack.append((fn, False))
     order.reverse()
     return order
@@ -337,14 +337,14 @@ def _walk(order, g0, retain_graph, record=None):
     """The engine proper: visit the nodes in topological order, sending each node's output
     gradient through its backward to its inputs. `record` (a dict, for a step-through) keeps
     every node's output gradient for the steps' `grad_of`; `backward()` passes None."""
-    grads = {id(order[0]): g0}  # gradients that reached each node's output, so far
+    grads = {order[0]: g0}  # gradients that reached each node's output, so far (by node)
     run = []  # ids of the nodes whose backward has run, in order
     leaves = _LeafGrads(_leaf_uses(order))
     give = leaves.give
     anomaly = state.anomaly
     try:
         for index, node in enumerate(order):
-            g_out = grads.pop(id(node), None)
+            g_out = grads.pop(node, None)
             if g_out is None:  # no gradient reached this node (e.g. an unused branch)
                 continue
             if node._grad_dtype is not None or node._grad_hooks:
@@ -364,9 +364,8 @@ def _walk(order, g0, retain_graph, record=None):
                 if fn is None:  # a leaf
                     give(t, g)
                     continue
-                key = id(fn)
-                prev = grads.get(key)
-                grads[key] = g if prev is None else prev + g
+                prev = grads.get(fn)
+                grads[fn] = g if prev is None else prev + g
             run.append(id(node))
             if record is not None:  # a step-through: `backward()` has no one to show a step
                 record[id(node)] = (len(run) - 1, g_out)

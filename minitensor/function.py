@@ -364,7 +364,8 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
     same node as `apply`, for an op whose forward takes two arrays and no parameters, computes
     in their dtype (no `float_inputs`) and is not a view. A 8 × 8 op's arithmetic costs less
     than unwrapping and wrapping it in general, so this path skips what two Tensors of one
-    dtype do not need: the argument list, the float conversion, numpy's memory test.
+    dtype do not need: the argument list, the float conversion, numpy's memory test, and it
+    records the node here rather than through `_record` (each call between costs).
 
     `skip`: how many frames above this one are minitensor's whatever the caller (2 from
     `ops.elementwise._binary`, which only an op's function such as ``mul`` calls; 1 from a
@@ -384,7 +385,50 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
     else:  # a 0-d result (numpy gives a scalar), or one numpy made a view
         result._data = _fresh(np.asarray(out), (x, y))
     result._vc = [0]
-    return _finish(cls, ctx, result, (a, b), None, (x, y), wanted, 4 + skip)
+    s = state.__dict__  # (see _finish)
+    record = wanted and s["grad_enabled"]
+    if record:  # _record for two Tensor arguments, written out
+        result.requires_grad = True
+        keep = s["keep_intermediates"]
+        ctx.inputs = (
+            a if a._grad_fn is None or keep else _node_input(a),
+            b if b._grad_fn is None or keep else _node_input(b),
+        )
+        ctx.scope = s["scopes"][-1]
+        ctx._src = user_line(2 + skip)
+        data = result._data
+        ctx.out_shape, ctx.out_dtype = data.shape, data.dtype
+        result._grad_fn = ctx
+        saved = ctx._saved
+        if saved:
+            ctx._saved_versions = _binary_saved_versions(saved, a, b, result)
+    if hooks._forward_hooks or s["anomaly"]:
+        hooks.run_forward_hooks(cls, ctx, (x, y), result, record)
+    return result
+
+
+def _node_input(tensor):
+    """NodeInput(tensor), without its __init__'s call (most inputs of most ops are made here)."""
+    held = _new(NodeInput)
+    held._grad_fn, held._tensor, held._data = tensor._grad_fn, _ref(tensor), _ref(tensor._data)
+    return held
+
+
+def _binary_saved_versions(saved, a, b, result):
+    """`_saved_versions` for a node of two Tensor arguments, whose saved arrays are most often
+    the arguments' data themselves (x * y saves both)."""
+    x, y = a._data, b._data
+    tracked = []
+    for arr in saved:
+        if arr is x:
+            tracked.append((a._vc, a._vc[0], 0))
+        elif arr is y:
+            tracked.append((b._vc, b._vc[0], 1))
+        elif isinstance(arr, np.ndarray):
+            what, t = _saver(arr, (a, b), None, result)
+            if t is not None:
+                tracked.append((t._vc, t._vc[0], what))
+    return tuple(tracked)
 
 
 def _finish(cls, ctx, result, args, tensors, arrays, wanted, skip):
@@ -547,10 +591,8 @@ def _record(ctx, args, tensors, result, s, skip):
             inputs.append(None)
         elif a._grad_fn is None or keep:
             inputs.append(a)
-        else:  # NodeInput(a), inlined: most inputs of most ops are made here
-            held = _new(NodeInput)
-            held._grad_fn, held._tensor, held._data = a._grad_fn, _ref(a), _ref(a._data)
-            inputs.append(held)
+        else:
+            inputs.append(_node_input(a))
     ctx.inputs = tuple(inputs)
     ctx.scope = s["scopes"][-1]
     ctx._src = user_line(skip)
