@@ -338,7 +338,7 @@ def _walk(order, g0, retain_graph, record=None):
     gradient through its backward to its inputs. `record` (a dict, for a step-through) keeps
     every node's output gradient for the steps' `grad_of`; `backward()` passes None."""
     grads = {order[0]: g0}  # gradients that reached each node's output, so far (by node)
-    run = []  # ids of the nodes whose backward has run, in order
+    run = []  # ids of the nodes whose backward has run, in order (kept for a step-through)
     leaves = _LeafGrads(_leaf_uses(order))
     give = leaves.give
     anomaly = state.anomaly
@@ -366,8 +366,8 @@ def _walk(order, g0, retain_graph, record=None):
                     continue
                 prev = grads.get(fn)
                 grads[fn] = g if prev is None else prev + g
-            run.append(id(node))
             if record is not None:  # a step-through: `backward()` has no one to show a step
+                run.append(id(node))
                 record[id(node)] = (len(run) - 1, g_out)
                 n = len(run)
                 saved = node.saved_tensors
