@@ -81,7 +81,9 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
     CPU; process-wide, as torch's. What it changes: matrix products (fast_matmul.route) take
     one route chosen by shape alone, BLAS's gemm on blocks of rows cut at fixed places with
     BLAS on one thread, instead of whichever of the tile kernel, gemm and np.matmul was timed
-    fastest (np.matmul's result can change with BLAS's thread count). Everything else is
+    fastest (np.matmul's result can change with BLAS's thread count) — or np.matmul on BLAS's
+    threads where BLAS owns the cores and gave that route's bits on the layout
+    (fast_matmul.products.same_bits_route). Everything else is
     thread-independent already (reductions add fixed runs of rows in a fixed order). The cost:
     products too small to share or where np.matmul was faster. warn_only is accepted for
     torch's signature: nothing here is refused, so there is nothing to warn about."""

@@ -39,11 +39,12 @@ them:
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
 per op, not by the cores. Nothing is tried on the numpy backend either (its products are
-np.matmul's, whoever owns the cores). Under mt.use_deterministic_algorithms(True) BLAS stays on
-one thread (a product's result must not depend on BLAS's thread count), so there the choice is
-between numba's threads and one thread for everything — which give the same numbers to the
-bit (the reductions and the BLAS blocks are cut at fixed places whatever the thread count), so
-the owner may change mid-run. A small model can run as fast on one thread as on two (its step
+np.matmul's, whoever owns the cores). Under mt.use_deterministic_algorithms(True) a product's
+result must not depend on BLAS's thread count: BLAS runs on its own threads only on the layouts
+where they were seen to give the one-thread route's bits (fast_matmul/products.py,
+`same_bits_route`), else on one thread. Every owner then gives the same numbers to the bit (the
+reductions and the BLAS blocks are cut at fixed places whatever the thread count), so the owner
+may change mid-run. A small model can run as fast on one thread as on two (its step
 is Python's cost per op), and then leaves the other core free.
 
     MINITENSOR_CORE_OWNER=numba|blas|both   fix the owner, no trial (default: trial)

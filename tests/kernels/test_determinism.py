@@ -47,8 +47,8 @@ print(json.dumps({"losses": [float(x).hex() for x in losses], "weights": weights
 """
 
 
-def _child(code, *args, numba_threads, blas_threads):
-    env = dict(os.environ, NUMBA_NUM_THREADS=str(numba_threads))
+def _child(code, *args, numba_threads, blas_threads, **more_env):
+    env = dict(os.environ, NUMBA_NUM_THREADS=str(numba_threads), **more_env)
     env["OPENBLAS_NUM_THREADS"] = str(blas_threads)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
@@ -63,6 +63,10 @@ def test_a_training_run_is_bit_identical_on_one_and_two_threads():
         (n, b): _child(TRAIN, "1", numba_threads=n, blas_threads=b)
         for n, b in ((1, 1), (2, 1), (2, 2), (1, 2))
     }
+    for n in (1, 2):  # BLAS owning the cores after the first step: its threads where same bits
+        runs[(n, n, "blas")] = _child(
+            TRAIN, "1", numba_threads=n, blas_threads=n, MINITENSOR_CORE_OWNER="blas"
+        )
     first = runs[(1, 1)]
     assert len(set(first["losses"])) > 1  # it trained
     for threads, run in runs.items():
@@ -96,6 +100,17 @@ for n, k, m in ((17, 64, 1000), (129, 513, 65), (1000, 333, 77)):
         c = rng.standard_normal((k, m)).astype(dt)
         digest = hashlib.sha256(P.matmul(a, c).tobytes()).hexdigest()
         out[f"gemm {n}x{k}x{m} {dt.__name__}"] = digest
+# where BLAS owns the cores, np.matmul on BLAS's threads may take a layout it gave the same
+# bits on (same_bits_route): the bits must still be the one-thread route's
+P._owner[0] = "blas"
+for n, k, m in ((17, 64, 1000), (896, 64, 256), (1000, 333, 77)):
+    a = rng.standard_normal((n, k)).astype(np.float32)
+    c = rng.standard_normal((k, m)).astype(np.float32)
+    layouts = {"x·W": (a, c), "x·Wᵀ": (a, c.T.copy().T), "xᵀ·g": (a.T.copy().T, c)}
+    for name, (x, y) in layouts.items():
+        for _ in range(2):  # the first call checks the layout, the second uses its choice
+            digest = hashlib.sha256(P.matmul(x, y).tobytes()).hexdigest()
+        out[f"blas-owned {name} {n}x{k}x{m}"] = digest
 print(json.dumps(out))
 """
 
@@ -141,5 +156,42 @@ def test_deterministic_products_take_one_route_by_shape_and_agree_with_numpy():
         x = mt.randn(3, 5, requires_grad=True)
         (x @ mt.randn(5, 2)).sum().backward()
         assert x.grad.shape == (3, 5)
+    finally:
+        mt.use_deterministic_algorithms(False)
+
+
+def test_blas_threads_take_a_deterministic_layout_only_with_the_same_bits(monkeypatch):
+    """Under deterministic algorithms, np.matmul on BLAS's threads replaces the one-thread route
+    on a layout only where BLAS owns the cores, its bits agreed on random operands of that
+    layout and it was faster; a broadcast operand is never checked."""
+    from minitensor.kernels.fast_matmul import products as P
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((300, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 32)).astype(np.float32)
+    monkeypatch.setattr(P, "_SAME_BITS", {})
+    monkeypatch.setattr(P, "cores", lambda: 2)
+    monkeypatch.setattr(P, "_owner", ["blas"])
+    threaded_is_faster = lambda products, a, b: [2.0, 1.0]  # noqa: E731
+    monkeypatch.setattr(P, "_timings", threaded_is_faster)
+    reference = ("numpy", P.numpy_product)
+    mt.use_deterministic_algorithms(True)
+    try:
+        assert P.same_bits_route(a, b, reference)[0] == "numpy"
+        chosen = P.same_bits_route(a, b, reference)[1]
+        assert chosen is not P.numpy_product  # BLAS's threads, kept for the layout
+        assert np.array_equal(chosen(a, b), P.numpy_product(a, b))
+        assert P.same_bits_route(a, np.broadcast_to(b[:1], b.shape), reference) == reference
+        monkeypatch.setattr(P, "_owner", ["numba"])  # BLAS on one thread: nothing to check
+        assert P.same_bits_route(a, b.T.copy().T, reference) == reference
+        monkeypatch.setattr(P, "_owner", ["blas"])
+        monkeypatch.setattr(P, "_SAME_BITS", {})
+        last_bit = lambda count, x, y: np.matmul(x, y) * np.float32(1 + 2**-23)  # noqa: E731
+        monkeypatch.setattr(P, "_numpy_on", last_bit)  # BLAS's threads round otherwise
+        assert P.same_bits_route(a, b, reference) == reference
+        monkeypatch.setattr(P, "_SAME_BITS", {})
+        monkeypatch.setattr(P, "_numpy_on", lambda count, x, y: np.matmul(x, y))
+        monkeypatch.setattr(P, "_timings", lambda products, a, b: [1.0, 2.0])  # slower
+        assert P.same_bits_route(a, b, reference) == reference
     finally:
         mt.use_deterministic_algorithms(False)

@@ -442,9 +442,10 @@ def route(a, b) -> str:
     over numba's threads) or "numpy" (np.matmul: products too small to share, integer dtypes,
     empty products, no OpenBLAS). Between a candidate and np.matmul the running machine
     decides: they are timed the first time a layout is seen (`fastest`). Under
-    mt.use_deterministic_algorithms(True) the shape alone decides, with neither timing nor
-    thread counts: "gemm" (its blocks cut at fixed places) where the default would consider
-    it, else "numpy"; BLAS runs on one thread for both."""
+    mt.use_deterministic_algorithms(True) the shape alone decides the bits: "gemm" (its
+    blocks cut at fixed places) where the default would consider it, else "numpy", BLAS on one
+    thread for both — or np.matmul on BLAS's threads, where BLAS owns the cores and gave the
+    same bits on the layout (`same_bits_route`)."""
     return _choose(a, b)[0]
 
 
@@ -461,10 +462,11 @@ def _choose(a, b):
         work = math.prod(_batch_shape(a, b)) * n * m * k
     if are_deterministic_algorithms_enabled():
         # one route by shape alone, BLAS on one thread: BLAS's own threads split a product by
-        # their count, and BLAS may round a block of 9 rows otherwise than one of 17
+        # their count, and BLAS may round a block of 9 rows otherwise than one of 17 — unless
+        # BLAS's threads were seen to give the same bits on this layout (`same_bits_route`)
         if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
-            return "gemm", gemm_one_blas_thread
-        return _NUMPY
+            return same_bits_route(a, b, ("gemm", gemm_one_blas_thread))
+        return same_bits_route(a, b, _NUMPY)
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
@@ -499,6 +501,59 @@ def gemm_one_blas_thread(a, b):
 
 
 _NUMPY = ("numpy", numpy_product)
+
+
+# Under deterministic algorithms a product's route is fixed by its shape (`reference`: gemm's
+# blocks cut at fixed places, or np.matmul, with BLAS on one thread), so its bits do not depend
+# on any thread count. BLAS's own threads are faster where they own the cores, and on most
+# layouts they give exactly those bits: OpenBLAS shares a product out by blocks of rows and
+# columns, and each entry's sum still runs over k in one order. Whether they do on a layout is
+# a fact about the running BLAS that one product shows: the first time a layout is seen, both
+# compute it from random operands of that layout, and np.matmul on BLAS's threads is used only
+# if every bit agreed (and it was also faster). A BLAS that splits the sum over k, or rounds a
+# block otherwise, fails that check on any random operands and keeps the reference.
+_SAME_BITS = {}
+
+
+def same_bits_route(a, b, reference):
+    """(route, product) for a @ b under deterministic algorithms: `reference`, or np.matmul on
+    the threads BLAS would use outside deterministic mode where that gave `reference`'s bits
+    and was faster when this layout was first seen. Only where BLAS owns the cores (under
+    numba's, BLAS runs on one thread anyway)."""
+    count = cores() if _owner[0] != "numba" else 1
+    if count == 1 or 0 in a.strides or 0 in b.strides:  # a broadcast operand: not checked
+        return reference
+    key = (reference[0], a.shape, b.shape, a.dtype.str, a.strides, b.strides, count)
+    key += (blas_threads(),)
+    if key not in _SAME_BITS:
+        threaded = functools.partial(_numpy_on, count)
+        _SAME_BITS[key] = reference
+        if _gives_same_bits(threaded, reference[1], a, b):
+            times = _timings([reference[1], threaded], a, b)
+            if times[1] < times[0]:
+                _SAME_BITS[key] = ("numpy", threaded)
+    return _SAME_BITS[key]
+
+
+def _numpy_on(count, a, b):
+    """np.matmul with BLAS on at most `count` threads."""
+    if blas_threads() <= count:
+        return np.matmul(a, b)
+    with blas_threads_at_most(count):
+        return np.matmul(a, b)
+
+
+def _gives_same_bits(product, reference, a, b):
+    """Whether product and reference compute the same bits from random operands laid out as a
+    and b (same shapes, dtypes and order of axes in memory; a fixed seed of its own)."""
+    rng = np.random.default_rng(0)
+    x, y = np.empty_like(a), np.empty_like(b)
+    x[...] = rng.standard_normal(a.shape)
+    y[...] = rng.standard_normal(b.shape)
+    if x.strides != a.strides or y.strides != b.strides:  # e.g. a view into a larger array
+        return False
+    want, got = reference(x, y), product(x, y)
+    return want.dtype == got.dtype and want.shape == got.shape and np.array_equal(want, got)
 
 
 # Whether a candidate beats np.matmul depends on the machine — its vector width, its BLAS,
