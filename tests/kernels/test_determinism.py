@@ -111,11 +111,6 @@ for n, k, m in ((17, 64, 1000), (896, 64, 256), (1000, 333, 77)):
         for _ in range(2):  # the first call checks the layout, the second uses its choice
             digest = hashlib.sha256(P.matmul(x, y).tobytes()).hexdigest()
         out[f"blas-owned {name} {n}x{k}x{m}"] = digest
-# a stack of attention's small matrices: the tile kernel may take it where it gives the bits
-q = rng.standard_normal((128, 4, 7, 16)).astype(np.float32)
-k = rng.standard_normal((128, 4, 7, 16)).astype(np.float32)
-for _ in range(2):
-    out["stack"] = hashlib.sha256(P.matmul(q, np.swapaxes(k, -1, -2)).tobytes()).hexdigest()
 print(json.dumps(out))
 """
 
@@ -168,8 +163,7 @@ def test_deterministic_products_take_one_route_by_shape_and_agree_with_numpy():
 def test_blas_threads_take_a_deterministic_layout_only_with_the_same_bits(monkeypatch):
     """Under deterministic algorithms, np.matmul on BLAS's threads replaces the one-thread route
     on a layout only where BLAS owns the cores, its bits agreed on random operands of that
-    layout and it was faster; a broadcast operand is never checked. The tile kernel is a
-    candidate for the stacks it takes, under any owner."""
+    layout and it was faster; a broadcast operand is never checked."""
     from minitensor.kernels.fast_matmul import products as P
 
     rng = np.random.default_rng(2)
@@ -199,13 +193,5 @@ def test_blas_threads_take_a_deterministic_layout_only_with_the_same_bits(monkey
         monkeypatch.setattr(P, "_numpy_on", lambda count, x, y: np.matmul(x, y))
         monkeypatch.setattr(P, "_timings", lambda products, a, b: [1.0, 2.0])  # slower
         assert P.same_bits_route(a, b, reference) == reference
-        monkeypatch.setattr(P, "_owner", ["numba"])
-        q, k_t = np.zeros((64, 7, 16), np.float32), np.zeros((64, 16, 7), np.float32)
-        tiles_fastest = lambda products, a, b: [2.0] + [1.0] * (len(products) - 1)  # noqa: E731
-        monkeypatch.setattr(P, "_timings", tiles_fastest)
-        same = lambda x, y, tile: np.matmul(x, y)  # noqa: E731  (as if the tiles gave its bits)
-        monkeypatch.setattr(P, "tiled_matmul", same)
-        name, product = P.same_bits_route(q, k_t, reference, tiles=True)
-        assert name == "tiles" and product.keywords["tile"] in P.TILE_SHAPES
     finally:
         mt.use_deterministic_algorithms(False)

@@ -464,11 +464,9 @@ def _choose(a, b):
         # one route by shape alone, BLAS on one thread: BLAS's own threads split a product by
         # their count, and BLAS may round a block of 9 rows otherwise than one of 17 — unless
         # BLAS's threads were seen to give the same bits on this layout (`same_bits_route`)
-        reference = _NUMPY
         if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
-            reference = ("gemm", gemm_one_blas_thread)
-        tiles = b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK
-        return same_bits_route(a, b, reference, tiles)
+            return same_bits_route(a, b, ("gemm", gemm_one_blas_thread))
+        return same_bits_route(a, b, _NUMPY)
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
@@ -507,35 +505,33 @@ _NUMPY = ("numpy", numpy_product)
 
 # Under deterministic algorithms a product's route is fixed by its shape (`reference`: gemm's
 # blocks cut at fixed places, or np.matmul, with BLAS on one thread), so its bits do not depend
-# on any thread count. Faster routes often give exactly those bits: OpenBLAS's own threads
-# share a product out by blocks of rows and columns, and the tile kernel gives each matrix of a
-# stack to one thread, so either way each entry's sum still runs over k in one order. Whether
-# a route does on a layout is a fact about the running machine that one product shows: the
-# first time a layout is seen, the candidates and the reference multiply random operands of
-# that layout, and a candidate may take it only if every bit agreed (and it was faster). A
-# route that splits the sum over k, or rounds a block otherwise, fails that check on any
-# random operands, and the layout keeps the reference.
+# on any thread count. BLAS's own threads are faster where they own the cores, and on most
+# layouts they give exactly those bits: OpenBLAS shares a product out by blocks of rows and
+# columns, and each entry's sum still runs over k in one order. Whether they do on a layout is
+# a fact about the running BLAS that one product shows: the first time a layout is seen, both
+# compute it from random operands of that layout, and np.matmul on BLAS's threads is used only
+# if every bit agreed (and it was also faster). A BLAS that splits the sum over k, or rounds a
+# block otherwise, fails that check on any random operands and keeps the reference.
 _SAME_BITS = {}
 
 
-def same_bits_route(a, b, reference, tiles=False):
-    """(route, product) for a @ b under deterministic algorithms: the fastest of `reference`
-    and the candidates that gave its bits when this layout was first seen — np.matmul on the
-    threads BLAS would use outside deterministic mode (where BLAS owns the cores; under
-    numba's, BLAS runs on one thread anyway) and, for a stack the tile kernel takes (`tiles`),
-    the tile kernel with each register tile."""
+def same_bits_route(a, b, reference):
+    """(route, product) for a @ b under deterministic algorithms: `reference`, or np.matmul on
+    the threads BLAS would use outside deterministic mode where that gave `reference`'s bits
+    and was faster when this layout was first seen. Only where BLAS owns the cores (under
+    numba's, BLAS runs on one thread anyway)."""
     count = cores() if _owner[0] != "numba" else 1
-    candidates = [("numpy", functools.partial(_numpy_on, count))] if count > 1 else []
-    if tiles:
-        candidates += [("tiles", functools.partial(tiled_matmul, tile=t)) for t in TILE_SHAPES]
-    if not candidates or 0 in a.strides or 0 in b.strides:  # a broadcast operand: not checked
+    if count == 1 or 0 in a.strides or 0 in b.strides:  # a broadcast operand: not checked
         return reference
-    key = (reference[0], a.shape, b.shape, a.dtype.str, a.strides, b.strides, count, tiles)
-    key += (threads(), blas_threads())
+    key = (reference[0], a.shape, b.shape, a.dtype.str, a.strides, b.strides, count)
+    key += (blas_threads(),)
     if key not in _SAME_BITS:
-        named = [reference] + _same_bits(candidates, reference[1], a, b)
-        times = _timings([f for _, f in named], a, b) if len(named) > 1 else [0.0]
-        _SAME_BITS[key] = named[times.index(min(times))]
+        threaded = functools.partial(_numpy_on, count)
+        _SAME_BITS[key] = reference
+        if _gives_same_bits(threaded, reference[1], a, b):
+            times = _timings([reference[1], threaded], a, b)
+            if times[1] < times[0]:
+                _SAME_BITS[key] = ("numpy", threaded)
     return _SAME_BITS[key]
 
 
@@ -547,22 +543,17 @@ def _numpy_on(count, a, b):
         return np.matmul(a, b)
 
 
-def _same_bits(candidates, reference, a, b):
-    """The (name, product) candidates that compute reference's bits from random operands laid
-    out as a and b (same shapes, dtypes and order of axes in memory; a fixed seed of its own);
-    none where such operands cannot be made (a view into a larger array)."""
+def _gives_same_bits(product, reference, a, b):
+    """Whether product and reference compute the same bits from random operands laid out as a
+    and b (same shapes, dtypes and order of axes in memory; a fixed seed of its own)."""
     rng = np.random.default_rng(0)
     x, y = np.empty_like(a), np.empty_like(b)
-    if x.strides != a.strides or y.strides != b.strides:
-        return []
     x[...] = rng.standard_normal(a.shape)
     y[...] = rng.standard_normal(b.shape)
-    want = reference(x, y)
-    return [(name, f) for name, f in candidates if _identical(f(x, y), want)]
-
-
-def _identical(got, want):
-    return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+    if x.strides != a.strides or y.strides != b.strides:  # e.g. a view into a larger array
+        return False
+    want, got = reference(x, y), product(x, y)
+    return want.dtype == got.dtype and want.shape == got.shape and np.array_equal(want, got)
 
 
 # Whether a candidate beats np.matmul depends on the machine — its vector width, its BLAS,
