@@ -486,11 +486,7 @@ def numpy_product(a, b):
     always under mt.use_deterministic_algorithms(True).
     The user's own np.matmul keeps BLAS's count."""
     blas_owns = _owner[0] != "numba" and not are_deterministic_algorithms_enabled()
-    most = cores() if blas_owns else 1  # cores(): polite, like numba's
-    if blas_threads() <= most:  # the usual case, without a context manager's cost per call
-        return np.matmul(a, b)
-    with blas_threads_at_most(most):
-        return np.matmul(a, b)
+    return _numpy_on(cores() if blas_owns else 1, a, b)  # cores(): polite, like numba's
 
 
 def gemm_one_blas_thread(a, b):
@@ -537,7 +533,7 @@ def same_bits_route(a, b, reference):
 
 def _numpy_on(count, a, b):
     """np.matmul with BLAS on at most `count` threads."""
-    if blas_threads() <= count:
+    if blas_threads() <= count:  # the usual case, without a context manager's cost per call
         return np.matmul(a, b)
     with blas_threads_at_most(count):
         return np.matmul(a, b)
@@ -546,12 +542,12 @@ def _numpy_on(count, a, b):
 def _gives_same_bits(product, reference, a, b):
     """Whether product and reference compute the same bits from random operands laid out as a
     and b (same shapes, dtypes and order of axes in memory; a fixed seed of its own)."""
-    rng = np.random.default_rng(0)
     x, y = np.empty_like(a), np.empty_like(b)
-    x[...] = rng.standard_normal(a.shape)
-    y[...] = rng.standard_normal(b.shape)
     if x.strides != a.strides or y.strides != b.strides:  # e.g. a view into a larger array
         return False
+    rng = np.random.default_rng(0)
+    x[...] = rng.standard_normal(a.shape)
+    y[...] = rng.standard_normal(b.shape)
     want, got = reference(x, y), product(x, y)
     return want.dtype == got.dtype and want.shape == got.shape and np.array_equal(want, got)
 
