@@ -47,16 +47,34 @@ def adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps
 # no fastmath (see the module docstring): flags=False
 @kernel(parallel=True, flags=False)
 def _adam_kernel(
-    param, grad, m, v, v_max, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, c2, eps
+    param,
+    grad,
+    m,
+    v,
+    v_max,
+    amsgrad,
+    beta1,
+    one_minus_beta1,
+    beta2,
+    one_minus_beta2,
+    step_size,
+    c2,
+    eps,
 ):
-    """The update for flat contiguous arrays; the scalars already in the arrays' dtype."""
+    """The update for flat contiguous arrays; the scalars already in the arrays' dtype.
+    v_max is read and written only under amsgrad: without it the caller passes v itself, and
+    a loop that stores into two arrays LLVM cannot prove distinct is not vectorised (LLVM
+    checks at run time that the arrays do not overlap, and with v_max = v they do)."""
     for i in prange(param.shape[0]):
         m[i] = m[i] * beta1 + grad[i] * one_minus_beta1
         v[i] = v[i] * beta2 + (grad[i] * grad[i]) * one_minus_beta2
-        v_max[i] = np.maximum(v_max[i], v[i])  # NaN-propagating, like the twin
+        second = v[i]
+        if amsgrad:
+            v_max[i] = np.maximum(v_max[i], second)  # NaN-propagating, like the twin
+            second = v_max[i]
         # np.divide, not /: numba's / tests each divisor for zero (to raise Python's
         # ZeroDivisionError), a branch that keeps the serial build from vectorising
-        param[i] = param[i] - np.divide(m[i], np.divide(np.sqrt(v_max[i]), c2) + eps) * step_size
+        param[i] = param[i] - np.divide(m[i], np.divide(np.sqrt(second), c2) + eps) * step_size
 
 
 def adam_update_numba(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work):
@@ -73,6 +91,7 @@ def adam_update_numba(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps
         m_,
         v_,
         v_max_,
+        v_max is not v,  # amsgrad
         f(beta1),
         f(1.0 - beta1),
         f(beta2),
