@@ -113,21 +113,28 @@ def _layer_norm_backward_rows(
     a fixed run of rows, jit.row_parts; added up by the caller) so no two threads write the same
     memory and the thread count does not change the sums. Each task
     keeps x̂ of its current row in its own row of xhat_rows (n_chunks, D), and g = dy ⊙ weight
-    in dx until the last pass, for jit.row_sum and jit.row_dot to add them up."""
+    in dx until the last pass, for jit.row_sum and jit.row_dot to add them up. One loop per
+    array written: LLVM vectorises a loop only after checking at run time that the arrays it
+    writes do not overlap those it reads, and gives up on a loop with more pairs to check than
+    its limit (one loop writing x̂, dx and both partial sums had too many)."""
     N, D = x.shape
     f = x.dtype.type
     for chunk in prange(n_chunks):
-        xhat = xhat_rows[chunk]
+        xhat, dweight, dbias = xhat_rows[chunk], dweight_parts[chunk], dbias_parts[chunk]
         for i in range(chunk * N // n_chunks, (chunk + 1) * N // n_chunks):
+            x_row, dy_row, dx_row = x[i], dy[i], dx[i]
             for j in range(D):
-                xhat[j] = (x[i, j] - mean[i]) * rstd[i]
-                dx[i, j] = dy[i, j] * weight[j]
-                dweight_parts[chunk, j] += dy[i, j] * xhat[j]
-                dbias_parts[chunk, j] += dy[i, j]
-            g_sum = jit.row_sum(dx[i])
-            gx_sum = jit.row_dot(dx[i], xhat)
+                xhat[j] = (x_row[j] - mean[i]) * rstd[i]
             for j in range(D):
-                dx[i, j] = rstd[i] / f(D) * (f(D) * dx[i, j] - g_sum - xhat[j] * gx_sum)
+                dx_row[j] = dy_row[j] * weight[j]
+            for j in range(D):
+                dweight[j] += dy_row[j] * xhat[j]
+            for j in range(D):
+                dbias[j] += dy_row[j]
+            g_sum = jit.row_sum(dx_row)
+            gx_sum = jit.row_dot(dx_row, xhat)
+            for j in range(D):
+                dx_row[j] = rstd[i] / f(D) * (f(D) * dx_row[j] - g_sum - xhat[j] * gx_sum)
 
 
 def _affine(param, d, dtype, fill, name):
