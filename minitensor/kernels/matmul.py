@@ -27,15 +27,17 @@ def matmul_numpy(a, b):
     return np.matmul(a, b)
 
 
-def matmul_grad_a_numpy(grad, b):
+def matmul_grad_a_numpy(grad, b, out=None):
     """dL/da = grad @ bᵀ: grad (..., n, m), b (..., k, m) → (..., n, k) (batch broadcast; the
-    caller sums broadcast axes back)."""
-    return np.matmul(grad, np.swapaxes(b, -1, -2))
+    caller sums broadcast axes back). out: an array of the result's shape and dtype to write
+    it into, in whatever memory layout out has (ops/linalg.py passes one laid out as a)."""
+    return np.matmul(grad, np.swapaxes(b, -1, -2), out=out)
 
 
-def matmul_grad_b_numpy(a, grad):
-    """dL/db = aᵀ @ grad: a (..., n, k), grad (..., n, m) → (..., k, m) (batch broadcast)."""
-    return np.matmul(np.swapaxes(a, -1, -2), grad)
+def matmul_grad_b_numpy(a, grad, out=None):
+    """dL/db = aᵀ @ grad: a (..., n, k), grad (..., n, m) → (..., k, m) (batch broadcast);
+    out as for matmul_grad_a_numpy."""
+    return np.matmul(np.swapaxes(a, -1, -2), grad, out=out)
 
 
 # the numba kernels: stand-ins that import fast_matmul on their first call

@@ -76,13 +76,29 @@ class MatMul(Function):
             g = g[..., None, :]
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = unbroadcast(K.matmul_grad_a(g, b2), a2.shape).reshape(a_shape)
+            out = _laid_out_like(a2, g, b2)
+            ga = unbroadcast(K.matmul_grad_a(g, b2, out=out), a2.shape).reshape(a_shape)
         if ctx.needs_input_grad[1]:
             if b2.ndim == 2:
                 gb = _matrix_grad(a2, g, b2).reshape(b_shape)
             else:
-                gb = unbroadcast(K.matmul_grad_b(a2, g), b2.shape).reshape(b_shape)
+                out = _laid_out_like(b2, a2, g)
+                gb = unbroadcast(K.matmul_grad_b(a2, g, out=out), b2.shape).reshape(b_shape)
         return ga, gb
+
+
+def _laid_out_like(x, p, q):
+    """An empty array for the gradient of x, a stack of matrices, laid out in memory as x is —
+    or None (then the product allocates its own, C-ordered): when x is not C-ordered, as
+    attention's heads are (views of a Linear layer's (B, L, h·d_k) output as (B, h, L, d_k)),
+    a gradient laid out like x goes back through the views that made x — swapaxes, then
+    reshape to (B·L, h·d_k) — without a copy. Only where nothing is broadcast (the gradient
+    has x's shape) and the two factors p, q and x share one dtype."""
+    if x.ndim < 3 or x.flags.c_contiguous or not (x.dtype == p.dtype == q.dtype):
+        return None
+    if p.shape[:-2] != x.shape[:-2] or q.shape[:-2] != x.shape[:-2]:
+        return None
+    return np.empty_like(x)
 
 
 def matmul(a: Tensor | ArrayLike, b: Tensor | ArrayLike) -> Tensor:

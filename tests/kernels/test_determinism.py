@@ -187,13 +187,13 @@ def test_blas_threads_take_a_deterministic_layout_only_with_the_same_bits(monkey
         monkeypatch.setattr(P, "_owner", ["blas"])
         monkeypatch.setattr(P, "_SAME_BITS", {})
 
-        def last_bit(count, x, y):  # BLAS's threads (not its one thread) round otherwise
+        def last_bit(count, x, y, out=None):  # BLAS's threads (not its one thread) round otherwise
             return np.matmul(x, y) * np.float32(1 + 2**-23 if count > 1 else 1)
 
         monkeypatch.setattr(P, "_numpy_on", last_bit)
         assert P.same_bits_route(a, b, reference) == reference
         monkeypatch.setattr(P, "_SAME_BITS", {})
-        monkeypatch.setattr(P, "_numpy_on", lambda count, x, y: np.matmul(x, y))
+        monkeypatch.setattr(P, "_numpy_on", lambda count, x, y, out=None: np.matmul(x, y))
         monkeypatch.setattr(P, "_timings", lambda products, a, b: [1.0, 2.0])  # slower
         assert P.same_bits_route(a, b, reference) == reference
     finally:

@@ -477,7 +477,7 @@ def _choose(a, b):
     return _NUMPY
 
 
-def numpy_product(a, b):
+def numpy_product(a, b, out=None):
     """np.matmul, with BLAS on one thread while numba's threads own the cores (the default:
     BLAS's own threads beside them win a product timed alone, then lose the step — their idle
     workers spin while numba's kernels want the cores; benchmarks/README.md, "BLAS's threads
@@ -486,7 +486,7 @@ def numpy_product(a, b):
     always under mt.use_deterministic_algorithms(True).
     The user's own np.matmul keeps BLAS's count."""
     blas_owns = _owner[0] != "numba" and not are_deterministic_algorithms_enabled()
-    return _numpy_on(cores() if blas_owns else 1, a, b)  # cores(): polite, like numba's
+    return _numpy_on(cores() if blas_owns else 1, a, b, out)  # cores(): polite, like numba's
 
 
 def gemm_one_blas_thread(a, b):
@@ -531,12 +531,12 @@ def same_bits_route(a, b, reference):
     return _SAME_BITS[key]
 
 
-def _numpy_on(count, a, b):
-    """np.matmul with BLAS on at most `count` threads."""
+def _numpy_on(count, a, b, out=None):
+    """np.matmul with BLAS on at most `count` threads (into `out`, if given)."""
     if blas_threads() <= count:  # the usual case, without a context manager's cost per call
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
     with blas_threads_at_most(count):
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
 
 
 def _gives_same_bits(product, reference, a, b):
@@ -631,9 +631,24 @@ def tile_shape(a, b):
     return product.keywords["tile"] if name == "tiles" else None
 
 
-def _product(a, b):
-    """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks."""
-    return _choose(a, b)[1](a, b)
+def _product(a, b, out=None):
+    """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks.
+
+    out: an array to write the result into, in whatever layout it has (ops/linalg.py asks for
+    gradients laid out as their inputs). np.matmul writes into any layout; the tile kernel and
+    gemm write C-ordered results only, so taking them would mean copying the result into out.
+    On a stack of small matrices, the tiles' own ground, that copy costs as much as the tiles
+    save: there np.matmul computes the product into out itself. gemm's products are large
+    enough that it keeps them, and its result is copied in."""
+    name, product = _choose(a, b)
+    if out is None:
+        return product(a, b)
+    if name == "tiles":
+        return numpy_product(a, b, out=out)
+    if name == "numpy":
+        return product(a, b, out=out)
+    np.copyto(out, product(a, b))
+    return out
 
 
 def matmul(a, b):
@@ -641,11 +656,11 @@ def matmul(a, b):
     return _product(a, b)
 
 
-def matmul_grad_a(grad, b):
+def matmul_grad_a(grad, b, out=None):
     """grad @ bᵀ like matmul.matmul_grad_a_numpy."""
-    return _product(grad, np.swapaxes(b, -1, -2))
+    return _product(grad, np.swapaxes(b, -1, -2), out)
 
 
-def matmul_grad_b(a, grad):
+def matmul_grad_b(a, grad, out=None):
     """aᵀ @ grad like matmul.matmul_grad_b_numpy."""
-    return _product(np.swapaxes(a, -1, -2), grad)
+    return _product(np.swapaxes(a, -1, -2), grad, out)
