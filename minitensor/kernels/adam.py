@@ -46,25 +46,14 @@ def adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps
 
 # no fastmath (see the module docstring): flags=False
 @kernel(parallel=True, flags=False)
-def _adam_kernel(
-    param,
-    grad,
-    m,
-    v,
-    v_max,
-    amsgrad,
-    beta1,
-    one_minus_beta1,
-    beta2,
-    one_minus_beta2,
-    step_size,
-    c2,
-    eps,
-):
-    """The update for flat contiguous arrays; the scalars already in the arrays' dtype.
+def _adam_kernel(param, grad, m, v, v_max, amsgrad, scalars):
+    """The update for flat contiguous arrays. scalars: (β₁, 1 − β₁, β₂, 1 − β₂, step_size, c₂,
+    eps), one array of the arrays' dtype (one argument for numba to check, not seven).
     v_max is read and written only under amsgrad: without it the caller passes v itself, and
     a loop that stores into two arrays LLVM cannot prove distinct is not vectorised (LLVM
     checks at run time that the arrays do not overlap, and with v_max = v they do)."""
+    beta1, one_minus_beta1, beta2, one_minus_beta2 = scalars[0], scalars[1], scalars[2], scalars[3]
+    step_size, c2, eps = scalars[4], scalars[5], scalars[6]
     for i in prange(param.shape[0]):
         m[i] = m[i] * beta1 + grad[i] * one_minus_beta1
         v[i] = v[i] * beta2 + (grad[i] * grad[i]) * one_minus_beta2
@@ -81,22 +70,19 @@ def adam_update_numba(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps
     """Numba twin of adam_update_numpy. The kernel updates flat views of param and its state,
     so it needs them C-contiguous (parameters made by minitensor are); any other layout goes
     to the twin. grad may be any layout."""
-    if not all(a.flags.c_contiguous for a in (param, m, v, v_max)):
+    contiguous = param.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous
+    if not (contiguous and v_max.flags.c_contiguous):
         return adam_update_numpy(param, grad, m, v, v_max, beta1, beta2, step_size, c2, eps, work)
-    f = param.dtype.type
-    param_, m_, v_, v_max_ = (a.reshape(-1) for a in (param, m, v, v_max))
+    # each rounded to the arrays' dtype, as np.float32(x) would round it
+    scalars = np.array(
+        (beta1, 1.0 - beta1, beta2, 1.0 - beta2, step_size, c2, eps), dtype=param.dtype
+    )
     _adam_kernel(
-        param_,
+        param.reshape(-1),
         np.ascontiguousarray(grad, dtype=param.dtype).reshape(-1),
-        m_,
-        v_,
-        v_max_,
+        m.reshape(-1),
+        v.reshape(-1),
+        v_max.reshape(-1),
         v_max is not v,  # amsgrad
-        f(beta1),
-        f(1.0 - beta1),
-        f(beta2),
-        f(1.0 - beta2),
-        f(step_size),
-        f(c2),
-        f(eps),
+        scalars,
     )
