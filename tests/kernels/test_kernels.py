@@ -281,6 +281,39 @@ def test_matmul_reads_transposed_views(dtype, rng):
     assert_agree(*both(K.matmul_grad_b, q, g), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch", [2, 64, 1024])  # np.matmul; the tiles; gemm, deterministic
+def test_gradient_products_write_into_a_given_layout(dtype, batch, rng):
+    """matmul_grad_a/b(..., out=) write the product into `out`, laid out as attention's heads
+    are, on every route (np.matmul into it, the tiles' and gemm's results copied in), and agree
+    with the twin given the same out."""
+    q = rng.standard_normal((batch, 7, 4, 16)).astype(dtype).swapaxes(1, 2)  # (B, h, L, d)
+    k = rng.standard_normal((batch, 7, 4, 16)).astype(dtype).swapaxes(1, 2)
+    g = rng.standard_normal((batch, 4, 7, 7)).astype(dtype)
+    mt.use_deterministic_algorithms(batch == 1024)  # there the route is gemm's, copied into out
+    try:
+        _write_into_layouts(dtype, q, k, g)
+    finally:
+        mt.use_deterministic_algorithms(False)
+
+
+def _write_into_layouts(dtype, q, k, g):
+    for kernel, args, like in (
+        (K.matmul_grad_a, (g, np.swapaxes(k, -1, -2)), q),
+        (K.matmul_grad_b, (q, g), np.swapaxes(k, -1, -2)),
+    ):
+        got_out, ref_out = np.empty_like(like), np.empty_like(like)
+        got = kernel.numba(*args, out=got_out)
+        ref = kernel.numpy(*args, out=ref_out)
+        assert got is got_out and ref is ref_out
+        assert (
+            got.strides == like.strides
+            or np.argsort(got.strides).tolist() == np.argsort(like.strides).tolist()
+        )
+        assert_agree(got, ref, dtype)
+        assert_agree(got, kernel.numpy(*args), dtype)  # the same values as C-ordered
+
+
 from minitensor.kernels.fast_matmul import microkernel  # noqa: E402
 from minitensor.kernels.fast_matmul import products as matmul_module  # noqa: E402
 
