@@ -278,11 +278,15 @@ class Function:
       softmax, layer_norm…). As in PyTorch, integer and bool inputs there become float32 (the
       default float dtype); float16 is computed in float32 and the output returned as
       float16; other dtypes are refused with the op named. Kernels see float32/float64 only.
+    - Set ``plain_params = True`` when the op's keyword arguments are never Tensors (axes, a
+      shape): `apply` then passes them to forward as they are, without looking inside them
+      for Tensors to unwrap and version-check.
     """
 
     is_view = False
     name = None
     float_inputs = ()  # positions of inputs that must be floating (see _as_float)
+    plain_params = False
 
     # It always raises; annotated None, as NoReturn would make type checkers read the class
     # itself as uncallable (and refuse MyOp.apply)
@@ -327,10 +331,10 @@ class Function:
         arithmetic): the inputs are unwrapped in one pass, nothing is recorded when no
         gradient is wanted (grad mode off, or no input requires grad), and what a node
         records is formatted only when read."""
-        if params:  # keyword arguments may hold Tensors too: the general unwrapping
+        if params and not cls.plain_params:  # keyword arguments may hold Tensors too
             arrays, needs, params, tensors = _unwrap(args, params)
             wanted = True in needs
-        else:  # the common call: positional arguments only
+        else:  # the common call: the Tensors are among the positional arguments only
             arrays, grads, tensors = list(args), None, None
             i = 0
             for a in args:
@@ -549,9 +553,19 @@ def _wrap(cls, out, args, arrays, out_dtype=None):
         out = _fresh(out, arrays)
     result = _new(Tensor)  # Tensor._make, inlined: the fields not set here are class defaults
     result._data, result._vc = out, [0]
-    if cls.is_view and isinstance(args[0], Tensor) and np.may_share_memory(out, arrays[0]):
+    if cls.is_view and isinstance(args[0], Tensor) and _shares_memory(out, arrays[0]):
         result._vc = args[0]._vc
     return result
+
+
+def _shares_memory(out, x):
+    """Does a view op's output share memory with its input x? numpy's answer from the views'
+    `base` (a view's base is the array that owns the memory), np.may_share_memory only when
+    that does not settle it."""
+    base = out.base
+    if out is x or (base is not None and (base is x or base is x.base)):
+        return True
+    return base is not None and np.may_share_memory(out, x)
 
 
 def _fresh(out, arrays):

@@ -23,6 +23,8 @@ from .elementwise import abs, cast, maximum, minimum, nan_to_num, sign
 
 
 class Sum(Function):
+    plain_params = True  # axis and keepdims, never Tensors
+
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
         ctx.axes = normalize_axes(axis, x.ndim, "sum", x.shape)
@@ -44,6 +46,7 @@ def sum(
 
 
 class Mean(Function):
+    plain_params = True  # axis and keepdims, never Tensors
     float_inputs = (0,)
 
     @staticmethod

@@ -27,6 +27,7 @@ class Reshape(Function):
     """A new shape for the same elements: a view when numpy can make one, else a copy."""
 
     is_view = True
+    plain_params = True  # a shape or axes, never Tensors
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -89,6 +90,7 @@ class Permute(Function):
     """Reorder the axes (a view): out.shape[i] == x.shape[axes[i]]."""
 
     is_view = True
+    plain_params = True  # a shape or axes, never Tensors
 
     @staticmethod
     def forward(ctx, x, axes):
@@ -139,6 +141,7 @@ class Expand(Function):
     """Broadcast to a larger shape without copying (numpy's broadcast_to)."""
 
     is_view = True
+    plain_params = True  # a shape or axes, never Tensors
 
     @staticmethod
     def forward(ctx, x, shape):

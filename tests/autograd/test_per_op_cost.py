@@ -353,3 +353,37 @@ def test_linear_refuses_a_saved_input_changed_in_place():
     x.add_(1.0)
     with pytest.raises(RuntimeError, match=r"input 0 of `matmul \+ bias`.*\(2, 4\)"):
         y.sum().backward()
+
+
+def test_an_op_with_plain_params_gets_them_as_given_and_records_its_node():
+    """plain_params = True: the keyword arguments reach forward untouched (no unwrapping), the
+    node is recorded from the positional inputs, and gradients check numerically."""
+    seen = []
+
+    class Roll2(mt.Function):
+        plain_params = True
+
+        @staticmethod
+        def forward(ctx, x, shift):
+            seen.append(shift)
+            ctx.shift = shift
+            return np.roll(x, shift, axis=-1)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return np.roll(grad, -ctx.shift, axis=-1)
+
+    x = mt.randn(3, 4, dtype=mt.float64, requires_grad=True)
+    y = Roll2.apply(x, shift=1)
+    assert seen == [1] and y.grad_fn is not None and y.grad_fn.inputs[0] is x
+    assert mt.gradcheck(lambda t: Roll2.apply(t, shift=1), x)
+
+
+def test_a_view_shares_the_version_counter_of_its_input_and_a_copy_does_not():
+    """A view op's output shares its input's version counter when numpy made a view (a
+    transpose, a reshape of contiguous data), not when it had to copy (a reshape of a
+    transposed array)."""
+    x = mt.randn(3, 4) * 1.0
+    assert x.T._vc is x._vc and x.reshape(12)._vc is x._vc and x.T.T._vc is x._vc
+    copied = x.T.reshape(12)  # not expressible as a view of x.T's memory order
+    assert copied._vc is not x._vc and not np.shares_memory(copied.numpy(), x.numpy())
