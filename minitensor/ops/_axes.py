@@ -75,6 +75,8 @@ def torch_names(fn):
 
     @functools.wraps(fn)
     def accept_torch_names(*args, **kwargs):
+        if not kwargs or kwargs.keys().isdisjoint(_TORCH_TO_NUMPY):  # most calls: one test
+            return fn(*args, **kwargs)
         for torch_name, numpy_name in _TORCH_TO_NUMPY.items():
             if torch_name in kwargs:
                 if numpy_name in kwargs:

@@ -29,7 +29,7 @@ class Sum(Function):
     def forward(ctx, x, axis=None, keepdims=False):
         ctx.axes = normalize_axes(axis, x.ndim, "sum", x.shape)
         ctx.shape, ctx.keepdims = x.shape, keepdims
-        return np.sum(x, axis=ctx.axes, keepdims=keepdims)
+        return x.sum(axis=ctx.axes, keepdims=keepdims)  # the method: np.sum's dispatch costs more
 
     @staticmethod
     def backward(ctx, grad):
@@ -53,8 +53,12 @@ class Mean(Function):
     def forward(ctx, x, axis=None, keepdims=False):
         ctx.axes = normalize_axes(axis, x.ndim, "mean", x.shape)
         ctx.shape, ctx.keepdims = x.shape, keepdims
-        ctx.count = int(np.prod([x.shape[a] for a in ctx.axes]))
-        return np.mean(x, axis=ctx.axes, keepdims=keepdims)
+        ctx.count = math.prod(x.shape[a] for a in ctx.axes)
+        if not ctx.count:  # numpy's answer (nan) and its warning for an empty mean
+            return x.mean(axis=ctx.axes, keepdims=keepdims)
+        # what np.mean computes — the sum, then divided by the count — without the Python
+        # layers of np.mean around it, which cost more than a small tensor's arithmetic
+        return x.sum(axis=ctx.axes, keepdims=keepdims) / ctx.count
 
     @staticmethod
     def backward(ctx, grad):
