@@ -25,7 +25,6 @@ pointer: numba's own ctypes support would bake the address into the compiled cod
 could not be cached on disk (the library loads at another address in the next process).
 """
 
-import contextlib
 import ctypes
 import glob
 import os
@@ -92,19 +91,27 @@ def blas_threads() -> int:
     return _get_threads() if _get_threads is not None else 1
 
 
-@contextlib.contextmanager
-def blas_threads_at_most(count: int):
-    """OpenBLAS on at most `count` threads for the block, then its thread count as it was
-    (one ctypes call to read it, two more only when it must change: well under a µs each)."""
-    before = blas_threads()
-    if before <= count:
-        yield
-        return
-    _set_threads(count)
-    try:
-        yield
-    finally:
-        _set_threads(before)
+class blas_threads_at_most:  # noqa: N801 — used as a function: with blas_threads_at_most(1)
+    """OpenBLAS on at most `count` threads for a with-block, then its thread count as it was
+    (one ctypes call to read it, two more only when it must change: well under a µs each). A
+    class, not a contextlib.contextmanager: entering and leaving a generator-based one costs
+    more than an 8 × 8 product, and this runs around many of them."""
+
+    __slots__ = ("count", "before")
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __enter__(self):
+        self.before = blas_threads()
+        if self.before > self.count:
+            _set_threads(self.count)
+        return self
+
+    def __exit__(self, *exc):
+        if self.before > self.count:
+            _set_threads(self.before)
+        return False
 
 
 def one_blas_thread():

@@ -60,6 +60,7 @@ _TILE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # microseconds of BLAS work on one core): below it, waking a second thread costs more than the
 # half of the work it takes, so smaller ones run faster on one thread than shared.
 _GEMM_MIN_WORK = 1 << 20
+_SMALLEST_CANDIDATE = min(_TILES_MIN_WORK, _GEMM_MIN_WORK)
 
 
 # ---- where the p-th matrices of a stack start --------------------------------------------------
@@ -467,6 +468,8 @@ def _choose(a, b):
         if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
             return same_bits_route(a, b, ("gemm", gemm_one_blas_thread))
         return same_bits_route(a, b, _NUMPY)
+    if work < _SMALLEST_CANDIDATE:  # too small for the tiles and for gemm (most small ops)
+        return _NUMPY
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
