@@ -659,11 +659,14 @@ def _saver(arr, args, tensors, result):
     output (`result`) if `arr` is its data or a view of it, else the first argument Tensor
     whose data is `arr` or, for a view, shares its memory (positional arguments first, then
     `tensors`, the (what, Tensor) pairs of the keyword arguments, or None); (None, None) if
-    there is none."""
+    there is none. Both callers have looked for `arr` among the positional arguments' data
+    already."""
     is_view = arr.base is not None  # only a view can share memory without being the array
     out = result._data
     if arr is out or (is_view and np.may_share_memory(arr, out)):
         return "its output", result
+    if not is_view and not tensors:  # an array of its own (a mean, a mask made in forward)
+        return None, None
     candidates = list(enumerate(args)) + (tensors or [])
     for what, t in candidates:
         if isinstance(t, Tensor):

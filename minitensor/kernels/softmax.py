@@ -207,7 +207,9 @@ def _as_4d(x, mask):
         x = x.reshape(lead, *x.shape[-3:])
     x = x.reshape((1,) * (4 - x.ndim) + x.shape)
     mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
-    mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:3] + (n,)))
+    if mask.shape[3] != n:  # one entry for every key (np.broadcast_to costs µs: only if needed)
+        mask = np.broadcast_to(mask, mask.shape[:3] + (n,))
+    mask = np.ascontiguousarray(mask)
     if x.shape[:2] == (1, 1):  # 1-D or 2-D x: rows on axis B, where the parallel loop runs
         x, mask = x.reshape(1, x.shape[2], 1, n), mask.reshape(1, mask.shape[2], 1, n)
     return x, mask
