@@ -72,3 +72,19 @@ def test_per_op_instructions_child_runs_the_chain_in_every_mode():
     # the counting itself needs valgrind and a minute a mode: the child it counts must run
     for mode in ("forward", "recorded", "backward"):
         run_benchmark("per_op_instructions.py", "--child", mode, "--ops", "200")
+
+
+def test_op_costs_benchmark_prints_a_row_per_op():
+    out = run_benchmark("op_costs.py", "--rounds", "1", "--calls", "20", "--no-torch")
+    from benchmarks.op_costs import OPS
+
+    rows = [line for line in out.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == list(OPS)
+    assert all(float(row.split("|")[2]) > 0 for row in rows)
+
+
+def test_op_costs_benchmark_runs_the_same_statements_under_torch():
+    pytest.importorskip("torch")
+    out = run_benchmark("op_costs.py", "--rounds", "1", "--calls", "20")
+    rows = [line for line in out.splitlines() if line.startswith("| `")]
+    assert rows and all(float(row.split("|")[3]) > 0 for row in rows)
