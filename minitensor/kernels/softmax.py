@@ -209,7 +209,8 @@ def _as_4d(x, mask):
     mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
     if mask.shape[3] != n:  # one entry for every key (np.broadcast_to costs µs: only if needed)
         mask = np.broadcast_to(mask, mask.shape[:3] + (n,))
-    mask = np.ascontiguousarray(mask)
+    mask = np.ascontiguousarray(mask).view()
+    mask.flags.writeable = False  # always read-only, as a broadcast one is: one type to compile
     if x.shape[:2] == (1, 1):  # 1-D or 2-D x: rows on axis B, where the parallel loop runs
         x, mask = x.reshape(1, x.shape[2], 1, n), mask.reshape(1, mask.shape[2], 1, n)
     return x, mask

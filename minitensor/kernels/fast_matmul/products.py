@@ -61,6 +61,9 @@ _TILE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # half of the work it takes, so smaller ones run faster on one thread than shared.
 _GEMM_MIN_WORK = 1 << 20
 _SMALLEST_CANDIDATE = min(_TILES_MIN_WORK, _GEMM_MIN_WORK)
+# OpenBLAS computes a matrix product (gemm) of up to this many multiply-adds on one thread,
+# whatever its thread count: its SMP threshold, 65536 × GEMM_MULTITHREAD_THRESHOLD (4).
+_BLAS_ONE_THREAD_WORK = 1 << 18
 
 
 # ---- where the p-th matrices of a stack start --------------------------------------------------
@@ -469,7 +472,8 @@ def _choose(a, b):
             return same_bits_route(a, b, ("gemm", gemm_one_blas_thread))
         return same_bits_route(a, b, _NUMPY)
     if work < _SMALLEST_CANDIDATE:  # too small for the tiles and for gemm (most small ops)
-        return _NUMPY
+        one_thread = n > 1 and m > 1 and work <= _BLAS_ONE_THREAD_WORK  # (a vector: gemv)
+        return _NUMPY_AS_IS if one_thread else _NUMPY
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
@@ -500,6 +504,18 @@ def gemm_one_blas_thread(a, b):
 
 
 _NUMPY = ("numpy", numpy_product)
+
+
+def _matmul_as_is(a, b, out=None):
+    """np.matmul at BLAS's own thread count, for a matrix product OpenBLAS computes on one
+    thread anyway (_BLAS_ONE_THREAD_WORK): numpy_product's thread cap would only cost its two
+    calls into BLAS. A product with a vector is BLAS's gemv, which shares out smaller ones: it
+    keeps the cap. Never under deterministic algorithms, whose products `_choose` routes
+    before."""
+    return np.matmul(a, b, out=out)
+
+
+_NUMPY_AS_IS = ("numpy", _matmul_as_is)
 
 
 # Under deterministic algorithms a product's route is fixed by its shape (`reference`: gemm's
