@@ -48,6 +48,37 @@ def thread_counts():
     return ", ".join(parts)
 
 
+def take_turns(script, libs, child_args, rounds):
+    """Run `script --child LIB *child_args` once per library, each in a process of its own
+    (their thread pools never meet), and have them take turns for `rounds` rounds: each
+    child prints "ready", then one JSON object {name: value} per "go" line it reads. Returns
+    {lib: {name: [value per round]}}."""
+    import json
+    import subprocess
+    import sys
+
+    children = {}
+    for lib in libs:
+        command = [sys.executable, script, "--child", lib, *child_args]
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        if process.stdout.readline().strip() != "ready":
+            sys.exit(f"the {lib} child did not start (is {lib} installed?)")
+        children[lib] = process
+    times = {lib: {} for lib in libs}
+    for _ in range(rounds):
+        for lib, process in children.items():
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            for name, value in json.loads(process.stdout.readline()).items():
+                times[lib].setdefault(name, []).append(value)
+    for process in children.values():
+        process.stdin.close()
+        process.wait()
+    return times
+
+
 def describe():
     """One line: the CPU and the thread counts."""
     return f"machine: {cpu_model()}; {thread_counts()}"

@@ -17,13 +17,12 @@ another).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import timeit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.machine import cpu_model  # noqa: E402
+from benchmarks.machine import cpu_model, take_turns  # noqa: E402
 
 # name → the statement timed; x, y, w (8 × 8) and b (8,) require grad, m is a bool mask, idx
 # three row numbers. The same text runs under both libraries (T is the library, F its
@@ -99,26 +98,7 @@ def main():
     import numpy as np
 
     libs = ["minitensor"] + ([] if args.no_torch else ["torch"])
-    children = {}
-    for lib in libs:
-        command = [sys.executable, os.path.abspath(__file__), "--child", lib]
-        command += ["--calls", str(args.calls)]
-        process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        if process.stdout.readline().strip() != "ready":
-            sys.exit(f"the {lib} child did not start (is {lib} installed?)")
-        children[lib] = process
-    times = {lib: {op: [] for op in OPS} for lib in libs}
-    for _ in range(args.rounds):
-        for lib, process in children.items():
-            process.stdin.write("go\n")
-            process.stdin.flush()
-            for op, value in json.loads(process.stdout.readline()).items():
-                times[lib][op].append(value)
-    for process in children.values():
-        process.stdin.close()
-        process.wait()
+    times = take_turns(os.path.abspath(__file__), libs, ["--calls", str(args.calls)], args.rounds)
     print(f"machine: {cpu_model()}")
     print(f"recorded cost per call, 8×8 float32 inputs requiring grad, median of {args.rounds}")
     print("| op | minitensor µs | PyTorch µs | ratio |")

@@ -22,13 +22,12 @@ turns for --rounds rounds, and we print the median µs per op and the ratio.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.machine import cpu_model  # noqa: E402
+from benchmarks.machine import cpu_model, take_turns  # noqa: E402
 
 MODES = ("forward", "forward, recorded", "forward + backward")
 
@@ -79,26 +78,8 @@ def main():
     import numpy as np
 
     libs = ["minitensor"] + ([] if args.no_torch else ["torch"])
-    children = {}
-    for lib in libs:
-        command = [sys.executable, os.path.abspath(__file__), "--child", lib]
-        command += ["--ops", str(args.ops), "--repeats", str(args.repeats)]
-        process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        if process.stdout.readline().strip() != "ready":
-            sys.exit(f"the {lib} child did not start (is {lib} installed?)")
-        children[lib] = process
-    times = {lib: {mode: [] for mode in MODES} for lib in libs}
-    for _ in range(args.rounds):
-        for lib, process in children.items():
-            process.stdin.write("go\n")
-            process.stdin.flush()
-            for mode, value in json.loads(process.stdout.readline()).items():
-                times[lib][mode].append(value)
-    for process in children.values():
-        process.stdin.close()
-        process.wait()
+    child_args = ["--ops", str(args.ops), "--repeats", str(args.repeats)]
+    times = take_turns(os.path.abspath(__file__), libs, child_args, args.rounds)
     print(f"machine: {cpu_model()}")
     print(f"engine cost per op, 8×8 float32, chains of {args.ops} ops, median of {args.rounds}")
     print("| mode | minitensor µs/op | PyTorch µs/op | ratio |")
