@@ -79,6 +79,21 @@ def take_turns(script, libs, child_args, rounds):
     return times
 
 
+def print_medians(times, names, label, digits):
+    """One table row per name: minitensor's median, torch's (if timed) and their ratio;
+    `label(name)` is the row's first cell, `digits` the decimals shown."""
+    import statistics
+
+    for name in names:
+        ours = statistics.median(times["minitensor"][name])
+        if "torch" not in times:
+            print(f"| {label(name)} | {ours:.{digits}f} | – | – |")
+            continue
+        theirs = statistics.median(times["torch"][name])
+        cells = (ours, theirs, ours / theirs)
+        print(f"| {label(name)} | " + " | ".join(f"{c:.{digits}f}" for c in cells) + "x |")
+
+
 def describe():
     """One line: the CPU and the thread counts."""
     return f"machine: {cpu_model()}; {thread_counts()}"

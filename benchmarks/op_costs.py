@@ -22,7 +22,7 @@ import timeit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.machine import cpu_model, take_turns  # noqa: E402
+from benchmarks.machine import cpu_model, print_medians, take_turns  # noqa: E402
 
 # name → the statement timed; x, y, w (8 × 8) and b (8,) require grad, m is a bool mask, idx
 # three row numbers. The same text runs under both libraries (T is the library, F its
@@ -95,7 +95,6 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.calls)
-    import numpy as np
 
     libs = ["minitensor"] + ([] if args.no_torch else ["torch"])
     times = take_turns(os.path.abspath(__file__), libs, ["--calls", str(args.calls)], args.rounds)
@@ -103,13 +102,7 @@ def main():
     print(f"recorded cost per call, 8×8 float32 inputs requiring grad, median of {args.rounds}")
     print("| op | minitensor µs | PyTorch µs | ratio |")
     print("|---|---|---|---|")
-    for op in OPS:
-        ours = float(np.median(times["minitensor"][op]))
-        if "torch" in times:
-            theirs = float(np.median(times["torch"][op]))
-            print(f"| `{op}` | {ours:.1f} | {theirs:.1f} | {ours / theirs:.1f}x |")
-        else:
-            print(f"| `{op}` | {ours:.1f} | – | – |")
+    print_medians(times, OPS, lambda op: f"`{op}`", 1)
 
 
 if __name__ == "__main__":

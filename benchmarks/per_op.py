@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.machine import cpu_model, take_turns  # noqa: E402
+from benchmarks.machine import cpu_model, print_medians, take_turns  # noqa: E402
 
 MODES = ("forward", "forward, recorded", "forward + backward")
 
@@ -75,7 +75,6 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.ops, args.repeats)
-    import numpy as np
 
     libs = ["minitensor"] + ([] if args.no_torch else ["torch"])
     child_args = ["--ops", str(args.ops), "--repeats", str(args.repeats)]
@@ -84,13 +83,7 @@ def main():
     print(f"engine cost per op, 8×8 float32, chains of {args.ops} ops, median of {args.rounds}")
     print("| mode | minitensor µs/op | PyTorch µs/op | ratio |")
     print("|---|---|---|---|")
-    for mode in MODES:
-        ours = float(np.median(times["minitensor"][mode]))
-        if "torch" in times:
-            theirs = float(np.median(times["torch"][mode]))
-            print(f"| {mode} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x |")
-        else:
-            print(f"| {mode} | {ours:.2f} | – | – |")
+    print_medians(times, MODES, str, 2)
 
 
 if __name__ == "__main__":
