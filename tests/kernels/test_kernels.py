@@ -946,12 +946,15 @@ def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
     monkeypatch.setattr(matmul_module, "_timings", numpy_wins)
     q = np.zeros((256, 16, 16), np.float32)
     k_t = np.swapaxes(q, -1, -2)
-    # every tile shape and np.matmul (BLAS on one thread), timed together
-    assert K.matmul_route(q, k_t) == "numpy" and calls == [len(matmul_module.TILE_SHAPES) + 1]
+    # every tile shape and every configuration of np.matmul, timed together
+    configs = len(matmul_module._numpy_configs(q, k_t))
+    assert K.matmul_route(q, k_t) == "numpy"
+    assert calls == [len(matmul_module.TILE_SHAPES) + configs]
     assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 1  # remembered
     x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
     if np.dtype(np.float32) in matmul_module.GEMM:
-        assert K.matmul_route(x, w) == "numpy" and calls[1:] == [2]  # gemm lost too
+        configs = len(matmul_module._numpy_configs(x, w))
+        assert K.matmul_route(x, w) == "numpy" and calls[1:] == [1 + configs]  # gemm lost too
     monkeypatch.setattr(
         matmul_module,
         "_timings",
@@ -962,7 +965,48 @@ def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
         assert K.matmul_route(x, w.T.copy().T) == "gemm"  # wᵀ stored transposed: another layout
 
 
-NUMPY_PRODUCTS = (matmul_module.numpy_product,)
+NUMPY_PRODUCTS = (
+    matmul_module.numpy_product,
+    matmul_module._matmul_as_is,
+    matmul_module.numpy_on_cores,
+)
+
+
+def test_np_matmul_is_timed_in_every_configuration_a_route_may_take(monkeypatch):
+    """A route must be as fast as np.matmul's best configuration on the machine: without the
+    thread cap where BLAS computes each matrix on one thread anyway (small matrices), and on
+    BLAS's own threads beside numba's where their idle workers sleep soon (a short spin)."""
+    monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_owner", ["numba"])
+    small = np.zeros((256, 16, 16), np.float32)
+    assert matmul_module._numpy_configs(small, small) == [
+        matmul_module.numpy_product,
+        matmul_module._matmul_as_is,
+    ]
+    x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
+    for short in (True, False):
+        monkeypatch.setattr(matmul_module.config, "blas_spin_is_short", lambda s=short: s)
+        threaded = [matmul_module.numpy_on_cores] if short else []
+        assert matmul_module._numpy_configs(x, w) == [matmul_module.numpy_product, *threaded]
+    monkeypatch.setattr(matmul_module, "_owner", ["blas"])  # numpy_product runs on BLAS's
+    assert matmul_module._numpy_configs(x, w) == [matmul_module.numpy_product]
+
+
+def test_route_takes_the_configuration_of_np_matmul_that_won(monkeypatch):
+    """Where np.matmul without the thread cap was timed fastest, the route is that one, and it
+    gives np.matmul's result."""
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_FASTEST", {})
+    monkeypatch.setattr(
+        matmul_module,
+        "_timings",
+        lambda products, a, b: [1.0 if p is matmul_module._matmul_as_is else 2.0 for p in products],
+    )
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((256, 16, 16)).astype(np.float32)
+    name, product = matmul_module._choose(q, q)
+    assert (name, product) == ("numpy", matmul_module._matmul_as_is)
+    np.testing.assert_array_equal(K.matmul(q, q), np.matmul(q, q))
 
 
 def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
@@ -1004,7 +1048,7 @@ def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypat
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "_FASTEST", {})
-    order = {matmul_module.numpy_product: 2.0}
+    order = dict.fromkeys(NUMPY_PRODUCTS, 2.0)  # every np.matmul configuration: 2.0
     monkeypatch.setattr(
         matmul_module, "_timings", lambda products, a, b: [order.get(p, 1.0) for p in products]
     )

@@ -29,7 +29,9 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
 Which of a candidate and np.matmul is faster depends on the machine (its vector width, its
 BLAS, BLAS's thread count): on one machine the tiles beat np.matmul on every attention shape,
 on another they lost on most. So neither wins by a rule: the first time a layout would go to
-a candidate, every version of it and np.matmul are timed on it and the fastest is kept for
+a candidate, every version of it and np.matmul in every configuration the route may take (on
+one thread, without the thread cap where BLAS would use one anyway, on BLAS's threads where
+their spin is short: `_numpy_configs`) are timed on it and the fastest is kept for
 the process (`fastest`); benchmarks/kernels.py prints the comparison on
 your machine (--only tiles: each register tile). The numpy twins are np.matmul
 itself (kernels/matmul.py).
@@ -44,6 +46,7 @@ import types
 import numpy as np
 from numba import prange
 
+from ... import config
 from ..backend_switch import are_deterministic_algorithms_enabled
 from ..jit import LazyKernel, cores, kernel, median_times, threads
 from ..ownership import _owner
@@ -472,8 +475,7 @@ def _choose(a, b):
             return same_bits_route(a, b, ("gemm", gemm_one_blas_thread))
         return same_bits_route(a, b, _NUMPY)
     if work < _SMALLEST_CANDIDATE:  # too small for the tiles and for gemm (most small ops)
-        one_thread = n > 1 and m > 1 and work <= _BLAS_ONE_THREAD_WORK  # (a vector: gemv)
-        return _NUMPY_AS_IS if one_thread else _NUMPY
+        return _NUMPY_AS_IS if _blas_one_thread(n, m, k) else _NUMPY
     if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
@@ -516,6 +518,35 @@ def _matmul_as_is(a, b, out=None):
 
 
 _NUMPY_AS_IS = ("numpy", _matmul_as_is)
+
+
+def _blas_one_thread(n, m, k):
+    """Whether OpenBLAS computes each (n, k) @ (k, m) matrix product of a call on one thread
+    whatever its thread count (a stack of them is one BLAS call per matrix): then the thread
+    cap of `numpy_product` only costs its calls into BLAS. Not a product with a vector (gemv,
+    which OpenBLAS shares out from smaller sizes)."""
+    return n > 1 and m > 1 and n * m * k <= _BLAS_ONE_THREAD_WORK
+
+
+def numpy_on_cores(a, b, out=None):
+    """np.matmul with BLAS on as many threads as minitensor may use now (jit.cores(): polite),
+    at most BLAS's own count — a candidate while numba's threads own the cores, where BLAS's
+    idle workers sleep soon after a call (config.blas_spin_is_short): then they do not take
+    the cores numba's next kernel wants, as in the "both" owner (ownership.py)."""
+    return _numpy_on(cores(), a, b, out)
+
+
+def _numpy_configs(a, b):
+    """The np.matmul configurations `fastest` times against a candidate on a @ b: np.matmul
+    as minitensor calls it (`numpy_product`); without the thread cap where BLAS computes
+    each matrix on one thread anyway; on BLAS's threads beside numba's where their spin is
+    short. The route must be as fast as the best of them (benchmarks/kernels.py shows it)."""
+    configs = [numpy_product]
+    if _blas_one_thread(a.shape[-2], b.shape[-1], a.shape[-1]):
+        configs.append(_matmul_as_is)
+    elif _owner[0] == "numba" and blas_threads() > 1 and config.blas_spin_is_short():
+        configs.append(numpy_on_cores)
+    return configs
 
 
 # Under deterministic algorithms a product's route is fixed by its shape (`reference`: gemm's
@@ -591,13 +622,14 @@ def fastest(a, b, candidate):
         b.strides[-1] == b.itemsize,
         threads(),
         blas_threads(),
+        _owner[0],
     )
     if key not in _FASTEST:
         if candidate == "tiles":
             ours = [functools.partial(tiled_matmul, tile=shape) for shape in TILE_SHAPES]
         else:
             ours = [gemm_product]
-        named = [(candidate, f) for f in ours] + [("numpy", numpy_product)]
+        named = [(candidate, f) for f in ours] + [("numpy", f) for f in _numpy_configs(a, b)]
         times = _timings([f for _, f in named], a, b)
         name, product = named[times.index(min(times))]
         if name != "numpy":  # np.matmul's best, should the winner lose in the step itself
