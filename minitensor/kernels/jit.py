@@ -193,19 +193,26 @@ def cpus_busy(count):
     return _busy["now"]
 
 
-def median_times(calls, rounds=5):
+def median_times(calls, rounds=5, settle=False):
     """The median time (seconds) of `rounds` timed runs of each zero-argument call, after one
     untimed run of each: how a kernel's versions are compared on the running machine (the
     products' tile shapes, the fused attention's tile sizes). The calls take turns in every
     round, so that a moment when the shared machine is busy slows them all, not the one timed
     then; and the median, not the fastest run, because on a busy machine a call on two threads
     now and then gets both cores and runs fast, while most of its runs wait for a core: the
-    fastest run would pick it."""
+    fastest run would pick it.
+
+    settle: run each call once more, untimed, right before each timed run. Calls on different
+    thread pools (numba's, BLAS's) taking turns would each pay for waking its pool while the
+    other's idle workers still spin, and a call on one thread would win for that alone; settled,
+    each is timed as it runs called again and again (a product of one layout, layer after layer)."""
     for call in calls:
         call()
     times = [[] for _ in calls]
     for _ in range(rounds):
         for call, runs in zip(calls, times):
+            if settle:
+                call()
             start = time.perf_counter()
             call()
             runs.append(time.perf_counter() - start)

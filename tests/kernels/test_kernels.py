@@ -1101,3 +1101,19 @@ def test_the_compile_line_goes_to_stdout_in_a_notebook(monkeypatch):
     assert numba_helpers._notice_stream() is sys.stderr
     monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
     assert numba_helpers._notice_stream() is sys.stdout
+
+
+def test_settled_timings_run_each_call_right_before_it_is_timed(monkeypatch):
+    """median_times(settle=True), as the products' timing uses it: every timed run of a call
+    comes right after an untimed run of the same call (a candidate on numba's threads is not
+    timed while BLAS's idle workers, woken by the candidate before it, still spin)."""
+    from minitensor.kernels import jit
+
+    log = []
+    calls = [lambda: log.append("a"), lambda: log.append("b")]
+    ticks = iter(range(1000))
+    monkeypatch.setattr(jit.time, "perf_counter", lambda: log.append("t") or next(ticks))
+    times = jit.median_times(calls, rounds=2, settle=True)
+    # the warm-up run of each, then per round: settle (untimed), start, timed run, stop
+    assert "".join(log) == "ab" + "atatbtbt" * 2
+    assert times == [1, 1]

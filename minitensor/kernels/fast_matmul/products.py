@@ -671,8 +671,10 @@ class _Watched:
 
 
 def _timings(products, a, b, rounds=5):
-    """jit.median_times of each product(a, b)."""
-    return median_times([functools.partial(product, a, b) for product in products], rounds)
+    """jit.median_times of each product(a, b), settled (each timed right after a call of its
+    own: the products run on numba's threads, BLAS's or one thread)."""
+    calls = [functools.partial(product, a, b) for product in products]
+    return median_times(calls, rounds, settle=True)
 
 
 def tile_shape(a, b):
