@@ -5,6 +5,7 @@ line that created it. The mode is per thread (see `state`)."""
 from __future__ import annotations
 
 import linecache
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,9 @@ import numpy as np
 
 from .scope import current_scope
 from .source import describe_inputs, user_frame
-from .state import state
+from .state import anomaly_on, state
+
+_counting = threading.Lock()  # two threads opening blocks at once must not lose a count
 
 
 @contextmanager
@@ -25,9 +28,13 @@ def detect_anomaly() -> Iterator[None]:
     """
     prev = state.anomaly
     state.anomaly = True
+    with _counting:
+        anomaly_on[0] += 1
     try:
         yield
     finally:
+        with _counting:
+            anomaly_on[0] -= 1
         state.anomaly = prev
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from . import hooks
 from .errors import ShapeError, named_error, op_error, op_in_scope
 from .source import describe_inputs, describe_source, located, user_line
-from .state import state
+from .state import anomaly_on, state
 from .tensor import Tensor
 
 __all__ = [
@@ -287,6 +287,9 @@ class Function:
     name = None
     float_inputs = ()  # positions of inputs that must be floating (see _as_float)
     plain_params = False
+    # The built-in binary ops whose forward is one operator (x + y, x - y, x * y, x / y) name
+    # it here: when no gradient is wanted, `apply_binary` computes it alone
+    _arithmetic = None
 
     # It always raises; annotated None, as NoReturn would make type checkers read the class
     # itself as uncallable (and refuse MyOp.apply)
@@ -376,9 +379,21 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
     Tensor operator): the user's source line is looked for from the frame above them."""
     ga, gb = a.requires_grad, b.requires_grad
     wanted = ga or gb
+    x, y = a._data, b._data
+    arithmetic = cls._arithmetic
+    if not wanted and arithmetic is not None and not (hooks._forward_hooks or anomaly_on[0]):
+        # nothing to record, hook or check (inference, data preparation): the op is its
+        # arithmetic, wrapped — no context for a forward that would save nothing for anyone
+        try:
+            out = arithmetic(x, y)
+        except (ValueError, IndexError, TypeError):
+            out = None  # the path below raises the error, with the op named
+        if type(out) is np.ndarray and out.base is None:  # fresh memory (not a 0-d scalar)
+            result = _new(Tensor)
+            result._data, result._vc = out, [0]
+            return result
     ctx = _new(Context)
     ctx.fn, ctx.needs_input_grad = cls, (ga, gb) if wanted else _NO_GRADS[2]
-    x, y = a._data, b._data
     try:
         out = cls.forward(ctx, x, y)
     except (ValueError, IndexError, TypeError) as e:

@@ -26,3 +26,8 @@ class _ThreadState(threading.local):
 
 
 state = _ThreadState()
+
+# How many detect_anomaly() blocks are open, in all threads: while none is, no thread checks
+# anything, and an op that records nothing can skip reading its thread's mode (`state` is a
+# threading.local, whose every read costs about as much as a small op's arithmetic)
+anomaly_on = [0]

@@ -8,6 +8,7 @@ After each class comes the public function that checks its arguments and applies
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,8 @@ from ._axes import torch_names
 
 
 class Add(Function):
+    _arithmetic = operator.add  # what forward returns (see Function)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = (shape_of(a), shape_of(b))
@@ -88,6 +91,8 @@ def add(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, alpha: Scalar = 1) -> T
 
 
 class Sub(Function):
+    _arithmetic = operator.sub  # what forward returns (see Function)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = (shape_of(a), shape_of(b))
@@ -105,6 +110,8 @@ def sub(a: Tensor | ArrayLike, b: Tensor | ArrayLike, *, alpha: Scalar = 1) -> T
 
 
 class Mul(Function):
+    _arithmetic = operator.mul  # what forward returns (see Function)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -131,6 +138,8 @@ OPERATORS = {
 
 
 class Div(Function):
+    _arithmetic = operator.truediv  # what forward returns (see Function)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)

@@ -387,3 +387,63 @@ def test_a_view_shares_the_version_counter_of_its_input_and_a_copy_does_not():
     assert x.T._vc is x._vc and x.reshape(12)._vc is x._vc and x.T.T._vc is x._vc
     copied = x.T.reshape(12)  # not expressible as a view of x.T's memory order
     assert copied._vc is not x._vc and not np.shares_memory(copied.numpy(), x.numpy())
+
+
+# ---- the no-gradient short path: x + y as its arithmetic alone ---------------------------------
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_each_ops_arithmetic_is_what_its_forward_computes(op, dtype):
+    from minitensor.function import Context
+    from minitensor.ops import elementwise as E
+
+    cls = {"add": E.Add, "sub": E.Sub, "mul": E.Mul, "div": E.Div}[op]
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((4, 1, 3)) * 5).astype(dtype)
+    b = (rng.standard_normal((2, 3)) * 5 + 11).astype(dtype)  # broadcasts; never 0
+    got, want = cls._arithmetic(a, b), cls.forward(object.__new__(Context), a, b)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_op_with_no_gradient_wanted_gives_the_general_paths_tensor():
+    from minitensor.ops import elementwise as E
+
+    x, y = mt.randn(2, 3), mt.randn(3)
+    x_before, y_before = x.numpy().copy(), y.numpy().copy()
+    for short, general in ((x * y, E.Mul.apply(x, y)), (x / y, E.Div.apply(x, y))):
+        assert short.grad_fn is None and not short.requires_grad
+        assert short.dtype == general.dtype and short.shape == general.shape
+        np.testing.assert_array_equal(short.numpy(), general.numpy())
+        short.numpy()[...] = 0.0  # its own memory: the inputs do not change
+    np.testing.assert_array_equal(x.numpy(), x_before)
+    np.testing.assert_array_equal(y.numpy(), y_before)
+    z = x + y
+    z.add_(1.0)  # a fresh tensor has its own version counter
+    assert z._vc is not x._vc and x._vc[0] == 0
+
+
+def test_anomaly_mode_checks_ops_that_record_nothing_in_every_thread_that_asked():
+    import threading
+
+    with mt.autograd.detect_anomaly(), pytest.raises(FloatingPointError, match="div"):
+        mt.tensor([0.0]) / mt.tensor([0.0])  # no input requires grad
+    from minitensor.state import anomaly_on
+
+    assert anomaly_on[0] == 0  # the block closed: the short path is open again
+    errors = []
+
+    def checked():
+        with mt.autograd.detect_anomaly():
+            try:
+                mt.tensor([0.0]) / mt.tensor([0.0])
+            except FloatingPointError as e:
+                errors.append(e)
+
+    thread = threading.Thread(target=checked)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1 and anomaly_on[0] == 0
+    with np.errstate(all="ignore"):  # this thread never asked: no check, a NaN as in numpy
+        assert np.isnan((mt.tensor([0.0]) / mt.tensor([0.0])).numpy()).all()
