@@ -456,34 +456,111 @@ def route(a, b) -> str:
     return _choose(a, b)[0]
 
 
+# Every product of a training step asks `_choose` who computes it — three per matmul, a hundred
+# or more per step — and on a stack of small matrices working the rule out anew cost a tenth of
+# the product itself, enough for the route to lose to a plain np.matmul. So each layout's
+# answer is remembered: a warm layout costs building its key and a look-up, and where the
+# rule reads more than the layout (most small products it does not), a second, smaller key
+# of that state (`_state`: the cores' owner, the thread counts, which change while a program
+# runs, and whether BLAS's gemm has the dtype) and its look-up. The answers live in _FASTEST,
+# or in _SAME_BITS under deterministic algorithms, beside the timings they come from, under
+# keys of their own (_ROUTE first): a fresh _FASTEST or _SAME_BITS remembers no route either.
+_ROUTE = "route"
+
+
+class _ByState(dict):
+    """The remembered routes of a layout whose rule reads more than the layout, by `_state`."""
+
+
 def _choose(a, b):
     """(route, product): route's answer and the function that computes a @ b on it (for the
-    tiles, the kernel of the fastest tile shape; for np.matmul, its fastest thread count)."""
-    n, k = a.shape[-2:]
-    m = b.shape[-1]
+    tiles, the kernel of the fastest tile shape; for np.matmul, its fastest thread count),
+    remembered per layout (see above)."""
+    deterministic = are_deterministic_algorithms_enabled()
+    memo = _SAME_BITS if deterministic else _FASTEST
+    layout = (_ROUTE, a.shape, b.shape, a.strides, b.strides, a.dtype, b.dtype)
+    known = memo.get(layout)
+    if known is None:
+        known = memo[layout] = _route_by_layout(a, b, deterministic) or _ByState()
+    if known.__class__ is not _ByState:
+        return known
+    state = _state(a, deterministic)
+    chosen = known.get(state)
+    if chosen is None:
+        chosen = _route_by_state(a, b, deterministic)
+        # a watched winner's entry in _FASTEST changes when its watch ends: asked again until
+        # then; and a thread count that changed while the rule ran may not be the one it read
+        if not isinstance(chosen[1], _Watched) and _state(a, deterministic) == state:
+            known[state] = chosen
+    return chosen
+
+
+def _state(a, deterministic):
+    """What `_route_by_state` reads beside the layout: the cores' owner, whether BLAS's gemm
+    has a's dtype, and the thread counts — numba's (`threads`) and BLAS's; under deterministic
+    algorithms the cores BLAS may take (`same_bits_route`), none under numba's owner (BLAS runs
+    on one thread there: nothing to check)."""
+    owner, has_gemm = _owner[0], a.dtype in GEMM
+    if not deterministic:
+        return owner, has_gemm, threads(), blas_threads()
+    if owner == "numba":
+        return owner, has_gemm
+    return owner, has_gemm, cores(), blas_threads()
+
+
+def _work(a, b):
+    """The multiply-adds of a @ b."""
+    if b.ndim == 2 or a.shape[:-2] == b.shape[:-2]:
+        return a.size * b.shape[-1]  # (a's rows) · m · k
+    return math.prod(_batch_shape(a, b)) * a.shape[-2] * b.shape[-1] * a.shape[-1]
+
+
+def _route_by_layout(a, b, deterministic):
+    """route's rule where the layout alone decides: np.matmul for integer, mixed-dtype and
+    empty products and (outside deterministic algorithms) for products too small for the tiles
+    and for gemm (most small ops). None elsewhere."""
     if a.dtype != b.dtype or a.dtype not in _TILE_DTYPES or 0 in a.shape or 0 in b.shape:
         return _NUMPY
-    if b.ndim == 2 or a.shape[:-2] == b.shape[:-2]:
-        work = a.size * m  # multiply-adds: (a's rows) · m · k
-    else:
-        work = math.prod(_batch_shape(a, b)) * n * m * k
-    if are_deterministic_algorithms_enabled():
-        # one route by shape alone, BLAS on one thread: BLAS's own threads split a product by
-        # their count, and BLAS may round a block of 9 rows otherwise than one of 17 — unless
-        # BLAS's threads were seen to give the same bits on this layout (`same_bits_route`)
-        if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
-            return same_bits_route(a, b, ("gemm", gemm_one_blas_thread))
-        return same_bits_route(a, b, _NUMPY)
-    if work < _SMALLEST_CANDIDATE:  # too small for the tiles and for gemm (most small ops)
-        return _NUMPY_AS_IS if _blas_one_thread(n, m, k) else _NUMPY
-    if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and work >= _TILES_MIN_WORK:
+    if not deterministic and _work(a, b) < _SMALLEST_CANDIDATE:
+        n, k = a.shape[-2:]
+        return _NUMPY_AS_IS if _blas_one_thread(n, b.shape[-1], k) else _NUMPY
+    return None
+
+
+def _deterministic_reference(a, b):
+    """The route by shape alone under deterministic algorithms, BLAS on one thread: BLAS's own
+    threads split a product by their count, and BLAS may round a block of 9 rows otherwise
+    than one of 17."""
+    if a.dtype in GEMM and _work(a, b) >= _GEMM_MIN_WORK:
+        return "gemm", gemm_one_blas_thread
+    return _NUMPY
+
+
+def _route_by_state(a, b, deterministic):
+    """route's rule for a layout `_route_by_layout` leaves open: under deterministic
+    algorithms the route by shape, or BLAS's threads where they were seen to give its bits on
+    this layout (`same_bits_route`); else a candidate timed against np.matmul on the layout
+    (`fastest`), or np.matmul where no candidate may take it."""
+    if deterministic:
+        return same_bits_route(a, b, _deterministic_reference(a, b))
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and _work(a, b) >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
     if threads() == 1 or _owner[0] == "both":  # gemm shares a product among numba's threads;
         return _NUMPY  # under "both", BLAS's own threads do the Linear layers' products
-    if a.dtype in GEMM and work >= _GEMM_MIN_WORK:
+    if a.dtype in GEMM and _work(a, b) >= _GEMM_MIN_WORK:
         return fastest(a, b, "gemm")
     return _NUMPY
+
+
+def _forget_routes():
+    """Forget every remembered route (tests that replace the functions or tables the rule
+    reads call this), keeping the timings."""
+    for memo in (_FASTEST, _SAME_BITS):
+        for key in [key for key in memo if key[0] == _ROUTE]:
+            del memo[key]
 
 
 def numpy_product(a, b, out=None):
