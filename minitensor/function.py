@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import functools
 import linecache
+import math
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import hooks
+from . import hooks, kernels
 from .errors import ShapeError, named_error, op_error, op_in_scope
 from .source import describe_inputs, describe_source, located, user_line
 from .state import anomaly_on, state
@@ -727,8 +728,41 @@ def unbroadcast(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:
         return grad
     extra = grad.ndim - len(shape)
     if extra > 0:
-        grad = grad.sum(axis=tuple(range(extra)))
+        grad = sum_leading_axes(grad, extra)
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     if axes:
         grad = grad.sum(axis=axes, keepdims=True)
     return grad.reshape(shape)
+
+
+# From this many rows a product is the faster sum: numpy's sum over a leading axis adds one
+# row at a time (a fixed cost per row), the product costs one call into BLAS
+_ROWS_FOR_A_PRODUCT = 128
+_PRODUCT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def sum_leading_axes(grad: np.ndarray, extra: int) -> np.ndarray:
+    """`grad` summed over its first `extra` axes: grad (r1, …, r_extra, *rest) → rest. A bias's
+    gradient is this sum, over every row of a batch.
+
+    For a float array in C order with many rows it is a product, ones(1, rows) @ grad's rows
+    (rows, prod(rest)): one BLAS call, where numpy's sum adds the rows one at a time. It goes
+    through kernels.matmul like every product (BLAS's thread count, deterministic mode)."""
+    rest = grad.shape[extra:]
+    cols = math.prod(rest)
+    rows = grad.size // cols if cols else 0
+    if (
+        rows < _ROWS_FOR_A_PRODUCT
+        or grad.dtype not in _PRODUCT_DTYPES
+        or not grad.flags.c_contiguous
+    ):
+        return grad.sum(axis=tuple(range(extra)))
+    return kernels.matmul(_ones_row(rows, grad.dtype), grad.reshape(rows, cols)).reshape(rest)
+
+
+@functools.lru_cache(maxsize=16)
+def _ones_row(rows, dtype):
+    """A read-only (1, rows) array of ones: a model sums the same few row counts every step."""
+    ones = np.ones((1, rows), dtype)
+    ones.flags.writeable = False
+    return ones

@@ -5,6 +5,7 @@ Kept small (few examples, tiny shapes) so the file runs in seconds.
 """
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
@@ -72,6 +73,38 @@ def test_unbroadcast_is_the_adjoint_of_broadcasting(shapes, seed):
     reduced = mt.unbroadcast(g, small)
     assert reduced.shape == small
     np.testing.assert_allclose(np.sum(reduced * v), np.sum(g * np.broadcast_to(v, out_shape)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(200, 3), (7, 40, 5), (2, 3, 300, 2), (1000, 1)])
+def test_unbroadcast_over_many_rows_is_the_sum(shape, dtype):
+    """From _ROWS_FOR_A_PRODUCT rows on, the leading axes are summed as a product with a row of
+    ones: the same sum as numpy's (to rounding), a fresh array, and in float64 what gradcheck
+    sees in a bias added to a batch."""
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal(shape).astype(dtype)
+    small = shape[-1:]
+    reduced = mt.unbroadcast(g, small)
+    assert reduced.shape == small and reduced.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    want = g.astype(np.float64).sum(axis=tuple(range(g.ndim - 1)))
+    np.testing.assert_allclose(reduced, want, rtol=tol, atol=tol * np.sqrt(g.size))
+    assert not np.shares_memory(reduced, g)
+    assert mt.gradcheck(lambda x, b: x + b, f64(g), f64(rng.standard_normal(small)))
+
+
+def test_unbroadcast_keeps_numpy_sum_where_a_product_does_not_apply():
+    """Integer, float16 and non-contiguous gradients, and few rows, are summed by numpy as
+    before: the same bits."""
+    rng = np.random.default_rng(1)
+    cases = [
+        rng.integers(-5, 5, (300, 4)),
+        rng.standard_normal((300, 4)).astype(np.float16),
+        rng.standard_normal((4, 300)).astype(np.float32).T,
+        rng.standard_normal((5, 4)).astype(np.float32),
+    ]
+    for g in cases:
+        np.testing.assert_array_equal(mt.unbroadcast(g, (4,)), g.sum(axis=0))
 
 
 # ---------------------------------------------------------------------------- reductions
