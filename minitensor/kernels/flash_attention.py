@@ -466,7 +466,8 @@ def tile_sizes(direction, operands, run):
     widths and dtype exactly, the two lengths by _length_class, which axes the mask varies
     along — with the thread count. The first time a key is seen, run(tiles) is timed for each
     of TILES (jit.median_times) and the fastest kept for the process; DEFAULT_TILES under
-    deterministic algorithms (the tiles' order of additions must not depend on a timing)."""
+    deterministic algorithms (the tiles' order of additions must not depend on a timing), and
+    while a helper compiles ahead (jit.timings_would_mislead: nothing is kept then)."""
     if are_deterministic_algorithms_enabled():
         return DEFAULT_TILES
     q, k, v, mask, causal, p = operands
@@ -477,6 +478,8 @@ def tile_sizes(direction, operands, run):
     key += (jit.threads(),)
     if key not in _CHOSEN:
         times = jit.median_times([functools.partial(run, tiles) for tiles in TILES], rounds=3)
+        if times is None:  # timed once the helper is done
+            return DEFAULT_TILES
         _CHOSEN[key] = TILES[times.index(min(times))]
     return _CHOSEN[key]
 

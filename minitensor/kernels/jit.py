@@ -193,6 +193,15 @@ def cpus_busy(count):
     return _busy["now"]
 
 
+def timings_would_mislead():
+    """True while a helper process compiles ahead (compile_ahead.py): it takes the other core,
+    and a kernel that wants its parallel build runs its serial one meanwhile. A choice timed
+    now (the fused attention's tile sizes, a product's route) would be made for another machine
+    than the one the program then runs on, and kept for the process: the choosers use their
+    default until the helper is done, remember nothing, and time the layout then."""
+    return compile_ahead.pending()
+
+
 def median_times(calls, rounds=5, settle=False):
     """The median time (seconds) of `rounds` timed runs of each zero-argument call, after one
     untimed run of each: how a kernel's versions are compared on the running machine (the
@@ -205,9 +214,16 @@ def median_times(calls, rounds=5, settle=False):
     settle: run each call once more, untimed, right before each timed run. Calls on different
     thread pools (numba's, BLAS's) taking turns would each pay for waking its pool while the
     other's idle workers still spin, and a call on one thread would win for that alone; settled,
-    each is timed as it runs called again and again (a product of one layout, layer after layer)."""
+    each is timed as it runs called again and again (a product of one layout, layer after layer).
+
+    None, with nothing timed, while `timings_would_mislead` — checked before the calls run
+    and after their first run (which may have started the helper that compiles ahead)."""
+    if timings_would_mislead():
+        return None
     for call in calls:
         call()
+    if timings_would_mislead():
+        return None
     times = [[] for _ in calls]
     for _ in range(rounds):
         for call, runs in zip(calls, times):

@@ -33,8 +33,9 @@ a candidate, every version of it and np.matmul in every configuration the route 
 one thread, without the thread cap where BLAS would use one anyway, on BLAS's threads where
 their spin is short: `_numpy_configs`) are timed on it and the fastest is kept for
 the process (`fastest`); benchmarks/kernels.py prints the comparison on
-your machine (--only tiles: each register tile). The numpy twins are np.matmul
-itself (kernels/matmul.py).
+your machine (--only tiles: each register tile). While a helper process compiles kernels
+ahead (jit.timings_would_mislead) nothing is timed: such a layout gets np.matmul until the
+helper is done, and is timed then. The numpy twins are np.matmul itself (kernels/matmul.py).
 """
 
 import functools
@@ -48,7 +49,7 @@ from numba import prange
 
 from ... import config
 from ..backend_switch import are_deterministic_algorithms_enabled
-from ..jit import LazyKernel, cores, kernel, median_times, threads
+from ..jit import LazyKernel, cores, kernel, median_times, threads, timings_would_mislead
 from ..ownership import _owner
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
@@ -488,11 +489,18 @@ def _choose(a, b):
     chosen = known.get(state)
     if chosen is None:
         chosen = _route_by_state(a, b, deterministic)
-        # a watched winner's entry in _FASTEST changes when its watch ends: asked again until
-        # then; and a thread count that changed while the rule ran may not be the one it read
-        if not isinstance(chosen[1], _Watched) and _state(a, deterministic) == state:
+        # a watched winner's entry in _FASTEST changes when its watch ends, and a provisional
+        # answer once timings can be trusted: asked again until then; and a thread count that
+        # changed while the rule ran may not be the one it read
+        settled = not isinstance(chosen, _Provisional) and not isinstance(chosen[1], _Watched)
+        if settled and _state(a, deterministic) == state:
             known[state] = chosen
     return chosen
+
+
+class _Provisional(tuple):
+    """A (route, product) answered without timing while timings would mislead
+    (jit.timings_would_mislead: a helper compiles ahead): used for the call, never remembered."""
 
 
 def _state(a, deterministic):
@@ -650,11 +658,14 @@ def same_bits_route(a, b, reference):
     key += (blas_threads(),)
     if key not in _SAME_BITS:
         threaded = functools.partial(_numpy_on, count)
-        _SAME_BITS[key] = reference
+        chosen = reference
         if _gives_same_bits(threaded, reference[1], a, b):
             times = _timings([reference[1], threaded], a, b)
+            if times is None:  # the reference's bits now; timed once the helper is done
+                return _Provisional(reference)
             if times[1] < times[0]:
-                _SAME_BITS[key] = ("numpy", threaded)
+                chosen = ("numpy", threaded)
+        _SAME_BITS[key] = chosen
     return _SAME_BITS[key]
 
 
@@ -689,7 +700,8 @@ _FASTEST = {}
 def fastest(a, b, candidate):
     """(route, product) for a @ b: `candidate` ("tiles" or "gemm") in its fastest version if
     that computed a @ b faster than np.matmul's best configuration when this layout (shapes,
-    dtype, transposed or not, thread counts) was first seen, else "numpy" in its best."""
+    dtype, transposed or not, thread counts) was first seen, else "numpy" in its best; while
+    timings would mislead, a provisional np.matmul (`_Provisional`: not remembered)."""
     key = (
         candidate,
         a.shape,
@@ -708,6 +720,8 @@ def fastest(a, b, candidate):
             ours = [gemm_product]
         named = [(candidate, f) for f in ours] + [("numpy", f) for f in _numpy_configs(a, b)]
         times = _timings([f for _, f in named], a, b)
+        if times is None:  # np.matmul now; timed once the helper is done
+            return _Provisional(_NUMPY)
         name, product = named[times.index(min(times))]
         if name != "numpy":  # np.matmul's best, should the winner lose in the step itself
             numpy_time, fallback = min(
@@ -738,6 +752,8 @@ class _Watched:
         self.times = []
 
     def __call__(self, a, b):
+        if timings_would_mislead():  # not a call of the machine the program runs on
+            return self.product(a, b)
         start = time.perf_counter()
         out = self.product(a, b)
         self.times.append(time.perf_counter() - start)
@@ -749,7 +765,8 @@ class _Watched:
 
 def _timings(products, a, b, rounds=5):
     """jit.median_times of each product(a, b), settled (each timed right after a call of its
-    own: the products run on numba's threads, BLAS's or one thread)."""
+    own: the products run on numba's threads, BLAS's or one thread); None while timings
+    would mislead."""
     calls = [functools.partial(product, a, b) for product in products]
     return median_times(calls, rounds, settle=True)
 
