@@ -48,15 +48,28 @@ def module_scope(path: str) -> Iterator[str]:
     parent's forward does not need the parent's name joined on; hand-made scopes that were open
     when the outermost module was called stay as a prefix.
     """
+    s = enter_module(path)
+    try:
+        yield s.scopes[-1]
+    finally:
+        leave_module(s)
+
+
+def enter_module(path: str):
+    """Enter a module's scope (see `module_scope`) and return this thread's state, for
+    `leave_module`. Module.__call__ calls the pair itself: a generator-based context manager
+    costs about as much per call as a small op, and every layer is called at every step."""
     s = state
     if s.module_depth == 0:
         s.module_base.append(s.scopes[-1])
     s.module_depth += 1
     s.scopes.append(_join(s.module_base[-1], path))
-    try:
-        yield s.scopes[-1]
-    finally:
-        s.scopes.pop()
-        s.module_depth -= 1
-        if s.module_depth == 0:
-            s.module_base.pop()
+    return s
+
+
+def leave_module(s) -> None:
+    """Leave the module scope `enter_module` entered (`s`: the state it returned)."""
+    s.scopes.pop()
+    s.module_depth -= 1
+    if s.module_depth == 0:
+        s.module_base.pop()

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ..creation import from_numpy
-from ..scope import module_scope
+from ..scope import enter_module, leave_module
 from ..state import state
 from ..tensor import Tensor, check_device
 from ..typing import ArrayLike, DType
@@ -277,22 +277,30 @@ class Module:
         return ".".join(reversed(names))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # Every op created inside records node.scope == this module's dotted path.
-        with module_scope(self.path):
+        # Every op created inside records node.scope == this module's dotted path
+        # (scope.module_scope, entered and left here without a context manager's cost)
+        s = enter_module(self.path)
+        try:
             hooks = self.__dict__.get("_hooks_by_kind")
             if not hooks:
                 return self.forward(*args, **kwargs)
-            for hook, with_kwargs in list(hooks["forward_pre"].values()):
-                changed = hook(self, args, kwargs) if with_kwargs else hook(self, args)
-                if changed is not None and with_kwargs:
-                    args, kwargs = changed
-                elif changed is not None:
-                    args = changed if isinstance(changed, tuple) else (changed,)
-            out = self.forward(*args, **kwargs)
-            for hook, with_kwargs in list(hooks["forward"].values()):
-                changed = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
-                out = out if changed is None else changed
-            return out
+            return self._call_with_hooks(hooks, args, kwargs)
+        finally:
+            leave_module(s)
+
+    def _call_with_hooks(self, hooks, args, kwargs):
+        """forward between the forward-pre hooks and the forward hooks (see __call__)."""
+        for hook, with_kwargs in list(hooks["forward_pre"].values()):
+            changed = hook(self, args, kwargs) if with_kwargs else hook(self, args)
+            if changed is not None and with_kwargs:
+                args, kwargs = changed
+            elif changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
+        out = self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(hooks["forward"].values()):
+            changed = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
+            out = out if changed is None else changed
+        return out
 
     def register_forward_pre_hook(
         self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False

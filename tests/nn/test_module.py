@@ -109,6 +109,34 @@ def test_hand_scope_around_a_model_prefixes_it():
     assert scopes_of(y) == {"outer.residual", "outer.self_attn", "outer.norm"}
 
 
+def test_a_forward_that_raises_leaves_every_scope_it_entered():
+    """Module.__call__ enters and leaves its scope itself (no context manager): an error in a
+    nested forward, with or without hooks, closes the scopes of every module it passed."""
+
+    class Failing(nn.Module):
+        def forward(self, x):
+            raise RuntimeError("inside")
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Failing()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    for hooked in (False, True):
+        m = Outer()
+        if hooked:
+            m.inner.register_forward_pre_hook(lambda module, args: None)
+        with mt.scope("outer"):
+            with pytest.raises(RuntimeError, match="inside"):
+                m(mt.randn(2))
+            assert mt.current_scope() == "outer"
+        assert mt.current_scope() == ""
+        assert scopes_of(Block()(mt.randn(2, 4))) == {"residual", "self_attn", "norm"}
+
+
 def test_unknown_attribute_raises_with_hint():
     m = Model()
     with pytest.raises(AttributeError, match="did you mean 'encoder'"):
