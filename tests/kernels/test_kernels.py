@@ -946,10 +946,12 @@ def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
     monkeypatch.setattr(matmul_module, "_timings", numpy_wins)
     q = np.zeros((256, 16, 16), np.float32)
     k_t = np.swapaxes(q, -1, -2)
-    # every tile shape and every configuration of np.matmul, timed together
+    # every tile shape, BLAS per matrix (where there is a gemm) and every configuration of
+    # np.matmul, timed together
     configs = len(matmul_module._numpy_configs(q, k_t))
+    per_matrix = int(np.dtype(np.float32) in matmul_module.GEMM)
     assert K.matmul_route(q, k_t) == "numpy"
-    assert calls == [len(matmul_module.TILE_SHAPES) + configs]
+    assert calls == [len(matmul_module.TILE_SHAPES) + per_matrix + configs]
     assert K.matmul_route(q, k_t) == "numpy" and len(calls) == 1  # remembered
     x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
     if np.dtype(np.float32) in matmul_module.GEMM:
@@ -960,7 +962,7 @@ def test_routes_only_where_they_beat_numpy_on_this_machine(monkeypatch):
         "_timings",
         lambda products, a, b: [2.0 if p in NUMPY_PRODUCTS else 1.0 for p in products],
     )
-    assert K.matmul_route(q, q) == "tiles"  # another layout: measured again
+    assert K.matmul_route(q, q) == "tiles"  # another layout: measured again (first winner)
     if np.dtype(np.float32) in matmul_module.GEMM:
         assert K.matmul_route(x, w.T.copy().T) == "gemm"  # wᵀ stored transposed: another layout
 
@@ -1028,13 +1030,18 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
     k_t = np.swapaxes(rng.standard_normal((256, 24, 16)).astype(np.float32), -1, -2)
     route = K.matmul_route(q, k_t)
     ((products, times),) = measured
-    shapes = [p.keywords["tile"] for p in products if p not in NUMPY_PRODUCTS]
-    assert shapes == list(matmul_module.TILE_SHAPES)
+    tiles = [p for p in products if getattr(p, "func", None) is matmul_module.tiled_matmul]
+    assert [p.keywords["tile"] for p in tiles] == list(matmul_module.TILE_SHAPES)
+    others = [p for p in products if p not in tiles and p not in NUMPY_PRODUCTS]
+    gemm = np.dtype(np.float32) in matmul_module.GEMM
+    assert others == ([matmul_module.gemm_product] if gemm else [])  # BLAS per matrix
     best = products[times.index(min(times))]
-    assert route == ("numpy" if best in NUMPY_PRODUCTS else "tiles")
+    want = "numpy" if best in NUMPY_PRODUCTS else "gemm" if best in others else "tiles"
+    assert route == want
     kept = matmul_module._choose(q, k_t)[1]
     assert getattr(kept, "product", kept) is best and len(measured) == 1  # kept
-    assert matmul_module.tile_shape(q, k_t) == (None if route == "numpy" else best.keywords["tile"])
+    assert matmul_module.tile_shape(q, k_t) == (best.keywords["tile"] if best in tiles else None)
+    assert_agree(K.blas_matmul(q, k_t), np.matmul(q, k_t), np.float32)
     for shape in matmul_module.TILE_SHAPES:  # every shape computes the same product
         assert_agree(K.tiled_matmul(q, k_t, shape), np.matmul(q, k_t), np.float32)
     with pytest.raises(ValueError, match=r"tiled_matmul: tile \(3, 3\) is not one of"):

@@ -16,9 +16,11 @@ two backward products grad·Bᵀ and Aᵀ·grad — so all three share one routi
   transposed in registers, one matrix at a time into a small per-thread panel.
 * **"gemm": numba's threads, each calling BLAS** (blas.py) from a prange: one product — a
   Linear layer, (B, L, d) @ (d, e) folded into (B·L, d) @ (d, e) — by blocks of rows, a stack
-  of matrices larger than the tiles take by matrix. Transposed views (Wᵀ, Xᵀ) are read in
-  place: BLAS is told the operand is transposed. While numba's threads call it, BLAS's own
-  threads are held at one (two thread pools on the same cores fight: kernels/jit.py).
+  of matrices larger than the tiles take by matrix (and a stack of small ones where it was
+  timed faster than the tiles: on one machine BLAS won weights·V, the tiles q·kᵀ).
+  Transposed views (Wᵀ, Xᵀ) are read in place: BLAS is told the operand is transposed.
+  While numba's threads call it, BLAS's own threads are held at one (two thread pools on
+  the same cores fight: kernels/jit.py).
 * **"numpy": np.matmul** with BLAS on one thread (beside numba's pool, BLAS's own threads
   cost a training step more than they save: `numpy_product`), or at BLAS's own thread count
   where whole training steps were timed faster so (kernels/ownership.py): integer or mixed dtypes,
@@ -447,8 +449,9 @@ def tiled_matmul(a, b, tile: tuple = _DEFAULT_TILE):
 def route(a, b) -> str:
     """Who computes a @ b on the numba backend: "tiles" (the tile kernel: stacks of matrices
     up to 256³ multiply-adds each), "gemm" (the BLAS-calling kernels: larger products, spread
-    over numba's threads) or "numpy" (np.matmul: products too small to share, integer dtypes,
-    empty products, no OpenBLAS). Between a candidate and np.matmul the running machine
+    over numba's threads, or a small stack where BLAS per matrix was faster) or "numpy"
+    (np.matmul: products too small to share, integer dtypes, empty products, no OpenBLAS).
+    Between a candidate and np.matmul the running machine
     decides: they are timed the first time a layout is seen (`fastest`). Under
     mt.use_deterministic_algorithms(True) the shape alone decides the bits: "gemm" (its
     blocks cut at fixed places) where the default would consider it, else "numpy", BLAS on one
@@ -551,9 +554,7 @@ def _route_by_state(a, b, deterministic):
     (`fastest`), or np.matmul where no candidate may take it."""
     if deterministic:
         return same_bits_route(a, b, _deterministic_reference(a, b))
-    n, k = a.shape[-2:]
-    m = b.shape[-1]
-    if b.ndim > 2 and n * m * k <= _TILES_MAX_MATRIX and _work(a, b) >= _TILES_MIN_WORK:
+    if _small_stack(a, b) and _work(a, b) >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
     if threads() == 1 or _owner[0] == "both":  # gemm shares a product among numba's threads;
@@ -719,10 +720,12 @@ def fastest(a, b, candidate):
         if timings_would_mislead():  # np.matmul now; timed once the helper is done
             return _Provisional(_NUMPY)
         if candidate == "tiles":
-            ours = [functools.partial(tiled_matmul, tile=shape) for shape in TILE_SHAPES]
+            named = [("tiles", functools.partial(tiled_matmul, tile=t)) for t in TILE_SHAPES]
+            if a.dtype in GEMM:  # BLAS once per matrix on numba's threads: it wins some stacks
+                named.append(("gemm", gemm_product))
         else:
-            ours = [gemm_product]
-        named = [(candidate, f) for f in ours] + [("numpy", f) for f in _numpy_configs(a, b)]
+            named = [("gemm", gemm_product)]
+        named += [("numpy", f) for f in _numpy_configs(a, b)]
         times = _timings([f for _, f in named], a, b)
         if times is None:  # the candidates' first runs started the helper
             return _Provisional(_NUMPY)
@@ -794,12 +797,18 @@ def _product(a, b, out=None):
     name, product = _choose(a, b)
     if out is None:
         return product(a, b)
-    if name == "tiles":
-        return numpy_product(a, b, out=out)
     if name == "numpy":
         return product(a, b, out=out)
+    if _small_stack(a, b):  # the tiles' ground, whoever won it
+        return numpy_product(a, b, out=out)
     np.copyto(out, product(a, b))
     return out
+
+
+def _small_stack(a, b):
+    """Whether a @ b is a stack of matrices of at most _TILES_MAX_MATRIX multiply-adds each:
+    the ground the tile kernel is timed on (against BLAS per matrix and np.matmul)."""
+    return b.ndim > 2 and a.shape[-2] * a.shape[-1] * b.shape[-1] <= _TILES_MAX_MATRIX
 
 
 def matmul(a, b):
