@@ -79,14 +79,13 @@ def check_forward(fn, arrays, result):
             warnings.warn_explicit(f"anomaly: {where}: {message}", AnomalyWarning, file, lineno)
 
 
-def check_backward(node, grads):
-    """Raise on NaN/Inf in the gradients a node's backward returned."""
-    for i, g in enumerate(grads):
-        if g is not None and g.dtype.kind == "f" and not np.isfinite(g).all():
-            bad = "NaN" if np.isnan(g).any() else "Inf"
-            line = node.source_line()
-            raise FloatingPointError(
-                f"anomaly: the backward of {node.where()} produced {bad} in the gradient for "
-                f"input {i} (shape {g.shape})"
-                + (f"; the node was created by: {line}" if line else "")
-            )
+def check_gradient(node, i, g):
+    """Raise on NaN/Inf in `g`, the gradient a node's backward returned for its input i (the
+    backward engine checks each gradient before sending it on)."""
+    if g.dtype.kind == "f" and not np.isfinite(g).all():
+        bad = "NaN" if np.isnan(g).any() else "Inf"
+        line = node.source_line()
+        raise FloatingPointError(
+            f"anomaly: the backward of {node.where()} produced {bad} in the gradient for "
+            f"input {i} (shape {g.shape})" + (f"; the node was created by: {line}" if line else "")
+        )

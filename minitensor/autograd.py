@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .anomaly import AnomalyWarning, check_backward, detect_anomaly, is_anomaly_enabled
+from .anomaly import AnomalyWarning, check_gradient, detect_anomaly, is_anomaly_enabled
 from .grad_mode import (
     enable_grad,
     inference_mode,
@@ -61,7 +61,14 @@ def topological_order(*roots: Context) -> list[Context]:
     draws). Iterative depth-first search, so a chain of 10,000 ops is fine; inputs are explored
     first to last, so the order is the same from run to run.
     """
-    order, visited = [], set()  # (a node hashes by identity: the set holds the nodes)
+    return _order_and_leaf_uses(roots)[0]
+
+
+def _order_and_leaf_uses(roots):
+    """`topological_order(*roots)`, and {id(leaf): how many of its nodes take it as an input}
+    for every leaf that requires grad (a leaf taken twice by one node, x * x, counts twice):
+    the backward engine needs both, and one walk over the graph finds both."""
+    order, visited, uses = [], set(), {}  # (a node hashes by identity: the set holds the nodes)
     for root in roots:
         stack = [(root, False)]
         while stack:
@@ -74,11 +81,16 @@ def topological_order(*roots: Context) -> list[Context]:
             visited.add(node)
             stack.append((node, True))
             for t in reversed(node.inputs):
-                fn = t._grad_fn if t is not None else None  # (a Tensor's, or a NodeInput's)
-                if fn is not None and fn not in visited:
+                if t is None:
+                    continue
+                fn = t._grad_fn  # (a Tensor's, or a NodeInput's)
+                if fn is None:
+                    if t.requires_grad:  # a leaf
+                        uses[id(t)] = uses.get(id(t), 0) + 1
+                elif fn not in visited:
                     stack.append((fn, False))
     order.reverse()
-    return order
+    return order, uses
 
 
 class BackwardStep:
@@ -180,44 +192,28 @@ def _modified_in_place(node, counter, version, what):
     )
 
 
-def _normalise_grads(node, grads):
-    """What backward returned, checked: a list with one gradient per input, each an array of
-    its input's shape and dtype, None where the input takes none (a constant, or an input that
-    does not require grad). This runs for every node of every backward pass, so it reads an
-    input's shape and dtype from its array (a leaf) or its `NodeInput`, not through Tensor's
-    properties, which cost more than the check itself."""
-    if type(grads) is not tuple:
-        grads = (grads,)
-    inputs = node.inputs
-    if len(grads) != len(inputs):
-        raise RuntimeError(
-            f"backward of {node.where()} returned {len(grads)} gradients for {len(inputs)} inputs"
-        )
-    out = []
-    for t, g, wanted in zip(inputs, grads, node.needs_input_grad):
-        if g is None or not wanted:
-            out.append(None)
-            continue
-        # a leaf (always a Tensor) by its array; a tensor an op made (a `NodeInput`, or under
-        # keep_intermediates the Tensor itself) by that op's node, which holds its shape
-        fn = t._grad_fn
-        if fn is None:
-            data = t._data
-            shape, dtype = data.shape, data.dtype
-        else:
-            shape, dtype = fn.out_shape, fn.out_dtype
-        if type(g) is not np.ndarray:
-            g = np.asarray(g)
-        if g.shape != shape:
-            raise RuntimeError(
-                f"backward of {node.where()} returned a gradient of shape {g.shape} for input "
-                f"{len(out)} of shape {shape} (reduce broadcast gradients with "
-                f"mt.unbroadcast)"
-            )
-        if g.dtype is not dtype and g.dtype != dtype:
-            g = g.astype(dtype)
-        out.append(g)
-    return out
+def _count_error(node, grads):
+    return RuntimeError(
+        f"backward of {node.where()} returned {len(grads)} gradients for {len(node.inputs)} inputs"
+    )
+
+
+def _position(node, grads, t, g):
+    """Which input of `node` the gradient `g`, returned for input `t`, was for: the first
+    position holding both (an input taken twice with one gradient, x * x, fails its check at
+    its first position already). Looked up only for a message: the engine's loop does not
+    count positions."""
+    for i, (u, h) in enumerate(zip(node.inputs, grads)):
+        if u is t and h is g:
+            return i
+    return None
+
+
+def _shape_error(node, i, g, shape):
+    return RuntimeError(
+        f"backward of {node.where()} returned a gradient of shape {g.shape} for input {i} of "
+        f"shape {shape} (reduce broadcast gradients with mt.unbroadcast)"
+    )
 
 
 def backward_steps(
@@ -246,14 +242,14 @@ def _start(tensor, grad, retain_graph, record):
     if tensor.grad_fn is None:  # backward on a leaf itself
         tensor._accumulate_grad(run_grad_hooks(tensor, g0))
         return iter(())
-    order = topological_order(tensor.grad_fn)
+    order, leaf_uses = _order_and_leaf_uses((tensor.grad_fn,))
     for node in order:
         if node._released:
             node.check_not_released()  # raises, naming the node
         for counter, version, what in node._saved_versions:
             if counter[0] != version:
                 _modified_in_place(node, counter, version, what)
-    return _walk(order, g0, retain_graph, record)
+    return _walk(order, g0, retain_graph, leaf_uses, record)
 
 
 def run_grad_hooks(owner, grad):
@@ -288,20 +284,25 @@ class _LeafGrads:
     Each .grad written is kept to undo a failure."""
 
     def __init__(self, uses):
-        self.uses = uses  # id(leaf) -> how many nodes of the walk may still send it a share
-        self.held = {}  # id(leaf) -> (leaf, the sum of its shares so far)
+        # id(leaf) -> [how many nodes of the walk may still send it a share, their sum so far]
+        self.pending = {key: [n, None] for key, n in uses.items() if n > 1}
         self.before = {}  # id -> (tensor, None or (its .grad, a copy of the values))
+        self.tensors = {}  # id -> the leaf, for the shares `flush` writes
 
     def give(self, t, g):
-        key = id(t)
-        held = self.held.pop(key, None)
-        if held is not None:
-            g = held[1] + g
-        left = self.uses.get(key, 1) - 1  # a retained gradient (retain_grad) comes once
-        if left > 0:
-            self.uses[key] = left
-            self.held[key] = (t, g)
+        entry = self.pending.get(id(t))
+        if entry is None:  # a leaf one node takes (or a retained gradient): all of it at once
+            self.write(t, g)
+            return
+        if entry[1] is None:
+            self.tensors[id(t)] = t  # (for `flush`, if some user never sends its share)
         else:
+            g = entry[1] + g
+        entry[0] -= 1
+        if entry[0]:
+            entry[1] = g
+        else:
+            del self.pending[id(t)]
             self.write(t, g)
 
     def write(self, t, g):
@@ -311,9 +312,10 @@ class _LeafGrads:
         t._accumulate_grad(run_grad_hooks(t, g))
 
     def flush(self):
-        held, self.held = self.held, {}
-        for t, g in held.values():
-            self.write(t, g)
+        pending, self.pending = self.pending, {}
+        for key, (_, g) in pending.items():
+            if g is not None:  # a leaf some of whose users sent nothing (an unused branch)
+                self.write(self.tensors[key], g)
 
     def undo(self):
         for t, kept in self.before.values():
@@ -322,24 +324,19 @@ class _LeafGrads:
                 np.copyto(kept[0].numpy(), kept[1])
 
 
-def _leaf_uses(order):
-    """{id(leaf): how many of the walk's nodes take it as an input}, for every leaf that
-    requires grad (a leaf taken twice by one node, x * x, counts twice)."""
-    uses = {}
-    for node in order:
-        for t in node.inputs:
-            if t is not None and t._grad_fn is None and t.requires_grad:
-                uses[id(t)] = uses.get(id(t), 0) + 1
-    return uses
-
-
-def _walk(order, g0, retain_graph, record=None):
+def _walk(order, g0, retain_graph, leaf_uses, record=None):
     """The engine proper: visit the nodes in topological order, sending each node's output
-    gradient through its backward to its inputs. `record` (a dict, for a step-through) keeps
-    every node's output gradient for the steps' `grad_of`; `backward()` passes None."""
+    gradient through its backward to its inputs. `leaf_uses`: see `_order_and_leaf_uses`;
+    `record` (a dict, for a step-through) keeps every node's output gradient for the steps'
+    `grad_of`; `backward()` passes None.
+
+    What a node's backward returns is checked as it is sent on, one input at a time: one
+    gradient per input, each of its input's shape (read from its array for a leaf, from the
+    node that made it otherwise, not through Tensor's properties: this runs for every input
+    of every node), cast to its input's dtype; under anomaly mode, free of NaN/Inf."""
     grads = {order[0]: g0}  # gradients that reached each node's output, so far (by node)
     run = []  # ids of the nodes whose backward has run, in order (kept for a step-through)
-    leaves = _LeafGrads(_leaf_uses(order))
+    leaves = _LeafGrads(leaf_uses)
     give = leaves.give
     anomaly = state.anomaly
     try:
@@ -349,30 +346,25 @@ def _walk(order, g0, retain_graph, record=None):
                 continue
             if node._grad_dtype is not None or node._grad_hooks:
                 g_out = _incoming(node, g_out)
-            g_in = _normalise_grads(node, node.fn.backward(node, g_out))
-            if anomaly:
-                check_backward(node, g_in)
+            g_in = node.fn.backward(node, g_out)
+            if type(g_in) is not tuple:
+                g_in = (g_in,)
+            if len(g_in) != len(node.inputs):
+                raise _count_error(node, g_in)
             if retain_graph:  # kept for the graph viewer (show_grad); otherwise every
                 node.grad = g_out  # node's output gradient would live as long as the graph
             retained = node._retained() if node._retained is not None else None
             if retained is not None:  # Tensor.retain_grad()
                 give(retained, g_out)
-            for t, g in zip(node.inputs, g_in):
-                if g is None:
-                    continue
-                fn = t._grad_fn  # a Tensor's node, or a NodeInput's: the op that made it
-                if fn is None:  # a leaf
-                    give(t, g)
-                    continue
-                prev = grads.get(fn)
-                grads[fn] = g if prev is None else prev + g
+            sent = [] if record is not None else None  # what a step shows it sent
+            _send(node, g_in, grads, give, anomaly, sent)
             if record is not None:  # a step-through: `backward()` has no one to show a step
                 run.append(id(node))
                 record[id(node)] = (len(run) - 1, g_out)
                 n = len(run)
                 saved = node.saved_tensors
                 step = BackwardStep(
-                    index, len(order), node, g_out, tuple(g_in), saved, run, n, record
+                    index, len(order), node, g_out, tuple(sent), saved, run, n, record
                 )
                 step.root = order[0]
                 yield step
@@ -388,6 +380,39 @@ def _walk(order, g0, retain_graph, record=None):
         if not finished:
             leaves.undo()
         raise
+
+
+def _send(node, g_in, grads, give, anomaly, sent):
+    """Send what `node`'s backward returned (`g_in`, one per input) on: a leaf's to `give`
+    (`_LeafGrads`), another node's added to `grads`, checked on the way (see `_walk`);
+    `sent`, a list or None, collects each input's gradient (None where there is none)."""
+    for t, g, wanted in zip(node.inputs, g_in, node.needs_input_grad):
+        if g is None or not wanted:
+            if sent is not None:
+                sent.append(None)
+            continue
+        fn = t._grad_fn  # a Tensor's node, or a NodeInput's: the op that made it
+        if fn is None:  # a leaf (always a Tensor)
+            data = t._data
+            shape, dtype = data.shape, data.dtype
+        else:
+            shape, dtype = fn.out_shape, fn.out_dtype
+        returned = g
+        if type(g) is not np.ndarray:
+            g = np.asarray(g)
+        if g.shape != shape:
+            raise _shape_error(node, _position(node, g_in, t, returned), g, shape)
+        if g.dtype is not dtype and g.dtype != dtype:
+            g = g.astype(dtype)
+        if anomaly:
+            check_gradient(node, _position(node, g_in, t, returned), g)
+        if sent is not None:
+            sent.append(g)
+        if fn is None:
+            give(t, g)
+        else:
+            prev = grads.get(fn)
+            grads[fn] = g if prev is None else prev + g
 
 
 def backward(

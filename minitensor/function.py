@@ -379,12 +379,14 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
     `ops.elementwise._binary`, which only an op's function such as ``mul`` calls; 1 from a
     Tensor operator): the user's source line is looked for from the frame above them."""
     ga, gb = a.requires_grad, b.requires_grad
-    wanted = ga or gb
     x, y = a._data, b._data
+    s = state.__dict__ if ga or gb else None  # (see _finish; read only where it can matter)
+    record = s is not None and s["grad_enabled"]
     arithmetic = cls._arithmetic
-    if not wanted and arithmetic is not None and not (hooks._forward_hooks or anomaly_on[0]):
-        # nothing to record, hook or check (inference, data preparation): the op is its
-        # arithmetic, wrapped — no context for a forward that would save nothing for anyone
+    if not record and arithmetic is not None and not (hooks._forward_hooks or anomaly_on[0]):
+        # nothing to record, hook or check (inference, data preparation, evaluation under
+        # no_grad): the op is its arithmetic, wrapped — no context for a forward that would
+        # save nothing for anyone
         try:
             out = arithmetic(x, y)
         except (ValueError, IndexError, TypeError):
@@ -394,7 +396,7 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
             result._data, result._vc = out, [0]
             return result
     ctx = _new(Context)
-    ctx.fn, ctx.needs_input_grad = cls, (ga, gb) if wanted else _NO_GRADS[2]
+    ctx.fn, ctx.needs_input_grad = cls, (ga, gb) if s is not None else _NO_GRADS[2]
     try:
         out = cls.forward(ctx, x, y)
     except (ValueError, IndexError, TypeError) as e:
@@ -405,8 +407,6 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
     else:  # a 0-d result (numpy gives a scalar), or one numpy made a view
         result._data = _fresh(np.asarray(out), (x, y))
     result._vc = [0]
-    s = state.__dict__  # (see _finish)
-    record = wanted and s["grad_enabled"]
     if record:  # _record for two Tensor arguments, written out
         result.requires_grad = True
         keep = s["keep_intermediates"]
@@ -422,7 +422,7 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
         saved = ctx._saved
         if saved:
             ctx._saved_versions = _binary_saved_versions(saved, a, b, result)
-    if hooks._forward_hooks or s["anomaly"]:
+    if hooks._forward_hooks or (anomaly_on[0] and state.anomaly):
         hooks.run_forward_hooks(cls, ctx, (x, y), result, record)
     return result
 
@@ -438,6 +438,8 @@ def _binary_saved_versions(saved, a, b, result):
     """`_saved_versions` for a node of two Tensor arguments, whose saved arrays are most often
     the arguments' data themselves (x * y saves both)."""
     x, y = a._data, b._data
+    if len(saved) == 2 and saved[0] is x and saved[1] is y:  # x * y: the arguments themselves
+        return ((a._vc, a._vc[0], 0), (b._vc, b._vc[0], 1))
     tracked = []
     for arr in saved:
         if arr is x:
@@ -723,6 +725,8 @@ def unbroadcast(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     gradient, and the input's gradient is their sum: over the leading axes that broadcasting
     added, and over the axes where the input had size 1. Every binary op uses this one helper.
     """
+    if grad.shape == shape:  # (a tuple, most often: the common call, decided at once)
+        return grad
     shape = tuple(shape)
     if grad.shape == shape:
         return grad

@@ -447,3 +447,57 @@ def test_anomaly_mode_checks_ops_that_record_nothing_in_every_thread_that_asked(
     assert len(errors) == 1 and anomaly_on[0] == 0
     with np.errstate(all="ignore"):  # this thread never asked: no check, a NaN as in numpy
         assert np.isnan((mt.tensor([0.0]) / mt.tensor([0.0])).numpy()).all()
+
+
+class _FirstOnly(mt.Function):
+    """a + b whose backward sends nothing to b: b's node is in the graph and gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def test_a_leaf_some_users_send_nothing_gets_the_sum_of_the_rest_once():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    # x has three users: x * 2 and x * 5 send it 2 and 5, x * 3 gets no gradient at all
+    _FirstOnly.apply(x * 2 + x * 5, x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), 7)
+    assert len(seen) == 1  # the hook saw the whole gradient, once
+    np.testing.assert_array_equal(seen[0], 7)
+
+
+def test_the_walk_counts_each_use_of_a_leaf_once_per_input():
+    from minitensor.autograd import _order_and_leaf_uses, topological_order
+
+    x = mt.randn(3, requires_grad=True)
+    c = mt.randn(3)  # a constant: no gradient, not counted
+    y = (x * x + c * x).sum()
+    order, uses = _order_and_leaf_uses((y.grad_fn,))
+    assert order == topological_order(y.grad_fn)
+    assert uses == {id(x): 3}  # x * x takes it twice, c * x once
+
+
+def test_parameters_under_no_grad_take_the_arithmetic_alone(monkeypatch):
+    """Evaluation under no_grad of tensors that require grad (a model's parameters) makes no
+    context and runs no forward — unless anomaly mode wants forward's check."""
+    from minitensor.ops.elementwise import Mul
+
+    called = []
+    forward = Mul.forward
+    monkeypatch.setattr(
+        Mul, "forward", staticmethod(lambda ctx, a, b: called.append(1) or forward(ctx, a, b))
+    )
+    w = mt.randn(4, 4, requires_grad=True)
+    with mt.no_grad():
+        out = w * w
+        assert called == [] and out.grad_fn is None and not out.requires_grad
+        np.testing.assert_array_equal(out.numpy(), w.numpy() * w.numpy())
+        with mt.autograd.detect_anomaly():
+            w * w
+    assert called == [1]
