@@ -23,7 +23,10 @@ The serial builds are compiled ahead too, from the other end. When a process bui
 kernel and the cache holds no build of Adam's kernel (the last a training step calls), the
 helper's first job is warm_up.py: a float32 training step's serial builds, Adam's first and
 the forward pass's last, while this process compiles them from the forward pass's first. A
-build the helper has finished loads from the cache here instead of compiling. The switch:
+build the helper has finished loads from the cache here instead of compiling. Once this
+process's first training step is over, every serial build a step calls is in place, and the
+helper skips what is left of its warm-up (kernels the step does not call) for the parallel
+builds asked for meanwhile. The switch:
 
     MINITENSOR_COMPILE_AHEAD=0     compile every build here, when it is first called
 """
@@ -32,9 +35,11 @@ import atexit
 import importlib
 import json
 import os
+import queue
 import select
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -122,6 +127,16 @@ def warm_up_if_cold():
     _helper["warm"] = True
     if _cache_is_cold() and _start() and _send({"warm": "serial builds"}):
         _helper["pending"].add(WARM_UP)
+
+
+def first_step_ended():
+    """Called when the first training step has ended (ownership.step_ended): every serial
+    build a step calls is in place by then, compiled here or loaded from what the helper
+    finished. What is left of the helper's warm-up would compile kernels this step does not
+    call (GELU's, dropout's, decoding's), before the parallel builds asked for meanwhile:
+    the helper is told to skip it."""
+    if WARM_UP in _helper["pending"] and _helper["pid"] == os.getpid():
+        _send({"warm": "enough"})
 
 
 def _cache_is_cold():
@@ -215,16 +230,33 @@ def _stop():
 def serve(lines=sys.stdin, out=sys.stdout):
     """The helper's loop: for each request line, compile the kernel's parallel build for the
     described types (into numba's on-disk cache) and answer with a line {"module", "name",
-    "ok"}; a {"warm"} line compiles warm_up.py's serial builds, answered as WARM_UP."""
-    for line in lines:
-        asked = json.loads(line)
+    "ok"}; a {"warm": "serial builds"} line compiles warm_up.py's serial builds, answered as
+    WARM_UP, and stops between two of them once a {"warm": "enough"} line has come (the
+    asking process's first step is over). The lines are read on a thread of their own, so
+    that "enough" is seen while the warm-up runs."""
+    asked_lines, enough = queue.Queue(), threading.Event()
+    reader = threading.Thread(target=_read_lines, args=(lines, asked_lines, enough), daemon=True)
+    reader.start()
+    while (asked := asked_lines.get()) is not None:
         if "warm" in asked:
             asked = dict(zip(("module", "name"), WARM_UP))
-            ok = _try("the serial builds compile", _warm_up)
+            ok = _try("the serial builds compile", _warm_up, enough.is_set)
         else:
             ok = _try(f"{asked['name']} compiles", _compile_parallel, asked)
         out.write(json.dumps({"module": asked["module"], "name": asked["name"], "ok": ok}) + "\n")
         out.flush()
+
+
+def _read_lines(lines, asked_lines, enough):
+    """The helper's reader: each request line onto `asked_lines`, "enough" as `enough` set;
+    None once the lines end (the asking process closed the pipe)."""
+    for line in lines:
+        asked = json.loads(line)
+        if asked.get("warm") == "enough":
+            enough.set()
+        else:
+            asked_lines.put(asked)
+    asked_lines.put(None)
 
 
 def _compile_parallel(asked):
@@ -232,10 +264,10 @@ def _compile_parallel(asked):
     lazy.build().parallel.compile(numba_types(asked["args"]))
 
 
-def _warm_up():
+def _warm_up(stop):
     from . import warm_up
 
-    warm_up.serial_builds()
+    warm_up.serial_builds(stop)
 
 
 def _try(instead, job, *args):

@@ -118,6 +118,8 @@ def step_ended(clock=time.perf_counter):
 def _wait(now, last):
     """Before the trial: fix the owner if the user did, else start trying once WARMUP steps
     have passed and a step takes long enough to be worth it."""
+    if _trial["steps"] == 1:
+        compile_ahead.first_step_ended()
     fixed = _fixed_owner()
     if fixed is not None:
         _owner[0], _trial["state"] = fixed, "fixed"

@@ -80,13 +80,16 @@ def _other_kernels():
     yield lambda: softmax.log_softmax_backward_numba(log_p, x)
 
 
-def serial_builds():
+def serial_builds(stop=lambda: False):
     """Call every kernel of a float32 training step once, on arrays small enough that its
     serial build runs, the step's last kernel first: each build compiles into numba's cache
-    (or loads from it). Returns how many calls were made."""
+    (or loads from it). `stop()` is asked before each call: True ends the warm-up there (the
+    asking process's first step is over). Returns how many calls were made."""
     calls = 0
     for group in (_backward_kernels, _forward_kernels, _other_kernels):
         for call in group():
+            if stop():
+                return calls
             call()
             calls += 1
     return calls

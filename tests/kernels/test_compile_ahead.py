@@ -296,3 +296,48 @@ def test_a_cold_cache_sends_the_warm_up_once_and_a_warm_one_does_not(tmp_path):
     assert cold == {"asked": True, "pending": False, "helper": True, "failed": False}
     warm, _ = _child(tmp_path, COLD, NUMBA_NUM_THREADS="1")
     assert warm == {"asked": False, "pending": False, "helper": False, "failed": False}
+
+
+def test_the_helper_stops_its_warm_up_once_told_the_first_step_is_over(monkeypatch):
+    """{"warm": "enough"} (sent after the asking process's first step) is seen while the
+    warm-up runs — the lines are read on a thread of their own — and stops it between two
+    builds; the warm-up is still answered, and the requests after it are served."""
+    import time
+
+    from minitensor.kernels import warm_up
+
+    seen = []
+
+    def serial_builds(stop):
+        deadline = time.monotonic() + 10
+        while not stop() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(stop())
+
+    monkeypatch.setattr(warm_up, "serial_builds", serial_builds)
+    out = []
+
+    class Lines(list):
+        def write(self, text):
+            out.append(json.loads(text))
+
+        def flush(self):
+            pass
+
+    request = {"module": "minitensor.kernels.softmax", "name": "no_such_kernel", "args": []}
+    lines = [json.dumps({"warm": "serial builds"}), json.dumps({"warm": "enough"})]
+    CA.serve(lines + [json.dumps(request)], Lines())
+    assert seen == [True]
+    module, name = CA.WARM_UP
+    assert out == [
+        {"module": module, "name": name, "ok": True},
+        {"module": request["module"], "name": "no_such_kernel", "ok": False},
+    ]
+
+
+def test_the_warm_up_asks_before_each_build_whether_to_stop():
+    from minitensor.kernels import warm_up
+
+    asked = []
+    assert warm_up.serial_builds(lambda: asked.append(1) or len(asked) > 2) == 2
+    assert len(asked) == 3

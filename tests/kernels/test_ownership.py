@@ -108,6 +108,18 @@ def test_the_environment_fixes_the_owner(monkeypatch, owner):
     assert ownership.core_owner() == owner
 
 
+@pytest.mark.parametrize("owner", [None, "blas"])
+def test_the_first_step_tells_the_compile_ahead_helper_once(monkeypatch, owner):
+    """The first step's end is when the helper's warm-up has nothing left that the step
+    calls (compile_ahead.first_step_ended), whether or not the owner is fixed."""
+    if owner:
+        monkeypatch.setenv("MINITENSOR_CORE_OWNER", owner)
+    told = []
+    monkeypatch.setattr(ownership.compile_ahead, "first_step_ended", lambda: told.append(1))
+    run_steps(ownership.WARMUP + 2, Clock({"numba": 0.05, "blas": 0.05}))
+    assert told == [1]
+
+
 def test_a_wrong_owner_in_the_environment_is_refused(monkeypatch):
     monkeypatch.setenv("MINITENSOR_CORE_OWNER", "bls")
     with pytest.raises(ValueError, match="MINITENSOR_CORE_OWNER='bls'.*trial, numba, blas or both"):
