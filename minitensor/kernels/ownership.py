@@ -1,5 +1,5 @@
 """Who owns the cores during training: numba's threads, BLAS's, or both in turn — decided by
-timing whole training steps on the running machine, once per process.
+timing whole training steps on the running machine, and timed again now and then.
 
 Two thread pools can spread minitensor's work over the cores, and only one should run at a
 time. Three ways to share them:
@@ -32,9 +32,12 @@ them:
     then the owners take turns, numba, blas[, both], numba, ..., for ROUNDS blocks of BLOCK
     steps each, the first step of every block not counted (the new owner's products time
     their candidates then); the owner whose fastest counted step was fastest keeps the cores
-    for the rest of the process — another than numba only if at least MARGIN faster than
-    numba's. The fastest step, not the median: on a shared machine the other tenants' bursts
-    only ever add time, and a burst over one owner's block would sway a median of a few steps.
+    — another than numba only if at least MARGIN faster than numba's — until the trial runs
+    again, AGAIN_AFTER steps later, then twice as many steps later, and so on: on a shared
+    machine the other tenants come and go, and a trial that ran while they were busy (or
+    idle) may have chosen for a machine that is no longer there. The fastest step, not the
+    median: on a shared machine the other tenants' bursts only ever add time, and a burst
+    over one owner's block would sway a median of a few steps.
     "both" takes a turn only where BLAS's spin is short (config.blas_spin_is_short()).
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
@@ -62,11 +65,13 @@ OWNERS = ("numba", "blas", "both")
 WARMUP, BLOCK, ROUNDS = 3, 4, 3
 MIN_STEP_SECONDS = 0.02
 MARGIN = 0.03
+AGAIN_AFTER = 300  # steps after a decision before the owners are timed again (then 2×, 4×…)
 
 # _owner[0] is read before every kernel call and matrix product (jit.threads,
 # products.numpy_product): a list, so that a read is one index, and the state stays here.
 _owner = ["numba"]
 _trial = {"state": "waiting", "steps": 0, "last": None, "times": {o: [] for o in OWNERS}}
+_trial.update(again_at=None, again_after=AGAIN_AFTER)
 
 
 def core_owner() -> str:
@@ -77,13 +82,15 @@ def core_owner() -> str:
 
 def core_owner_trial() -> dict:
     """The trial's state: "waiting" (warming up, or steps too short), "trying" or "decided"
-    (or "fixed" by MINITENSOR_CORE_OWNER), optimizer steps seen, and the counted step times
-    (seconds) of each owner."""
+    (or "fixed" by MINITENSOR_CORE_OWNER), optimizer steps seen, the counted step times
+    (seconds) of each owner in the latest trial, and the step at which the owners are timed
+    again (None before the first decision)."""
     return {
         "state": _trial["state"],
         "owner": _owner[0],
         "steps": _trial["steps"],
         "times": {o: list(t) for o, t in _trial["times"].items()},
+        "again_at": _trial["again_at"],
     }
 
 
@@ -104,8 +111,15 @@ def _fixed_owner():
 def step_ended(clock=time.perf_counter):
     """Called at the end of every optimizer step: count it, time it, and move the trial on."""
     state = _trial["state"]
-    if state in ("decided", "fixed"):
+    if state == "fixed":
         return
+    if state == "decided":
+        _trial["steps"] += 1
+        if _trial["steps"] < _trial["again_at"]:
+            return
+        # time the owners again: the machine's other work may have come or gone since
+        _trial.update(state="waiting", last=None)
+        state = "waiting"
     now = clock()
     last, _trial["last"] = _trial["last"], now
     _trial["steps"] += 1
@@ -129,7 +143,8 @@ def _wait(now, last):
     if _trial["steps"] > WARMUP and long_enough and not compiling and get_backend() == "numba":
         owners = OWNERS if config.blas_spin_is_short() else OWNERS[:2]
         # the block of steps about to run is numba's
-        _trial.update(state="trying", tried=0, owners=owners)
+        _trial.update(state="trying", tried=0, owners=owners, times={o: [] for o in OWNERS})
+        _owner[0] = owners[0]
 
 
 def _try(seconds):
@@ -163,7 +178,8 @@ def _fastest(owners):
 
 def _decide(owner):
     _owner[0] = owner
-    _trial["state"] = "decided"
+    again = _trial["again_after"]
+    _trial.update(state="decided", again_at=_trial["steps"] + again, again_after=2 * again)
     config.applied["MINITENSOR_CORE_OWNER"] = f"{owner}'s threads own the cores (timed steps)"
 
 
@@ -171,3 +187,4 @@ def reset():
     """Forget the trial and give the cores back to numba (tests; a new kind of workload)."""
     _owner[0] = "numba"
     _trial.update(state="waiting", steps=0, last=None, times={o: [] for o in OWNERS})
+    _trial.update(again_at=None, again_after=AGAIN_AFTER)

@@ -45,8 +45,28 @@ def test_the_owner_with_faster_steps_keeps_the_cores():
     counted = (ownership.BLOCK - 1) * ownership.ROUNDS  # a block's first step is not counted
     assert trial["times"]["numba"] == pytest.approx([0.050] * counted)
     assert trial["times"]["blas"] == pytest.approx([0.030] * counted)
-    run_steps(10, Clock({"numba": 0.001, "blas": 1.0}))  # decided once: no second trial
+    run_steps(10, Clock({"numba": 0.001, "blas": 1.0}))  # no second trial this soon
     assert mt.kernels.core_owner() == "blas"
+
+
+def test_the_owners_are_timed_again_later_and_the_machine_of_then_decides():
+    """A trial that ran while other work made BLAS's threads slow chose numba; AGAIN_AFTER
+    steps later the owners are timed again, BLAS's are faster now and take the cores; the
+    next trial comes twice as many steps after that one."""
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.030, "blas": 0.050}))
+    trial = ownership.core_owner_trial()
+    assert ownership.core_owner() == "numba" and trial["state"] == "decided"
+    decided_at = trial["steps"]
+    assert trial["again_at"] == decided_at + ownership.AGAIN_AFTER
+    now = Clock({"numba": 0.030, "blas": 0.020})
+    run_steps(ownership.AGAIN_AFTER - 1, now)
+    assert ownership.core_owner() == "numba"  # not yet
+    run_steps(2 + TRIAL_STEPS, now)  # the step that starts it, one to time, the trial
+    trial = ownership.core_owner_trial()
+    assert ownership.core_owner() == "blas" and trial["state"] == "decided"
+    counted = (ownership.BLOCK - 1) * ownership.ROUNDS
+    assert trial["times"]["blas"] == pytest.approx([0.020] * counted)  # this trial's only
+    assert trial["again_at"] == trial["steps"] + 2 * ownership.AGAIN_AFTER
 
 
 def test_numba_keeps_the_cores_when_blas_is_slower_or_within_the_margin():
