@@ -33,20 +33,22 @@ def test_an_argument_of_another_kind_is_not_described():
     assert CA.describe([np.zeros(3), (1, 2)]) is None
 
 
+class Answers(list):
+    """What serve() writes, as the answers it parsed: the helper's stdout, in this process."""
+
+    def write(self, text):
+        self.append(json.loads(text))
+
+    def flush(self):
+        pass
+
+
 def test_the_helper_answers_each_request_and_names_a_failure():
     """serve() in this process: a request for a kernel that is not there is answered not ok
     (the asking process then compiles the build itself), and the loop goes on."""
-    out = []
-
-    class Lines(list):
-        def write(self, text):
-            out.append(json.loads(text))
-
-        def flush(self):
-            pass
-
+    out = Answers()
     request = {"module": "minitensor.kernels.softmax", "name": "no_such_kernel", "args": []}
-    CA.serve([json.dumps(request)] * 2, Lines())
+    CA.serve([json.dumps(request)] * 2, out)
     assert out == [{"module": request["module"], "name": "no_such_kernel", "ok": False}] * 2
 
 
@@ -315,18 +317,10 @@ def test_the_helper_stops_its_warm_up_once_told_the_first_step_is_over(monkeypat
         seen.append(stop())
 
     monkeypatch.setattr(warm_up, "serial_builds", serial_builds)
-    out = []
-
-    class Lines(list):
-        def write(self, text):
-            out.append(json.loads(text))
-
-        def flush(self):
-            pass
-
+    out = Answers()
     request = {"module": "minitensor.kernels.softmax", "name": "no_such_kernel", "args": []}
     lines = [json.dumps({"warm": "serial builds"}), json.dumps({"warm": "enough"})]
-    CA.serve(lines + [json.dumps(request)], Lines())
+    CA.serve(lines + [json.dumps(request)], out)
     assert seen == [True]
     module, name = CA.WARM_UP
     assert out == [
