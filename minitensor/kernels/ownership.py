@@ -70,8 +70,7 @@ AGAIN_AFTER = 300  # steps after a decision before the owners are timed again (t
 # _owner[0] is read before every kernel call and matrix product (jit.threads,
 # products.numpy_product): a list, so that a read is one index, and the state stays here.
 _owner = ["numba"]
-_trial = {"state": "waiting", "steps": 0, "last": None, "times": {o: [] for o in OWNERS}}
-_trial.update(again_at=None, again_after=AGAIN_AFTER)
+_trial = {}  # the trial's state: see reset(), which sets its start
 
 
 def core_owner() -> str:
@@ -188,3 +187,6 @@ def reset():
     _owner[0] = "numba"
     _trial.update(state="waiting", steps=0, last=None, times={o: [] for o in OWNERS})
     _trial.update(again_at=None, again_after=AGAIN_AFTER)
+
+
+reset()
