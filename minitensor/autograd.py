@@ -10,6 +10,7 @@ and `keep_intermediates` (`grad_mode.py`), anomaly mode (`anomaly.py`), forward 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,39 +59,34 @@ def topological_order(*roots: Context) -> list[Context]:
 
     This is the order backward visits them: a node runs only once all the gradients for its
     output have arrived (reversed, it is the order forward made them, which the graph viewer
-    draws). Iterative depth-first search, so a chain of 10,000 ops is fine; inputs are explored
-    first to last, so the order is the same from run to run.
+    draws). Each node is numbered as it is recorded (``_seq``, as torch numbers its nodes),
+    and a node's inputs existed before it, so the order is the nodes by number, highest first.
     """
-    return _order_and_leaf_uses(roots)[0]
+    return _reachable(roots)[0]
 
 
-def _order_and_leaf_uses(roots):
+def _newest_first(node):
+    return -node._seq
+
+
+def _reachable(roots):
     """`topological_order(*roots)`, and {id(leaf): how many of its nodes take it as an input}
     for every leaf that requires grad (a leaf taken twice by one node, x * x, counts twice):
-    the backward engine needs both, and one walk over the graph finds both."""
-    order, visited, uses = [], set(), {}  # (a node hashes by identity: the set holds the nodes)
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, inputs_done = stack.pop()
-            if inputs_done:
-                order.append(node)  # after every node that feeds it
+    what a step-through knows before its first step. An iterative search, so a chain of
+    10,000 ops is fine."""
+    seen, stack, uses = set(roots), list(roots), {}  # (a node hashes by identity)
+    while stack:
+        for t in stack.pop().inputs:
+            if t is None:
                 continue
-            if node in visited:
-                continue
-            visited.add(node)
-            stack.append((node, True))
-            for t in reversed(node.inputs):
-                if t is None:
-                    continue
-                fn = t._grad_fn  # (a Tensor's, or a NodeInput's)
-                if fn is None:
-                    if t.requires_grad:  # a leaf
-                        uses[id(t)] = uses.get(id(t), 0) + 1
-                elif fn not in visited:
-                    stack.append((fn, False))
-    order.reverse()
-    return order, uses
+            fn = t._grad_fn  # (a Tensor's, or a NodeInput's)
+            if fn is None:
+                if t.requires_grad:  # a leaf
+                    uses[id(t)] = uses.get(id(t), 0) + 1
+            elif fn not in seen:
+                seen.add(fn)
+                stack.append(fn)
+    return sorted(seen, key=_newest_first), uses
 
 
 class BackwardStep:
@@ -222,8 +218,9 @@ def backward_steps(
     """Run backward from `tensor` one node at a time, yielding a `BackwardStep` after each.
 
     Consuming every step leaves exactly the gradients ``tensor.backward()`` leaves: `backward`
-    is this generator run to the end. Leaves (tensors made by the user, and parameters) receive
-    their gradient in ``.grad``, accumulated across calls until zeroed.
+    is the same walk run to the end. Leaves (tensors made by the user, and parameters) receive
+    their gradient in ``.grad``, accumulated across calls until zeroed; in a step-through, a
+    leaf's ``.grad`` is written once every node that uses it has run.
 
     Bad calls (no graph, a non-scalar output without `grad`, a freed graph, a saved tensor
     modified in place) raise here, before any step runs and before any ``.grad`` changes.
@@ -231,8 +228,21 @@ def backward_steps(
     return _start(tensor, grad, retain_graph, {})
 
 
+def _check_saved(node):
+    """Raise a clear error if backward cannot run through `node`: what it saved was freed by
+    an earlier backward, or modified in place since forward."""
+    if node._released:
+        node.check_not_released()  # raises, naming the node
+    for counter, version, what in node._saved_versions:
+        if counter[0] != version:
+            _modified_in_place(node, counter, version, what)
+
+
 def _start(tensor, grad, retain_graph, record):
-    """Check the call, then return the walk (a generator); see `backward_steps`."""
+    """Check the call, then return the walk (a generator); see `backward_steps`. `record`:
+    None for `backward()`, a dict for a step-through, which first looks at the whole graph:
+    so that a bad graph raises before its first step, each step knows how many there are,
+    and each leaf's .grad is written as soon as the last node that uses it has run."""
     if not tensor.requires_grad:
         raise RuntimeError(
             f"backward: this tensor (shape {tensor.shape}) does not require grad and has no "
@@ -242,14 +252,12 @@ def _start(tensor, grad, retain_graph, record):
     if tensor.grad_fn is None:  # backward on a leaf itself
         tensor._accumulate_grad(run_grad_hooks(tensor, g0))
         return iter(())
-    order, leaf_uses = _order_and_leaf_uses((tensor.grad_fn,))
+    if record is None:  # backward(): each node is checked as the walk reaches it
+        return _walk(tensor.grad_fn, g0, retain_graph, _LeafGrads())
+    order, leaf_uses = _reachable((tensor.grad_fn,))
     for node in order:
-        if node._released:
-            node.check_not_released()  # raises, naming the node
-        for counter, version, what in node._saved_versions:
-            if counter[0] != version:
-                _modified_in_place(node, counter, version, what)
-    return _walk(order, g0, retain_graph, leaf_uses, record)
+        _check_saved(node)
+    return _walk(tensor.grad_fn, g0, retain_graph, _CountedLeafGrads(leaf_uses), record, len(order))
 
 
 def run_grad_hooks(owner, grad):
@@ -275,35 +283,23 @@ def _incoming(node, g_out):
 
 
 class _LeafGrads:
-    """The .grad writes of one backward pass. A leaf's contributions are summed as they come,
-    and its .grad is written once, when the last node that uses it has sent its share (as
-    torch's AccumulateGrad runs once all of a leaf's gradient has arrived) or, for a leaf
-    some node never sent a share to (an unused branch), at the end of the pass: its hooks
-    (Tensor.register_hook) see its whole gradient, a step-through shows a leaf's .grad
-    complete once all its users ran, and .grad takes one addition per pass, not one per use.
-    Each .grad written is kept to undo a failure."""
+    """The .grad writes of one backward pass. A leaf's shares are summed as they come and its
+    .grad is written once, with the whole sum (as torch's AccumulateGrad runs once all of a
+    leaf's gradient has arrived): its hooks (Tensor.register_hook) see its whole gradient, and
+    .grad takes one addition per pass, not one per use. `backward()` writes every leaf at the
+    end of the pass (`flush`), so a pass that fails half-way has written none (a step-through
+    writes sooner: `_CountedLeafGrads`). Each .grad written is kept to undo a failure."""
 
-    def __init__(self, uses):
-        # id(leaf) -> [how many nodes of the walk may still send it a share, their sum so far]
-        self.pending = {key: [n, None] for key, n in uses.items() if n > 1}
+    def __init__(self):
+        self.pending = {}  # id(leaf) -> [the sum of its shares so far, the leaf]
         self.before = {}  # id -> (tensor, None or (its .grad, a copy of the values))
-        self.tensors = {}  # id -> the leaf, for the shares `flush` writes
 
     def give(self, t, g):
         entry = self.pending.get(id(t))
-        if entry is None:  # a leaf one node takes (or a retained gradient): all of it at once
-            self.write(t, g)
-            return
-        if entry[1] is None:
-            self.tensors[id(t)] = t  # (for `flush`, if some user never sends its share)
+        if entry is None:
+            self.pending[id(t)] = [g, t]
         else:
-            g = entry[1] + g
-        entry[0] -= 1
-        if entry[0]:
-            entry[1] = g
-        else:
-            del self.pending[id(t)]
-            self.write(t, g)
+            entry[0] = entry[0] + g
 
     def write(self, t, g):
         if id(t) not in self.before:  # .grad accumulates in place: keep its values to undo
@@ -312,10 +308,10 @@ class _LeafGrads:
         t._accumulate_grad(run_grad_hooks(t, g))
 
     def flush(self):
+        """Write every sum still pending."""
         pending, self.pending = self.pending, {}
-        for key, (_, g) in pending.items():
-            if g is not None:  # a leaf some of whose users sent nothing (an unused branch)
-                self.write(self.tensors[key], g)
+        for g, t in pending.values():
+            self.write(t, g)
 
     def undo(self):
         for t, kept in self.before.values():
@@ -324,26 +320,48 @@ class _LeafGrads:
                 np.copyto(kept[0].numpy(), kept[1])
 
 
-def _walk(order, g0, retain_graph, leaf_uses, record=None):
-    """The engine proper: visit the nodes in topological order, sending each node's output
-    gradient through its backward to its inputs. `leaf_uses`: see `_order_and_leaf_uses`;
-    `record` (a dict, for a step-through) keeps every node's output gradient for the steps'
-    `grad_of`; `backward()` passes None.
+class _CountedLeafGrads(_LeafGrads):
+    """A step-through's .grad writes: it knows how many nodes use each leaf (`uses`, {id: n},
+    from `_reachable`), and writes a leaf's .grad as soon as the last of them has sent its
+    share, so that its steps show each .grad complete once all its users ran. `flush` writes
+    the leaves some of whose users sent nothing (an unused branch)."""
 
-    What a node's backward returns is checked as it is sent on, one input at a time: one
-    gradient per input, each of its input's shape (read from its array for a leaf, from the
-    node that made it otherwise, not through Tensor's properties: this runs for every input
-    of every node), cast to its input's dtype; under anomaly mode, free of NaN/Inf."""
-    grads = {order[0]: g0}  # gradients that reached each node's output, so far (by node)
+    def __init__(self, uses):
+        super().__init__()
+        self.left = dict(uses)  # id(leaf) -> the shares still to come
+
+    def give(self, t, g):
+        super().give(t, g)
+        left = self.left.get(id(t), 1) - 1  # (a retained gradient has one share: no count)
+        self.left[id(t)] = left
+        if not left:
+            g, _ = self.pending.pop(id(t))
+            self.write(t, g)
+
+
+def _walk(root, g0, retain_graph, leaves, record=None, total=None):
+    """The engine proper: visit the nodes from the newest down (`topological_order`), sending
+    each node's output gradient through its backward to its inputs. The nodes waiting for
+    their turn are a heap (`ready`) keyed by their number: a node enters it when its first
+    gradient share arrives, and leaves it once every node made after it has run, so its
+    gradient is complete. `leaves`: a `_LeafGrads`; `record` (a dict, for a step-through of
+    `total` nodes) keeps every node's output gradient for the steps' `grad_of`; `backward()`
+    passes None.
+
+    What a node's backward returns is checked as it is sent on (see `_send`)."""
+    grads = {root: g0}  # gradients that reached each node's output, so far (by node)
+    ready = [(-root._seq, root)]
     run = []  # ids of the nodes whose backward has run, in order (kept for a step-through)
-    leaves = _LeafGrads(leaf_uses)
-    give = leaves.give
-    anomaly = state.anomaly
+    give, anomaly = leaves.give, state.anomaly
     try:
-        for index, node in enumerate(order):
-            g_out = grads.pop(node, None)
-            if g_out is None:  # no gradient reached this node (e.g. an unused branch)
-                continue
+        while ready:
+            node = heappop(ready)[1]
+            g_out = grads.pop(node)
+            if node._released:
+                node.check_not_released()
+            for counter, version, what in node._saved_versions:
+                if counter[0] != version:
+                    _modified_in_place(node, counter, version, what)
             if node._grad_dtype is not None or node._grad_hooks:
                 g_out = _incoming(node, g_out)
             g_in = node.fn.backward(node, g_out)
@@ -357,16 +375,14 @@ def _walk(order, g0, retain_graph, leaf_uses, record=None):
             if retained is not None:  # Tensor.retain_grad()
                 give(retained, g_out)
             sent = [] if record is not None else None  # what a step shows it sent
-            _send(node, g_in, grads, give, anomaly, sent)
+            _send(node, g_in, grads, ready, give, anomaly, sent)
             if record is not None:  # a step-through: `backward()` has no one to show a step
                 run.append(id(node))
-                record[id(node)] = (len(run) - 1, g_out)
                 n = len(run)
+                record[id(node)] = (n - 1, g_out)
                 saved = node.saved_tensors
-                step = BackwardStep(
-                    index, len(order), node, g_out, tuple(sent), saved, run, n, record
-                )
-                step.root = order[0]
+                step = BackwardStep(n - 1, total, node, g_out, tuple(sent), saved, run, n, record)
+                step.root = root
                 yield step
             if not retain_graph:  # node.release(), inline: it runs for every node
                 node._saved, node._released = (), True
@@ -382,10 +398,14 @@ def _walk(order, g0, retain_graph, leaf_uses, record=None):
         raise
 
 
-def _send(node, g_in, grads, give, anomaly, sent):
+def _send(node, g_in, grads, ready, give, anomaly, sent):
     """Send what `node`'s backward returned (`g_in`, one per input) on: a leaf's to `give`
-    (`_LeafGrads`), another node's added to `grads`, checked on the way (see `_walk`);
-    `sent`, a list or None, collects each input's gradient (None where there is none)."""
+    (`_LeafGrads`), another node's added to `grads` (and the node to `ready` with its first
+    share). On the way each is checked: one gradient per input, each of its input's shape
+    (read from its array for a leaf, from the node that made it otherwise, not through
+    Tensor's properties: this runs for every input of every node), cast to its input's
+    dtype; under anomaly mode, free of NaN/Inf. `sent`, a list or None, collects each
+    input's gradient (None where there is none)."""
     for t, g, wanted in zip(node.inputs, g_in, node.needs_input_grad):
         if g is None or not wanted:
             if sent is not None:
@@ -412,7 +432,11 @@ def _send(node, g_in, grads, give, anomaly, sent):
             give(t, g)
         else:
             prev = grads.get(fn)
-            grads[fn] = g if prev is None else prev + g
+            if prev is None:  # its first share: the node waits for its turn
+                grads[fn] = g
+                heappush(ready, (-fn._seq, fn))
+            else:
+                grads[fn] = prev + g
 
 
 def backward(

@@ -24,6 +24,7 @@ the output's shape and what was saved for backward.
 from __future__ import annotations
 
 import functools
+import itertools
 import linecache
 import math
 import weakref
@@ -80,6 +81,7 @@ class Context:
     _grad_dtype = None  # float32 when forward computed float16 inputs in float32
     _src = None  # (code object, instruction offset) of the user's line; `source` formats it
     _grad_hooks = None  # set by Tensor.register_hook on the node's output
+    _seq = 0  # the node's number, in the order nodes were recorded (see `_numbered`)
 
     def __init__(self, fn: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
         self.fn = fn
@@ -418,7 +420,7 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
         ctx._src = user_line(2 + skip)
         data = result._data
         ctx.out_shape, ctx.out_dtype = data.shape, data.dtype
-        result._grad_fn = ctx
+        result._grad_fn, ctx._seq = ctx, next(_numbered)
         saved = ctx._saved
         if saved:
             ctx._saved_versions = _binary_saved_versions(saved, a, b, result)
@@ -472,6 +474,10 @@ def _finish(cls, ctx, result, args, tensors, arrays, wanted, skip):
 
 _new = object.__new__
 _ref = weakref.ref
+# Each node recorded takes the next number (`Context._seq`): a node is recorded after every
+# node that made its inputs, so the numbers order the graph, and backward visits the nodes
+# from the highest number down (see `autograd._walk`)
+_numbered = itertools.count(1)
 
 
 class _NoGrads(dict):
@@ -630,7 +636,7 @@ def _record(ctx, args, tensors, result, s, skip):
     ctx._src = user_line(skip)
     data = result._data
     ctx.out_shape, ctx.out_dtype = data.shape, data.dtype
-    result._grad_fn = ctx
+    result._grad_fn, ctx._seq = ctx, next(_numbered)
     if ctx._saved:
         ctx._saved_versions = _saved_versions(ctx._saved, args, tensors, result)
 

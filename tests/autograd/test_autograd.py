@@ -488,3 +488,36 @@ def test_calling_an_op_class_like_a_function_says_to_use_apply():
 
     with pytest.raises(TypeError, match=r"GELUTanh\(\.\.\.\) is an op class.*GELUTanh\.apply\(x\)"):
         GELUTanh(mt.randn(3))
+
+
+def test_backward_visits_the_nodes_newest_first_each_after_every_node_that_uses_it():
+    x = mt.randn(3, requires_grad=True)
+    a = x * 2
+    b = a + 1
+    d = (a * b + a).sum()  # a has three users, made after it in three different places
+    order = mt.autograd.topological_order(d.grad_fn)
+    numbers = [n._seq for n in order]
+    assert numbers == sorted(numbers, reverse=True) and len(set(numbers)) == len(order)
+    position = {id(n): i for i, n in enumerate(order)}
+    for n in order:
+        for t in n.inputs:
+            if t is not None and t.grad_fn is not None:
+                assert position[id(t.grad_fn)] > position[id(n)]  # its users ran before it
+    assert [s.node for s in d.backward_steps(retain_graph=True)] == order
+    np.testing.assert_allclose(x.grad.numpy(), 8 * x.numpy() + 4, rtol=1e-6)  # d/dx Σ 2x(2x+1) + 2x
+    d.backward()  # the same walk: the same gradient again
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (8 * x.numpy() + 4), rtol=1e-6)
+
+
+def test_a_backward_that_fails_half_way_has_written_no_grad_and_run_no_leaf_hook():
+    w = mt.randn(3, requires_grad=True)
+    seen = []
+    w.register_hook(lambda g: seen.append(g))
+    h = w * 2
+    loss = (h.sin() + w).sum()  # w's share (from the add) arrives before the walk meets sin
+    h.mul_(3)  # what sin saved changes
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward_steps()  # the step-through looks at the whole graph first
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()  # backward() finds it when it reaches sin
+    assert w.grad is None and seen == []

@@ -473,12 +473,12 @@ def test_a_leaf_some_users_send_nothing_gets_the_sum_of_the_rest_once():
 
 
 def test_the_walk_counts_each_use_of_a_leaf_once_per_input():
-    from minitensor.autograd import _order_and_leaf_uses, topological_order
+    from minitensor.autograd import _reachable, topological_order
 
     x = mt.randn(3, requires_grad=True)
     c = mt.randn(3)  # a constant: no gradient, not counted
     y = (x * x + c * x).sum()
-    order, uses = _order_and_leaf_uses((y.grad_fn,))
+    order, uses = _reachable((y.grad_fn,))
     assert order == topological_order(y.grad_fn)
     assert uses == {id(x): 3}  # x * x takes it twice, c * x once
 

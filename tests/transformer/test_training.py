@@ -209,7 +209,9 @@ def test_transformer_learns_copy_to_full_token_accuracy():
     val = [seq2seq_batch(*task.encode(texts))]
     hist = train(
         model,
-        mt.optim.Adam(model.parameters(), lr=1e-2),
+        # (lr 1e-2 wobbled around 99.9% for 200 steps on one CPU's bits; 5e-3 reached 100% in
+        # 160-260 steps for seeds 0-2 on an AMD EPYC Zen 3)
+        mt.optim.Adam(model.parameters(), lr=5e-3),
         lambda s: seq2seq_batch(*task.batch(32, rng)),
         steps=400,
         eval_every=20,
