@@ -171,15 +171,16 @@ TRAINING = textwrap.dedent(
     from transformer import Transformer, TransformerConfig
 
     mt.manual_seed(0)
-    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=64, n_heads=2,
-                            num_encoder_layers=1, num_decoder_layers=1, d_ff=128, dropout=0.1)
+    # large enough that its kernels run on all threads (jit.PARALLEL_MIN_WORK entries)
+    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=128, n_heads=4,
+                            num_encoder_layers=1, num_decoder_layers=1, d_ff=256, dropout=0.1)
     model = Transformer(cfg)
     for m in model.modules():  # the fused attention (40 keys) rather than the weights' path
         if hasattr(m, "need_weights"):
             m.need_weights = False
     opt = mt.optim.Adam(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
-    src, tgt = rng.integers(1, 20, (16, 40)), rng.integers(1, 20, (16, 41))
+    src, tgt = rng.integers(1, 20, (64, 40)), rng.integers(1, 20, (64, 41))
 
     def step():
         opt.zero_grad()
@@ -204,7 +205,7 @@ TRAINING = textwrap.dedent(
             if not compile_ahead.pending():
                 break
         step()
-    print(json.dumps({"sent": len(sent), "pending": compile_ahead.pending(),
+    print(json.dumps({"sent": len(sent), "names": sent, "pending": compile_ahead.pending(),
                       "failed": compile_ahead._helper["failed"]}))
     """
 )
