@@ -400,7 +400,8 @@ Batch = dict[str, Any]  # what seq2seq_batch, lm_batch and labeled_batch return
 def train(model: mt.nn.Module, optimizer: Any, batches: Callable[[int], Batch] | Iterable[Batch],
           steps: int, *, scheduler: Any = None, label_smoothing: float = 0.0,
           max_grad_norm: float | None = None,
-          eval_fn: Callable[[mt.nn.Module], dict[str, Any]] | None = None, eval_every: int = 0,
+          eval_fn: Callable[[mt.nn.Module], dict[str, Any]] | None = None,
+          eval_every: int | Callable[[int], bool] = 0,
           stop_when: Callable[[dict[str, Any]], bool] | None = None,
           val_batches: Iterable[Batch] | None = None, diagnostics: bool = False,
           diagnostics_every: int = 100, trace: bool = False, quiet: bool = False,
@@ -414,8 +415,12 @@ def train(model: mt.nn.Module, optimizer: Any, batches: Callable[[int], Batch] |
         an iterable of batches (cycled when exhausted); batches come from seq2seq_batch,
         lm_batch or labeled_batch.
     scheduler: stepped once after every optimizer step.
-    eval_fn: ``model → dict of metrics``, run every `eval_every` steps and at the end (e.g.
-        held-out exact match from greedy decoding); `stop_when(metrics)` → True stops early.
+    eval_fn: ``model → dict of metrics``, run when `eval_every` says and after the last step
+        (e.g. held-out exact match from greedy decoding); `stop_when(metrics)` → True stops
+        early.
+    eval_every: an int, evaluate every that many steps (0: never); or a function
+        ``step → bool`` that says after which steps (the addition demo looks more often as it
+        nears its target).
     val_batches: a fixed list of batches; their loss is the "val loss" in evals and diagnostics.
     diagnostics: every `diagnostics_every` steps print per-module gradient norms, attention
         score ranges per layer (model.score_stats()) and train vs validation loss.
@@ -515,7 +520,7 @@ def _train_one(
     smoothed = loss if smoothed is None else 0.9 * smoothed + 0.1 * loss
     dt = max(time.perf_counter() - t0, 1e-9)
     _record_step(history, bar, step, loss, lr, smoothed, batch, n_tokens, dt)
-    want_eval = eval_every and (step % eval_every == 0 or last)
+    want_eval = bool(eval_every) and (_eval_due(eval_every, step) or last)
     want_diag = diagnostics and step % diagnostics_every == 0
     metrics = _evaluate_and_report(
         model, step, smoothed, want_eval, want_diag, history, say,
@@ -543,6 +548,11 @@ def _step_once(
             f"learning rate or run under mt.detect_anomaly() to find the op"
         )
     return loss, n_tokens
+
+
+def _eval_due(eval_every, step):
+    """Whether `train` evaluates after `step` (see its `eval_every`)."""
+    return bool(eval_every(step)) if callable(eval_every) else step % eval_every == 0
 
 
 def _progress_bar(start_step, steps, desc, quiet, print_fn):

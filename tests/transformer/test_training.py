@@ -129,6 +129,32 @@ def test_train_loop_learns_aligned_copy_and_records_history(capsys):
     assert model.training
 
 
+def test_eval_every_may_be_a_function_of_the_step():
+    """eval_every: an int (every that many steps) or step → bool; the last step is always
+    evaluated, and the function is asked after every step."""
+    mt.manual_seed(0)
+    task = CopyTask(alphabet="abc", min_len=2, max_len=3)
+    rng = np.random.default_rng(0)
+    model = AlignedCopy(len(task.tokenizer))
+    asked = []
+
+    def due(step):
+        asked.append(step)
+        return step in (2, 3)
+
+    hist = train(
+        model,
+        _optimizer(model, 0.05),
+        lambda step: seq2seq_batch(*task.batch(8, rng)),
+        steps=6,
+        eval_every=due,
+        quiet=True,
+        eval_fn=lambda m: {"seen": 1},
+    )
+    assert asked == [1, 2, 3, 4, 5, 6]
+    assert [e["step"] for e in hist.evals] == [2, 3, 6]
+
+
 def test_diagnostics_print_grad_norms_and_losses():
     mt.manual_seed(1)
     task = ReverseTask(alphabet="abc", max_len=4)
