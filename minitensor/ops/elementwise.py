@@ -519,8 +519,9 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 class Gelu(Function):
     """GELU(x) = x·Φ(x), with Φ the standard normal CDF.
 
-    approximate="none" uses Φ(x) = (1 + erf(x/√2))/2 exactly; "tanh" is the fast approximation
-    0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    approximate="none" uses Φ(x) = (1 + erf(x/√2))/2 (exact in float64; in float32 from a fit
+    of erfc with relative error below 1.2e-7, kernels/bias_activation.py); "tanh" is the
+    approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
     """
 
     float_inputs = (0,)
@@ -534,9 +535,12 @@ class Gelu(Function):
             return 0.5 * x * (1 + t)
         if approximate != "none":
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        cdf = (0.5 * (1 + K.erf(x / math.sqrt(2)))).astype(x.dtype, copy=False)
-        ctx.save_for_backward(x, cdf)
-        return x * cdf
+        # x·Φ(x) and Φ(x) in one pass over memory: the kernel of a Linear's bias + GELU
+        # (kernels/bias_activation.py), without a bias; it keeps (x, Φ(x)) for backward
+        rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if x.ndim else x.reshape(1, 1)
+        y, saved = K.bias_activation_forward(rows, None, "gelu")
+        ctx.save_for_backward(*saved)
+        return y.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, grad):
@@ -544,9 +548,9 @@ class Gelu(Function):
             x, t = ctx.saved_tensors
             d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
             return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner)
-        x, cdf = ctx.saved_tensors  # d/dx x·Φ(x) = Φ(x) + x·φ(x)
-        pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-        return grad * (cdf + x * pdf)
+        saved = ctx.saved_tensors  # d/dx x·Φ(x) = Φ(x) + x·φ(x), in one pass
+        dx, _ = K.bias_activation_backward(grad.reshape(saved[0].shape), saved, "gelu", False)
+        return dx.reshape(grad.shape)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:

@@ -788,12 +788,22 @@ def tile_shape(a, b):
 def _product(a, b, out=None):
     """a @ b (numpy broadcasting rules, a and b at least 2-D), by whoever `route` picks.
 
+    A stack of matrices times one matrix — a Linear layer applied to a (B, T, C) batch, or its
+    input's gradient — is one product of all the stack's rows when they lie evenly spaced in
+    memory (`_as_rows`): (B·T, C) @ (C, m), which np.matmul would compute as B separate
+    products (on (32, 64, 128) @ (128, 512): 2.5 ms against 2.0 ms for the one product, and
+    3.2 against 2.0 with a transposed weight, BLAS on two threads).
+
     out: an array to write the result into, in whatever layout it has (ops/linalg.py asks for
     gradients laid out as their inputs). np.matmul writes into any layout; the tile kernel and
     gemm write C-ordered results only, so taking them would mean copying the result into out.
     On a stack of small matrices, the tiles' own ground, that copy costs as much as the tiles
     save: there np.matmul computes the product into out itself. gemm's products are large
     enough that it keeps them, and its result is copied in."""
+    if b.ndim == 2 and a.ndim > 2:
+        folded = _one_product_of_rows(a, b, out)
+        if folded is not None:
+            return folded
     name, product = _choose(a, b)
     if out is None:
         return product(a, b)
@@ -803,6 +813,36 @@ def _product(a, b, out=None):
         return numpy_product(a, b, out=out)
     np.copyto(out, product(a, b))
     return out
+
+
+def _one_product_of_rows(a, b, out):
+    """a @ b for a stack a (…, n, k) and a matrix b (k, m) as the one product
+    (rows of a) @ b, reshaped to (…, n, m) — written into `out` if given; None when a's rows
+    (or out's) do not merge without a copy."""
+    rows = _as_rows(a)
+    if rows is None:
+        return None
+    if out is None:
+        return _product(rows, b).reshape(a.shape[:-1] + (b.shape[1],))
+    out_rows = _as_rows(out)
+    if out_rows is None:
+        return None
+    _product(rows, b, out_rows)
+    return out
+
+
+def _as_rows(x):
+    """x (…, n, k) as one (rows, k) matrix, a view of x: every axis before the last merged.
+    None when they do not merge without a copy (a transposed stack, whose rows are not evenly
+    spaced in memory)."""
+    expected = None  # the stride the next axis must have to continue the merged one
+    for size, stride in zip(reversed(x.shape[:-1]), reversed(x.strides[:-1])):
+        if size == 1:
+            continue
+        if expected is not None and stride != expected:
+            return None
+        expected = stride * size
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 def _small_stack(a, b):
