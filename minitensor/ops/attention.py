@@ -50,9 +50,12 @@ from .nn import as_attention_mask, dropout, softmax
 from .shape import expand, masked_fill, reshape, squeeze, swapaxes, unsqueeze
 
 # Below this many keys the fused path stays with the softmax node (see the module docstring):
-# the tiled kernel's per-tile BLAS calls cost more than they save on the addition model's 5–7
-# keys; benchmarks/README.md has the measurements.
-FUSED_MIN_KEYS = 32
+# the tiled kernel's per-tile BLAS calls cost more than they save on few keys (the addition
+# model's 5–7), and the L×L weights they spare are small. Forward + backward of one causal
+# attention of 32 queries and keys took 1.36–1.41× the softmax node's time on an AMD EPYC Zen 3
+# (1.05× on a Zen 5), of 64 keys 0.84–0.92× with d_k 32 (0.91× on the Zen 5 with d_k 64);
+# benchmarks/README.md has the tables.
+FUSED_MIN_KEYS = 64
 
 
 # ---- masks -----------------------------------------------------------------------------------

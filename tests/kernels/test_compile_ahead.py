@@ -175,12 +175,12 @@ TRAINING = textwrap.dedent(
     cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=128, n_heads=4,
                             num_encoder_layers=1, num_decoder_layers=1, d_ff=256, dropout=0.1)
     model = Transformer(cfg)
-    for m in model.modules():  # the fused attention (40 keys) rather than the weights' path
+    for m in model.modules():  # the fused attention (72 keys) rather than the weights' path
         if hasattr(m, "need_weights"):
             m.need_weights = False
     opt = mt.optim.Adam(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
-    src, tgt = rng.integers(1, 20, (64, 40)), rng.integers(1, 20, (64, 41))
+    src, tgt = rng.integers(1, 20, (64, 72)), rng.integers(1, 20, (64, 73))
 
     def step():
         opt.zero_grad()

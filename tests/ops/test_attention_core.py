@@ -339,8 +339,9 @@ FIVE_STEPS = ["matmul", "mul", "masked_fill", "softmax", "matmul"]
 
 
 def test_the_rule_five_steps_when_something_reads_the_graph_fused_otherwise(rng):
-    q, k, v = (mt.tensor(rng.standard_normal((1, 2, 40, 4)), requires_grad=True) for _ in "qkv")
-    mask = np.zeros((40, 40), bool)
+    n = A.FUSED_MIN_KEYS + 8  # enough keys for the fused path
+    q, k, v = (mt.tensor(rng.standard_normal((1, 2, n, 4)), requires_grad=True) for _ in "qkv")
+    mask = np.zeros((n, n), bool)
     mask[:, -1] = True
     assert _op_names(A.attention(q, k, v, mask)[0]) == ["fused_attention"]
     with mt.autograd.keep_intermediates():  # the step-through keeps every node

@@ -88,3 +88,14 @@ def test_op_costs_benchmark_runs_the_same_statements_under_torch():
     out = run_benchmark("op_costs.py", "--rounds", "1", "--calls", "20")
     rows = [line for line in out.splitlines() if line.startswith("| `")]
     assert rows and all(float(row.split("|")[3]) > 0 for row in rows)
+
+
+def test_learner_code_benchmark_runs_the_port_under_both_libraries():
+    args = ("--cases", "tiny", "--rounds", "1", "--steps", "1")
+    out = run_benchmark("learner_code.py", *args, "--no-torch")
+    (row,) = [line for line in out.splitlines() if line.startswith("| tiny")]
+    assert float(row.split("|")[2]) > 0
+    pytest.importorskip("torch")
+    out = run_benchmark("learner_code.py", *args)
+    (row,) = [line for line in out.splitlines() if line.startswith("| tiny")]
+    assert float(row.split("|")[2]) > 0 and float(row.split("|")[3]) > 0

@@ -305,9 +305,9 @@ def test_layers_ask_for_no_weights_so_long_sequences_run_fused(rng):
     # FUSED_MIN_KEYS keys on the fused op runs, and the maps are recomputed when asked for
     from minitensor.ops.attention import FUSED_MIN_KEYS
 
-    cfg = TransformerConfig.tiny(7, 9, num_encoder_layers=1, num_decoder_layers=1, max_len=64)
-    model = Transformer(cfg).eval()
     L = FUSED_MIN_KEYS + 3
+    cfg = TransformerConfig.tiny(7, 9, num_encoder_layers=1, num_decoder_layers=1, max_len=L)
+    model = Transformer(cfg).eval()
     src, tgt = rng.integers(1, 7, (2, L)), rng.integers(1, 9, (2, L))
     model(src, tgt)
     attn = model.encoder.layers[0].self_attn
