@@ -415,12 +415,9 @@ def train(model: mt.nn.Module, optimizer: Any, batches: Callable[[int], Batch] |
         an iterable of batches (cycled when exhausted); batches come from seq2seq_batch,
         lm_batch or labeled_batch.
     scheduler: stepped once after every optimizer step.
-    eval_fn: ``model → dict of metrics``, run when `eval_every` says and after the last step
-        (e.g. held-out exact match from greedy decoding); `stop_when(metrics)` → True stops
-        early.
-    eval_every: an int, evaluate every that many steps (0: never); or a function
-        ``step → bool`` that says after which steps (the addition demo looks more often as it
-        nears its target).
+    eval_fn: ``model → dict of metrics`` (e.g. held-out exact match from greedy decoding), run
+        after the last step and every `eval_every` steps — an int (0: never) or a function
+        ``step → bool``; `stop_when(metrics)` → True stops early.
     val_batches: a fixed list of batches; their loss is the "val loss" in evals and diagnostics.
     diagnostics: every `diagnostics_every` steps print per-module gradient norms, attention
         score ranges per layer (model.score_stats()) and train vs validation loss.

@@ -790,9 +790,9 @@ def _product(a, b, out=None):
 
     A stack of matrices times one matrix — a Linear layer applied to a (B, T, C) batch, or its
     input's gradient — is one product of all the stack's rows when they lie evenly spaced in
-    memory (`_as_rows`): (B·T, C) @ (C, m), which np.matmul would compute as B separate
-    products (on (32, 64, 128) @ (128, 512): 2.5 ms against 2.0 ms for the one product, and
-    3.2 against 2.0 with a transposed weight, BLAS on two threads).
+    memory (`_as_rows`): (B·T, C) @ (C, m), where np.matmul would compute B separate, smaller
+    products (slower, the more so with a transposed weight: benchmarks/README.md, "Teaching
+    code as learners write it").
 
     out: an array to write the result into, in whatever layout it has (ops/linalg.py asks for
     gradients laid out as their inputs). np.matmul writes into any layout; the tile kernel and
