@@ -163,6 +163,14 @@ def _eval_interval(args, screened):
     return args.eval_every
 
 
+def _evaluations(args, screened):
+    """train()'s eval_every: step → whether to evaluate after it (0 with --eval-every 0: only
+    after the last step)."""
+    if args.eval_every <= 0:
+        return 0
+    return lambda step: step % _eval_interval(args, screened) == 0
+
+
 def _last_exact_match(history):
     """The held-out exact match of the last evaluation in `history` (a resumed run), or 0."""
     evals = history.evals if history is not None else []
@@ -297,7 +305,7 @@ def main(argv=None):
             label_smoothing=args.label_smoothing,
             max_grad_norm=args.clip or None,
             eval_fn=eval_fn,
-            eval_every=lambda step: step % _eval_interval(args, screened) == 0,
+            eval_every=_evaluations(args, screened),
             stop_when=lambda metrics: metrics.get("exact_match", 0.0) >= args.target,
             val_batches=val_batches,
             diagnostics=args.diagnostics > 0,

@@ -60,6 +60,7 @@ def test_the_addition_demo_evaluates_more_often_near_its_target():
         )
         == 1
     )  # never 0
+    assert addition_task._evaluations(addition_task.parse_args(["--eval-every", "0"]), {}) == 0
 
 
 def _graph_file(folder, base):
