@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.machine import cpu_model, print_medians, take_turns  # noqa: E402
+from benchmarks.machine import print_medians, take_turns  # noqa: E402
 
 CASES = {
     "tiny": dict(block_size=16, vocab_size=32, n_layer=2, n_head=2, n_embd=16, batch=16),
@@ -119,11 +119,8 @@ def main():
         timed = take_turns(script, libs, ["--cases", case, "--steps", str(args.steps)], args.rounds)
         for lib in libs:
             times[lib].update(timed[lib])
-    print(f"machine: {cpu_model()}")
-    print(f"nanoGPT-style training step (tests/ports/gpt_style_model.py), median of {args.rounds}")
-    print("| case | minitensor ms/step | PyTorch ms/step | ratio |")
-    print("|---|---|---|---|")
-    print_medians(times, cases, str, 2)
+    title = f"nanoGPT-style training step (tests/ports/gpt_style_model.py), median of {args.rounds}"
+    print_medians(times, cases, str, 2, title, ("case", "ms/step"))
 
 
 if __name__ == "__main__":

@@ -79,11 +79,17 @@ def take_turns(script, libs, child_args, rounds):
     return times
 
 
-def print_medians(times, names, label, digits):
-    """One table row per name: minitensor's median, torch's (if timed) and their ratio;
-    `label(name)` is the row's first cell, `digits` the decimals shown."""
+def print_medians(times, names, label, digits, title, columns):
+    """The machine, `title`, then a table: one row per name with minitensor's median, torch's
+    (if timed) and their ratio. `columns`: the first column's heading and the unit of the
+    others ("op", "µs"); `label(name)` is a row's first cell, `digits` the decimals shown."""
     import statistics
 
+    first, unit = columns
+    print(f"machine: {cpu_model()}")
+    print(title)
+    print(f"| {first} | minitensor {unit} | PyTorch {unit} | ratio |")
+    print("|---|---|---|---|")
     for name in names:
         ours = statistics.median(times["minitensor"][name])
         if "torch" not in times:

@@ -22,7 +22,7 @@ import timeit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.machine import cpu_model, print_medians, take_turns  # noqa: E402
+from benchmarks.machine import print_medians, take_turns  # noqa: E402
 
 # name → the statement timed; x, y, w (8 × 8) and b (8,) require grad, m is a bool mask, idx
 # three row numbers. The same text runs under both libraries (T is the library, F its
@@ -98,11 +98,8 @@ def main():
 
     libs = ["minitensor"] + ([] if args.no_torch else ["torch"])
     times = take_turns(os.path.abspath(__file__), libs, ["--calls", str(args.calls)], args.rounds)
-    print(f"machine: {cpu_model()}")
-    print(f"recorded cost per call, 8×8 float32 inputs requiring grad, median of {args.rounds}")
-    print("| op | minitensor µs | PyTorch µs | ratio |")
-    print("|---|---|---|---|")
-    print_medians(times, OPS, lambda op: f"`{op}`", 1)
+    title = f"recorded cost per call, 8×8 float32 inputs requiring grad, median of {args.rounds}"
+    print_medians(times, OPS, lambda op: f"`{op}`", 1, title, ("op", "µs"))
 
 
 if __name__ == "__main__":

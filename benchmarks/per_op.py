@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.machine import cpu_model, print_medians, take_turns  # noqa: E402
+from benchmarks.machine import print_medians, take_turns  # noqa: E402
 
 MODES = ("forward", "forward, recorded", "forward + backward")
 
@@ -79,11 +79,8 @@ def main():
     libs = ["minitensor"] + ([] if args.no_torch else ["torch"])
     child_args = ["--ops", str(args.ops), "--repeats", str(args.repeats)]
     times = take_turns(os.path.abspath(__file__), libs, child_args, args.rounds)
-    print(f"machine: {cpu_model()}")
-    print(f"engine cost per op, 8×8 float32, chains of {args.ops} ops, median of {args.rounds}")
-    print("| mode | minitensor µs/op | PyTorch µs/op | ratio |")
-    print("|---|---|---|---|")
-    print_medians(times, MODES, str, 2)
+    title = f"engine cost per op, 8×8 float32, chains of {args.ops} ops, median of {args.rounds}"
+    print_medians(times, MODES, str, 2, title, ("mode", "µs/op"))
 
 
 if __name__ == "__main__":
