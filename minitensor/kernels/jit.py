@@ -40,13 +40,12 @@ FASTMATH = {"nsz"}
 # Entries of the input from which a kernel marked parallel runs on all threads. Starting a
 # parallel region of numba's OpenMP pool costs a few µs (its workers spin a while between
 # regions), and beside BLAS's threads in a training step each region costs more than that:
-# under 2¹⁸ entries a step was no faster with the parallel builds (the README's recipe and
-# the d_model 128 addition model, numba's threads owning the cores: 1.00× and 1.01× the
-# time with them), and faster without them where both pools take turns (0.91× and 0.82×).
-# A parallel build also costs about a second to compile on a fresh checkout, once per
-# kernel: the addition demo's kernels (LayerNorm over 896 × 64 entries) no longer ask for
-# theirs, and its first 150 steps ran in 11 s instead of 16 (benchmarks/README.md, "Parallel
-# builds from 2¹⁸ entries"; benchmarks/kernels.py shows a kernel's own crossover).
+# timed over whole steps, kernels under 2¹⁸ entries made no step faster on numba's threads,
+# and slower where both pools take turns. A parallel build also takes about a second to
+# compile on a fresh checkout, once per kernel, and one that is never asked for is never
+# compiled: the addition demo's kernels stay under 2¹⁸, and its cold start no longer waits for
+# theirs (benchmarks/README.md, "Parallel builds from 2¹⁸ entries"; benchmarks/kernels.py
+# shows a kernel's own crossover on your machine).
 PARALLEL_MIN_WORK = 1 << 18
 
 

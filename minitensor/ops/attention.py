@@ -51,10 +51,9 @@ from .shape import expand, masked_fill, reshape, squeeze, swapaxes, unsqueeze
 
 # Below this many keys the fused path stays with the softmax node (see the module docstring):
 # the tiled kernel's per-tile BLAS calls cost more than they save on few keys (the addition
-# model's 5–7), and the L×L weights they spare are small. Forward + backward of one causal
-# attention of 32 queries and keys took 1.36–1.41× the softmax node's time on an AMD EPYC Zen 3
-# (1.05× on a Zen 5), of 64 keys 0.84–0.92× with d_k 32 (0.91× on the Zen 5 with d_k 64);
-# benchmarks/README.md has the tables.
+# model's 5–7), and the L×L weights they spare are small. At 32 keys the softmax node was the
+# faster on both machines measured, from 64 on mostly the fused node (benchmarks/README.md,
+# "Teaching code as learners write it", has the table).
 FUSED_MIN_KEYS = 64
 
 
