@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # for annotations only: both modules import this one
 __all__ = [
     "AnomalyWarning",
     "BackwardStep",
+    "SliceGradient",
     "backward",
     "backward_steps",
     "detect_anomaly",
@@ -350,6 +351,7 @@ def _walk(root, g0, retain_graph, leaves, record=None, total=None):
 
     What a node's backward returns is checked as it is sent on (see `_send`)."""
     grads = {root: g0}  # gradients that reached each node's output, so far (by node)
+    made = set()  # ids of the arrays in `grads` this walk allocated itself (see _add_slice)
     ready = [(-root._seq, root)]
     run = []  # ids of the nodes whose backward has run, in order (kept for a step-through)
     give, anomaly = leaves.give, state.anomaly
@@ -357,6 +359,7 @@ def _walk(root, g0, retain_graph, leaves, record=None, total=None):
         while ready:
             node = heappop(ready)[1]
             g_out = grads.pop(node)
+            made.discard(id(g_out))  # on its way out: someone else may hold it from now on
             if node._released:
                 node.check_not_released()
             for counter, version, what in node._saved_versions:
@@ -375,7 +378,7 @@ def _walk(root, g0, retain_graph, leaves, record=None, total=None):
             if retained is not None:  # Tensor.retain_grad()
                 give(retained, g_out)
             sent = [] if record is not None else None  # what a step shows it sent
-            _send(node, g_in, grads, ready, give, anomaly, sent)
+            _send(node, g_in, grads, ready, give, anomaly, sent, made)
             if record is not None:  # a step-through: `backward()` has no one to show a step
                 run.append(id(node))
                 n = len(run)
@@ -398,14 +401,15 @@ def _walk(root, g0, retain_graph, leaves, record=None, total=None):
         raise
 
 
-def _send(node, g_in, grads, ready, give, anomaly, sent):
+def _send(node, g_in, grads, ready, give, anomaly, sent, made):
     """Send what `node`'s backward returned (`g_in`, one per input) on: a leaf's to `give`
     (`_LeafGrads`), another node's added to `grads` (and the node to `ready` with its first
     share). On the way each is checked: one gradient per input, each of its input's shape
     (read from its array for a leaf, from the node that made it otherwise, not through
     Tensor's properties: this runs for every input of every node), cast to its input's
     dtype; under anomaly mode, free of NaN/Inf. `sent`, a list or None, collects each
-    input's gradient (None where there is none)."""
+    input's gradient (None where there is none). A `SliceGradient` is added in place
+    (`_add_slice`; `made`: see there), or made whole where every entry is looked at."""
     for t, g, wanted in zip(node.inputs, g_in, node.needs_input_grad):
         if g is None or not wanted:
             if sent is not None:
@@ -418,6 +422,11 @@ def _send(node, g_in, grads, ready, give, anomaly, sent):
         else:
             shape, dtype = fn.out_shape, fn.out_dtype
         returned = g
+        if type(g) is SliceGradient:
+            if fn is not None and g.shape == shape and not anomaly and sent is None:
+                _add_slice(fn, g, dtype, grads, ready, made)
+                continue
+            g = g.whole()  # a leaf's .grad, anomaly mode's check, a step-through's picture
         if type(g) is not np.ndarray:
             g = np.asarray(g)
         if g.shape != shape:
@@ -435,8 +444,44 @@ def _send(node, g_in, grads, ready, give, anomaly, sent):
             if prev is None:  # its first share: the node waits for its turn
                 grads[fn] = g
                 heappush(ready, (-fn._seq, fn))
+            elif id(prev) in made:
+                np.add(prev, g, out=prev)
             else:
                 grads[fn] = prev + g
+
+
+class SliceGradient:
+    """What a view's backward returns in place of a gradient of its input's whole shape: the
+    gradient `values` of the part `index` of an input of shape `shape`, zero elsewhere. The
+    pieces of one tensor (split, chunk, unbind, x[:, -1]) then add into one array
+    (`_add_slice`) instead of each making a whole array of zeros for the engine to add."""
+
+    __slots__ = ("index", "values", "shape")
+
+    def __init__(self, index: Any, values: np.ndarray, shape: tuple[int, ...]) -> None:
+        self.index, self.values, self.shape = index, values, shape
+
+    def whole(self) -> np.ndarray:
+        """The gradient as an array of the input's shape."""
+        g = np.zeros(self.shape, self.values.dtype)
+        g[self.index] = self.values
+        return g
+
+
+def _add_slice(fn, piece, dtype, grads, ready, made):
+    """Add a SliceGradient to the gradient gathered for fn's output: into that array itself when
+    this walk allocated it (`made` holds their ids until the node is run), else into zeros or a
+    copy that it then allocated. Never into an array someone else may hold: a share passed on
+    as it arrived (x + y sends its gradient on unchanged) is copied first."""
+    prev = grads.get(fn)
+    if prev is None:  # its first share: the node waits for its turn
+        prev = np.zeros(piece.shape, dtype)
+        heappush(ready, (-fn._seq, fn))
+    elif id(prev) not in made:
+        prev = prev.copy()
+    prev[piece.index] += piece.values
+    grads[fn] = prev
+    made.add(id(prev))
 
 
 def backward(

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
+from ..autograd import SliceGradient
 from ..errors import DTypeError, IndexRangeError
 from ..function import Function, ShapeError, op_error, unbroadcast
 from ..grad_mode import is_grad_enabled
@@ -253,10 +254,10 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.basic:  # a view: the engine adds grad into x's gradient where the view lies
+            return SliceGradient(ctx.index, grad, ctx.in_shape)
         g = np.zeros(ctx.in_shape, dtype=grad.dtype)
-        if ctx.basic:
-            g[ctx.index] = grad
-        elif ctx.steps:
+        if ctx.steps:
             np.add.at(g[ctx.steps[0]], ctx.steps[1], grad)  # g[first] is a view into g
         else:
             np.add.at(g, ctx.index, grad)
