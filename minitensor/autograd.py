@@ -359,7 +359,8 @@ def _walk(root, g0, retain_graph, leaves, record=None, total=None):
         while ready:
             node = heappop(ready)[1]
             g_out = grads.pop(node)
-            made.discard(id(g_out))  # on its way out: someone else may hold it from now on
+            if made:  # (empty unless a view's gradient came back as a SliceGradient)
+                made.discard(id(g_out))  # on its way out: someone else may hold it from now on
             if node._released:
                 node.check_not_released()
             for counter, version, what in node._saved_versions:
@@ -422,12 +423,12 @@ def _send(node, g_in, grads, ready, give, anomaly, sent, made):
         else:
             shape, dtype = fn.out_shape, fn.out_dtype
         returned = g
-        if type(g) is SliceGradient:
-            if fn is not None and g.shape == shape and not anomaly and sent is None:
-                _add_slice(fn, g, dtype, grads, ready, made)
-                continue
-            g = g.whole()  # a leaf's .grad, anomaly mode's check, a step-through's picture
-        if type(g) is not np.ndarray:
+        if type(g) is not np.ndarray:  # (the common case first: one test per gradient)
+            if type(g) is SliceGradient:
+                if fn is not None and g.shape == shape and not anomaly and sent is None:
+                    _add_slice(fn, g, dtype, grads, ready, made)
+                    continue
+                g = g.whole()  # a leaf's .grad, anomaly mode's check, a step-through's picture
             g = np.asarray(g)
         if g.shape != shape:
             raise _shape_error(node, _position(node, g_in, t, returned), g, shape)
