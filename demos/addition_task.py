@@ -177,16 +177,17 @@ def _last_exact_match(history):
     return float(evals[-1].get("exact_match", 0.0)) if evals else 0.0
 
 
-def heldout_exact_match(model, task, heldout_src, n=None):
-    """Greedy-decode the first n (default all) held-out problems → (bool correct (n,), ids)."""
-    n = len(heldout_src) if n is None else n
+def heldout_exact_match(model, task, heldout_src, n=None, start=0):
+    """Greedy-decode held-out problems start … start + n − 1 (default: to the end) → (bool
+    correct (n,), ids)."""
+    stop = len(heldout_src) if n is None else start + n
     was = model.training
     model.eval()
     try:
         pred = _ids(
             greedy_decode(
                 model,
-                heldout_src[:n],
+                heldout_src[start:stop],
                 max_len=task.tgt_len,
                 bos_id=task.tokenizer.bos_id,
                 eos_id=task.tokenizer.eos_id,
@@ -194,7 +195,19 @@ def heldout_exact_match(model, task, heldout_src, n=None):
         )
     finally:
         model.train(was)
-    return task.correct(pred, task.heldout_a[:n], task.heldout_b[:n]), pred
+    return task.correct(pred, task.heldout_a[start:stop], task.heldout_b[start:stop]), pred
+
+
+def _decode_the_rest(model, task, heldout_src, first, first_pred):
+    """Every held-out problem's (correct, ids), given those of the first len(first): the rest
+    are decoded and appended."""
+    n = len(first)
+    rest, rest_pred = heldout_exact_match(model, task, heldout_src, start=n)
+    # the two decodings may end at different lengths (each stops once all its rows wrote <eos>)
+    width = max(first_pred.shape[1], rest_pred.shape[1])
+    pred = np.full((len(heldout_src), width), task.tokenizer.pad_id, dtype=first_pred.dtype)
+    pred[:n, : first_pred.shape[1]], pred[n:, : rest_pred.shape[1]] = first_pred, rest_pred
+    return np.concatenate([first, rest]), pred
 
 
 def _ids(x):
@@ -269,15 +282,18 @@ def main(argv=None):
         )
 
     screened = {"exact_match": _last_exact_match(history)}
+    decoded = {}  # the last evaluation's decoding of all held-out problems, if it made one
 
     def eval_fn(m):
         # Greedy decoding of all 1,000 held-out problems costs several training steps, so
-        # screen on the first 200 and decode the rest only when those reach the target.
-        first = heldout_exact_match(m, task, heldout_src[:200], 200)[0].mean()
-        screened["exact_match"] = float(first)
-        if first < args.target:
-            return {"exact_match": float(first), "evaluated_on": 200}
-        correct, _ = heldout_exact_match(m, task, heldout_src)
+        # screen on the first 200 and decode the other 800 only when those reach the target.
+        decoded.clear()
+        first, first_pred = heldout_exact_match(m, task, heldout_src, 200)
+        screened["exact_match"] = float(first.mean())
+        if first.mean() < args.target:
+            return {"exact_match": float(first.mean()), "evaluated_on": 200}
+        correct, pred = _decode_the_rest(m, task, heldout_src, first, first_pred)
+        decoded.update(correct=correct, pred=pred)
         return {"exact_match": float(correct.mean()), "evaluated_on": correct.size}
 
     def save(step, history):  # atomic (mt.save): Ctrl-C mid-save leaves the previous file
@@ -321,13 +337,20 @@ def main(argv=None):
         written.append(save(history.last_step, history))
 
     model.eval()
-    correct, pred = heldout_exact_match(model, task, heldout_src)
+    if decoded and history is not None and history.evals[-1]["step"] == history.last_step:
+        # the evaluation after the last step decoded every held-out problem: that is the model
+        # reported on (training stops right after such an evaluation when it meets --target)
+        correct, pred = decoded["correct"], decoded["pred"]
+    else:
+        correct, pred = heldout_exact_match(model, task, heldout_src)
     say("")
     if args.eval_only:
         say(f"read {ckpt_path} (step {int(ckpt['step'])}); nothing is written back to it")
     report(task, correct, pred, say)
     if history is not None and history.steps:
-        val = evaluate(model, val_batches)
+        last = history.evals[-1] if history.evals else {}
+        val_loss = last.get("val_loss") if last.get("step") == history.last_step else None
+        val = {"loss": val_loss} if val_loss is not None else evaluate(model, val_batches)
         say(
             f"steps: {history.last_step}  training time: {history.seconds:.1f} s  "
             f"held-out loss: {val['loss']:.4f}  "

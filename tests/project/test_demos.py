@@ -63,6 +63,30 @@ def test_the_addition_demo_evaluates_more_often_near_its_target():
     assert addition_task._evaluations(addition_task.parse_args(["--eval-every", "0"]), {}) == 0
 
 
+def test_the_addition_demo_decodes_the_held_out_set_in_two_parts_as_in_one():
+    """An evaluation that passes the 200-problem screen decodes only the other 800 problems and
+    appends them (`_decode_the_rest`): the same verdicts and answers as decoding all at once."""
+    sys.path.insert(0, os.path.join(ROOT, "demos"))
+    try:
+        import addition_task
+    finally:
+        sys.path.remove(os.path.join(ROOT, "demos"))
+    import minitensor as mt
+    from transformer import Transformer
+
+    args = addition_task.parse_args(["--digits", "2", "--d-model", "16", "--heads", "2"])
+    task = addition_task.AdditionTask(digits=2, reverse_answer=True)
+    mt.manual_seed(3)
+    model = Transformer(addition_task.build_config(args, len(task.tokenizer)))
+    heldout_src, _ = task.heldout()
+    whole, whole_pred = addition_task.heldout_exact_match(model, task, heldout_src)
+    first, first_pred = addition_task.heldout_exact_match(model, task, heldout_src, 50)
+    assert len(first) == 50 and len(whole) == len(heldout_src) > 50
+    correct, pred = addition_task._decode_the_rest(model, task, heldout_src, first, first_pred)
+    np.testing.assert_array_equal(correct, whole)
+    assert task.tokenizer.decode_batch(pred) == task.tokenizer.decode_batch(whole_pred)
+
+
 def _graph_file(folder, base):
     files = [f for f in os.listdir(folder) if f.startswith(base)]
     assert files and files[0].rsplit(".", 1)[1] in ("svg", "dot"), files
