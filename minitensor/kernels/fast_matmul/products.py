@@ -77,16 +77,18 @@ _BLAS_ONE_THREAD_WORK = 1 << 18
 
 @kernel()
 def _offsets(p, batch):
-    """Byte offsets of the p-th matrices of A and B: p unravelled over the batch shape
-    batch[0] (C order), times each operand's batch strides batch[1] and batch[2] (bytes; 0 on
-    a broadcast axis). `batch` is the (3, batch axes) table of _batch_table."""
-    a_offset, b_offset = 0, 0
+    """Byte offsets of the p-th matrices of A, B and C: p unravelled over the batch shape
+    batch[0] (C order), times each array's batch strides batch[1], batch[2] and batch[3]
+    (bytes; 0 on an axis A or B broadcasts). `batch` is the (4, batch axes) table of
+    _batch_table."""
+    a_offset, b_offset, c_offset = 0, 0, 0
     for axis in range(batch.shape[1] - 1, -1, -1):  # last batch axis first
         index = p % batch[0, axis]
         p //= batch[0, axis]
         a_offset += index * batch[1, axis]
         b_offset += index * batch[2, axis]
-    return a_offset, b_offset
+        c_offset += index * batch[3, axis]
+    return a_offset, b_offset, c_offset
 
 
 # ---- the tile kernels: stacks of small matrices, each thread its own matrices -----------------
@@ -130,15 +132,17 @@ def _pack_transposed(k, m, b, ld, panel, item, like):
 # which is what numba's on-disk cache is keyed by.
 
 
-def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, like):
+def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, c_row, panel, item, like):
     """C = A @ B for one matrix, tile by tile: A (n, k) at a, A[i, p] at
-    a + (i·a_row + p·a_col)·item; B (k, m) at b likewise; C (n, m) at c, rows contiguous.
+    a + (i·a_row + p·a_col)·item; B (k, m) at b likewise; C (n, m) at c, C[i, j] at
+    c + (i·c_row + j)·item (each row contiguous, rows c_row entries apart).
     B must have unit stride along one axis: along its rows (b_col = 1) it is read in place,
-    along its columns (b_row = 1: kᵀ) it is packed into `panel` (an array of this thread's,
-    k·m entries) first. item is the entries' size in bytes, like a scalar of their dtype."""
+    along its columns (b_row = 1: kᵀ) it is packed into the panel at address `panel` (this
+    thread's, k·m entries) first. item is the entries' size in bytes, like a scalar of their
+    dtype."""
     if b_col != 1:
-        _pack_transposed(k, m, b, b_col, panel.ctypes.data, item, like)
-        b, b_row = panel.ctypes.data, m
+        _pack_transposed(k, m, b, b_col, panel, item, like)
+        b, b_row = panel, m
     cols = _TILE_VECTORS * (VECTOR_BYTES // item)  # noqa: F821 (see _with_globals)
     for j in range(0, m, cols):  # a column strip of B stays in L1 for all rows
         for i in range(0, n, _TILE_ROWS):  # noqa: F821
@@ -149,26 +153,29 @@ def _tiled_matrix(n, m, k, a, a_row, a_col, b, b_row, b_col, c, panel, item, lik
                 a_col,
                 b + j * item,
                 b_row,
-                c + (i * m + j) * item,
-                m,
+                c + (i * c_row + j) * item,
+                c_row,
                 min(_TILE_ROWS, n - i),  # noqa: F821
                 min(cols, m - j),
                 like,
             )
 
 
-def _tiled_stack(batch, k, a, a_row, a_col, b, b_row, b_col, c, tasks):
-    """c[p] = A[p] @ B[p] for every matrix p of the batch (c is the (P, n, m) output). A[p]
-    starts at the address a + the offset _offsets gives, with entry strides a_row, a_col;
-    B[p] likewise (see _tiled_matrix). The stack is cut into `tasks` runs of matrices (one
-    per thread), each with its own packing panel."""
-    P, n, m = c.shape
-    item, like = c.itemsize, c.dtype.type(0)
-    out = c.ctypes.data
+def _tiled_stack(batch, n, m, k, a, a_row, a_col, b, b_row, b_col, c, c_row, panels, tasks):
+    """C[p] = A[p] @ B[p] (n × m each) for every matrix p of the batch. A[p] starts at the
+    address a + the offset _offsets gives, with entry strides a_row, a_col; B[p] and C[p]
+    likewise (see _tiled_matrix: C's rows c_row entries apart). The stack is cut into `tasks`
+    runs of matrices (one per thread), each with its own packing panel: row `task` of
+    `panels` (tasks × k·m entries of the dtype; what the kernel computes in)."""
+    P = 1
+    for size in batch[0]:
+        P *= size
+    item, like = panels.itemsize, panels.dtype.type(0)
+    panel_bytes = panels.shape[1] * item
     for task in prange(tasks):
-        panel = np.empty(k * m if b_col != 1 else 0, dtype=c.dtype)
+        panel = panels.ctypes.data + task * panel_bytes
         for p in range(task * P // tasks, (task + 1) * P // tasks):
-            a_offset, b_offset = _offsets(p, batch)
+            a_offset, b_offset, c_offset = _offsets(p, batch)
             _tiled_matrix(
                 n,
                 m,
@@ -179,7 +186,8 @@ def _tiled_stack(batch, k, a, a_row, a_col, b, b_row, b_col, c, tasks):
                 b + b_offset,
                 b_row,
                 b_col,
-                out + p * n * m * item,
+                c + c_offset,
+                c_row,
                 panel,
                 item,
                 like,
@@ -227,7 +235,7 @@ def _gemm_stack(batch, address, trans_a, trans_b, k, a, lda, b, ldb, c):
     one, zero = c.dtype.type(1), c.dtype.type(0)
     for p in prange(P):
         # int64 as in the serial build (a parallel loop's index is unsigned): one compile
-        a_offset, b_offset = _offsets(np.int64(p), batch)
+        a_offset, b_offset, _ = _offsets(np.int64(p), batch)
         gemm(
             address,
             trans_a,
@@ -302,14 +310,19 @@ def _batch_shape(a, b):
     return np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
 
 
-def _batch_table(batch, a, b):
-    """The (3, len(batch)) int64 table the stack kernels read (see _offsets): the batch
-    shape, then a's and b's byte strides along it (0 on an axis the operand broadcasts)."""
-    return _cached_batch_table(batch, a.shape[:-2], a.strides[:-2], b.shape[:-2], b.strides[:-2])
+def _batch_table(batch, a, b, c=None):
+    """The (4, len(batch)) int64 table the stack kernels read (see _offsets): the batch
+    shape, then a's, b's and the output c's byte strides along it (0 on an axis the operand
+    broadcasts; c's zeros where c is not given: _gemm_stack finds its output's matrices
+    itself)."""
+    c_strides = c.strides[:-2] if c is not None else (0,) * len(batch)
+    return _cached_batch_table(
+        batch, a.shape[:-2], a.strides[:-2], b.shape[:-2], b.strides[:-2], c_strides
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides):
+def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides, c_strides):
     """_batch_table's work, remembered: a model multiplies the same few layouts at every step,
     and building the small array took a quarter of a small product's time. The arrays it
     returns are shared, so they are made read-only."""
@@ -319,8 +332,9 @@ def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides):
         return [0] * pad + [0 if size == 1 else stride for size, stride in zip(shape, byte_strides)]
 
     table = np.array(
-        [batch, strides(a_shape, a_strides), strides(b_shape, b_strides)], dtype=np.int64
-    ).reshape(3, len(batch))
+        [batch, strides(a_shape, a_strides), strides(b_shape, b_strides), list(c_strides)],
+        dtype=np.int64,
+    ).reshape(4, len(batch))
     table.flags.writeable = False
     return table
 
@@ -411,11 +425,16 @@ def _check_tile_operands(a, b):
         )
 
 
-def tiled_matmul(a, b, tile: tuple = _DEFAULT_TILE):
+def tiled_matmul(a, b, tile: tuple = _DEFAULT_TILE, out=None):
     """a @ b for float32 or float64 arrays of one dtype, at least 2-D (numpy broadcasting), by
     the tile kernel whatever `route` says, with register tiles of tile = (rows, vectors) (one
     of TILE_SHAPES; `route` picks the fastest per layout): the stack is cut into one run of
-    matrices per thread. Neither a transposed view nor a broadcast batch is copied."""
+    matrices per thread. Neither a transposed view nor a broadcast batch is copied.
+
+    out: an array of the result's shape and dtype to write into (returned). The kernel writes
+    it in place when each of its rows is contiguous — a gradient laid out as attention's
+    heads are, (B, h, L, d) over (B, L, h, d) memory, is — and otherwise computes into a
+    C-ordered array and copies."""
     _check_tile_operands(a, b)
     if tile not in TILE_SHAPES:
         raise ValueError(f"tiled_matmul: tile {tile} is not one of TILE_SHAPES {TILE_SHAPES}")
@@ -427,11 +446,20 @@ def tiled_matmul(a, b, tile: tuple = _DEFAULT_TILE):
         raise ValueError(
             f"tiled_matmul: the batch axes of a {a.shape} and b {b.shape} do not broadcast"
         ) from None
+    if out is not None and (out.shape != batch + (n, m) or out.dtype != a.dtype):
+        raise ValueError(
+            f"tiled_matmul: out {out.dtype} {out.shape} for a {a.shape} @ b {b.shape} "
+            f"({a.dtype} {batch + (n, m)})"
+        )
+    c = out if out is not None and _rows_writable(out, a, b) else np.empty(batch + (n, m), a.dtype)
     a2, a_row, a_col = _tile_layout(a)
     b2, b_row, b_col = _tile_layout(b)
-    out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
+    matrices = math.prod(batch)
+    tasks = max(1, min(threads(), matrices))
     tile_stack_kernel(*tile)(
-        _batch_table(batch, a2, b2),
+        _batch_table(batch, a2, b2, c),
+        n,
+        m,
         k,
         data_address(a2),
         a_row,
@@ -439,11 +467,32 @@ def tiled_matmul(a, b, tile: tuple = _DEFAULT_TILE):
         data_address(b2),
         b_row,
         b_col,
-        out,
-        max(1, min(threads(), out.shape[0])),
-        work=out.size * k,
+        data_address(c),
+        c.strides[-2] // c.itemsize if n > 1 else m,
+        np.empty((tasks, k * m if b_col != 1 else 0), dtype=a.dtype),
+        tasks,
+        work=matrices * n * m * k,
     )
-    return out.reshape(batch + (n, m))
+    if out is not None and c is not out:
+        np.copyto(out, c)
+        return out
+    return c
+
+
+def _rows_writable(c, a, b):
+    """Whether the tile kernel can write the matrices of c (..., n, m) where they lie: c
+    writeable, each row's entries contiguous, no two entries at one address (each axis, by
+    increasing stride, steps past everything the smaller ones span), and no memory shared
+    with the operands a and b (which the kernel is still reading)."""
+    item = c.itemsize
+    if not c.flags.writeable or (c.shape[-1] > 1 and c.strides[-1] != item):
+        return False
+    span = item
+    for stride, size in sorted((s, n) for s, n in zip(c.strides, c.shape) if n > 1):
+        if stride < span or stride % item:
+            return False
+        span = stride * size
+    return not (np.may_share_memory(c, a) or np.may_share_memory(c, b))
 
 
 def route(a, b) -> str:
@@ -758,16 +807,16 @@ class _Watched:
         self.keywords = getattr(product, "keywords", {})  # the tile shape, for tile_shape
         self.times = []
 
-    def __call__(self, a, b):
+    def __call__(self, a, b, **out):
         if timings_would_mislead():  # not a call of the machine the program runs on
-            return self.product(a, b)
+            return self.product(a, b, **out)
         start = time.perf_counter()
-        out = self.product(a, b)
+        result = self.product(a, b, **out)
         self.times.append(time.perf_counter() - start)
         if len(self.times) == _WATCHED_CALLS:
             slow = statistics.median(self.times) > _WATCHED_SLOWER * self.numpy_time
             _FASTEST[self.key] = self.fallback if slow else (self.name, self.product)
-        return out
+        return result
 
 
 def _timings(products, a, b, rounds=5):
@@ -795,11 +844,12 @@ def _product(a, b, out=None):
     code as learners write it").
 
     out: an array to write the result into, in whatever layout it has (ops/linalg.py asks for
-    gradients laid out as their inputs). np.matmul writes into any layout; the tile kernel and
-    gemm write C-ordered results only, so taking them would mean copying the result into out.
-    On a stack of small matrices, the tiles' own ground, that copy costs as much as the tiles
-    save: there np.matmul computes the product into out itself. gemm's products are large
-    enough that it keeps them, and its result is copied in."""
+    gradients laid out as their inputs: attention's heads). np.matmul and the tile kernel
+    write into it where it lies (the tiles wherever each row is contiguous); gemm writes
+    C-ordered results only, so on a stack of small matrices np.matmul computes the product
+    into out itself when gemm won the layout (copying would cost what gemm saves), and
+    elsewhere gemm's products are large enough that it keeps them and its result is copied
+    in."""
     if b.ndim == 2 and a.ndim > 2:
         folded = _one_product_of_rows(a, b, out)
         if folded is not None:
@@ -807,9 +857,9 @@ def _product(a, b, out=None):
     name, product = _choose(a, b)
     if out is None:
         return product(a, b)
-    if name == "numpy":
+    if name in ("numpy", "tiles"):
         return product(a, b, out=out)
-    if _small_stack(a, b):  # the tiles' ground, whoever won it
+    if _small_stack(a, b):  # gemm won a stack of small matrices
         return numpy_product(a, b, out=out)
     np.copyto(out, product(a, b))
     return out
