@@ -175,6 +175,7 @@ class Module:
             self._modules[name] = value
             object.__setattr__(value, "_parent", weakref.ref(self))
             object.__setattr__(value, "_local_name", name)
+            _moved[0] += 1
         object.__setattr__(self, name, value)
 
     def _unregister(self, name, keep=None):
@@ -258,6 +259,7 @@ class Module:
         for child in new._modules.values():
             if child is not None:
                 object.__setattr__(child, "_parent", weakref.ref(new))
+        _moved[0] += 1
         for name, p in new._parameters.items():
             if p is not None:
                 p._add_owner(new, name)
@@ -266,15 +268,27 @@ class Module:
     # ------------------------------------------------------------------ paths and scopes
     @property
     def path(self) -> str:
-        """Dotted path of this module in its model ('' for the root)."""
-        names, m = [], self
+        """Dotted path of this module in its model ('' for the root).
+
+        Every call of the module reads it (its ops record it as their scope), so the path is
+        remembered, with the count of tree changes it was found at and the weak reference to
+        the top module it reached: it holds until a module is placed in a tree anywhere, or
+        that top module is gone."""
+        known = self.__dict__.get("_path_found")  # (count of tree changes, path, top's ref)
+        if known is not None and known[0] == _moved[0]:
+            if known[2] is None or known[2]() is not None:
+                return known[1]
+        names, m, top = [], self, None
         while m._parent is not None:
-            parent = m._parent()
+            top = m._parent
+            parent = top()
             if parent is None:
                 break
             names.append(m._local_name)
             m = parent
-        return ".".join(reversed(names))
+        path = ".".join(reversed(names))
+        object.__setattr__(self, "_path_found", (_moved[0], path, top))
+        return path
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Every op created inside records node.scope == this module's dotted path
@@ -728,6 +742,11 @@ class ModuleAttributeError(AttributeError):
 
 def _indent(text):
     return text.replace("\n", "\n  ")
+
+
+# How many times a module was placed in a tree (a parent's attribute, a deep copy's child):
+# a module's remembered `path` is valid while this count has not changed
+_moved = [0]
 
 
 def _check_child_name(module, name):

@@ -53,6 +53,31 @@ def scopes_of(t):
 # ----------------------------------------------------------------------------- names and scopes
 
 
+def test_a_module_path_follows_the_tree_after_it_was_read():
+    """Module.path is remembered between calls (every call reads it): moving a module to
+    another place, or into a new model, or losing the model above it changes what it says."""
+    import copy
+    import gc
+
+    m = Model()
+    layer = m.encoder.layers[1]
+    assert layer.path == "encoder.layers.1"
+    m.encoder.extra = layer  # placed a second time: its path is its latest place
+    assert layer.path == "encoder.extra"
+    outer = nn.Sequential(m)
+    assert layer.path == "0.encoder.extra" and m.path == "0"
+    twin = copy.deepcopy(m)  # a copy is a new root: the original keeps its place
+    assert twin.path == "" and twin.encoder.extra.path == "encoder.extra"
+    assert layer.path == "0.encoder.extra"
+    encoder = m.encoder
+    del outer
+    gc.collect()
+    assert layer.path == "encoder.extra"  # the top is gone: the path starts below it
+    del m
+    gc.collect()
+    assert layer.path == "extra" and encoder.path == ""
+
+
 def test_parameter_names_are_dotted_paths():
     m = Model()
     names = [n for n, _ in m.named_parameters()]
