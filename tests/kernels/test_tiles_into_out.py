@@ -97,35 +97,3 @@ def test_a_product_routed_to_the_tiles_is_written_into_out_by_them(monkeypatch):
     out = np.empty_like(_heads(np.float32))
     assert P._product(a, b, out) is out and seen == [out]
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("b_transposed", [False, True])
-def test_every_tile_and_thread_count_gives_the_same_bits(dtype, b_transposed, monkeypatch):
-    """Each matrix is computed whole by one thread, and every register tile sums each entry over
-    k in the same order: so under deterministic algorithms a stack of small matrices may go to
-    the tile kernel with whichever tile was timed fastest, on any number of threads."""
-    for stack, n, k, m in ((64, 7, 16, 7), (9, 33, 17, 29), (4, 64, 100, 3)):
-        a = RNG.standard_normal((stack, n, k)).astype(dtype)
-        b = RNG.standard_normal((stack, m, k) if b_transposed else (stack, k, m)).astype(dtype)
-        b = b.transpose(0, 2, 1) if b_transposed else b
-        results = []
-        for threads in (1, 2):
-            monkeypatch.setattr(P, "threads", lambda count=threads: count)
-            results += [P.tiled_matmul(a, b, tile) for tile in P.TILE_SHAPES]
-        assert all(np.array_equal(results[0], r) for r in results[1:])
-        np.testing.assert_allclose(results[0], np.matmul(a, b), rtol=1e-4, atol=1e-4)
-
-
-def test_a_deterministic_stack_of_small_matrices_goes_to_the_tiles(monkeypatch):
-    import minitensor as mt
-
-    monkeypatch.setattr(P, "_FASTEST", {})
-    q = _heads(np.float32).reshape(-1, L, D)  # 12 matrices: too few for the tiles
-    big_q = RNG.standard_normal((512, L, D)).astype(np.float32)
-    try:
-        mt.use_deterministic_algorithms(True)
-        assert P.route(q, q.swapaxes(-1, -2)) == "numpy"  # under 2^18 multiply-adds
-        assert P.route(big_q, big_q.swapaxes(-1, -2)) == "tiles"
-    finally:
-        mt.use_deterministic_algorithms(False)

@@ -588,14 +588,9 @@ def _route_by_layout(a, b, deterministic):
 
 
 def _deterministic_reference(a, b):
-    """The route by shape alone under deterministic algorithms: a stack of small matrices to
-    the tile kernel (each matrix is computed whole by one thread, and every tile shape sums
-    each entry over k in the same order: the same bits on any thread count and tile, so the
-    fastest tile may be timed); from 2^20 multiply-adds BLAS's gemm by blocks of rows cut at
-    fixed places; else np.matmul — BLAS on one thread for both: its own threads split a
-    product by their count, and BLAS may round a block of 9 rows otherwise than one of 17."""
-    if _small_stack(a, b) and _work(a, b) >= _TILES_MIN_WORK:
-        return _fastest_tile(a, b)
+    """The route by shape alone under deterministic algorithms, BLAS on one thread: BLAS's own
+    threads split a product by their count, and BLAS may round a block of 9 rows otherwise
+    than one of 17."""
     if a.dtype in GEMM and _work(a, b) >= _GEMM_MIN_WORK:
         return "gemm", gemm_one_blas_thread
     return _NUMPY
@@ -709,8 +704,6 @@ def same_bits_route(a, b, reference):
     count = cores() if _owner[0] != "numba" else 1
     if count == 1 or 0 in a.strides or 0 in b.strides:  # a broadcast operand: not checked
         return reference
-    if reference[0] == "tiles":  # a stack of small matrices: BLAS's threads would not share
-        return reference  # one of them, and np.matmul rounds otherwise than the tiles
     key = (reference[0], a.shape, b.shape, a.dtype.str, a.strides, b.strides, count)
     key += (blas_threads(),)
     if key not in _SAME_BITS:
@@ -792,20 +785,6 @@ def fastest(a, b, candidate):
             )
             product = _Watched(key, name, product, named[fallback], numpy_time)
         _FASTEST[key] = name, product
-    return _FASTEST[key]
-
-
-def _fastest_tile(a, b):
-    """("tiles", product): the tile kernel with the register tile timed fastest on this layout
-    (`fastest` without np.matmul and gemm among the candidates: the deterministic route, where
-    every tile shape gives the same bits); the default tile while timings would mislead."""
-    key = ("tile shape", a.shape, b.shape, a.dtype.str, a.strides, b.strides, threads())
-    if key not in _FASTEST:
-        named = [functools.partial(tiled_matmul, tile=t) for t in TILE_SHAPES]
-        times = None if timings_would_mislead() else _timings(named, a, b)
-        if times is None:  # any tile gives these bits; the fastest is timed once it can be
-            return _Provisional(("tiles", named[TILE_SHAPES.index(_DEFAULT_TILE)]))
-        _FASTEST[key] = "tiles", named[times.index(min(times))]
     return _FASTEST[key]
 
 
