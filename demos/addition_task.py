@@ -366,9 +366,10 @@ def main(argv=None):
 
 
 def draw_figures(model, task, history, out, rng_seed=0):
-    """Attention heatmaps for one example, the graph of one training step, the curves."""
+    """Attention heatmaps for one example, the graph of one training step, the curves. The
+    model runs first; then the files are drawn two processes at a time (common.side_by_side:
+    drawing them is most of this function's time, and each figure stands alone)."""
     tok = task.tokenizer
-    written = []
     # 1. attention maps: replay the model's own greedy answer through the decoder, so the maps
     #    show what it looked at while writing each digit
     a, b = np.array([123 % task.high]), np.array([456 % task.high])
@@ -382,34 +383,41 @@ def draw_figures(model, task, history, out, rng_seed=0):
         model(src, tgt_in)
     maps = model.attention_maps()
     answer = tok.decode(out_ids[0])
-    # rows: the token each decoder position writes (its output), e.g. 9 7 5 0 <eos>
-    written += save_attention(
-        maps,
-        token_labels(tok, src[0]),
-        token_labels(tok, out_ids[0]),
-        out,
-        title=f"{task.problem_text(a[0], b[0])} → {answer!r}",
-    )
+
+    def heatmaps(*kinds):  # rows: the token each decoder position writes, e.g. 9 7 5 0 <eos>
+        return lambda: save_attention(
+            maps,
+            token_labels(tok, src[0]),
+            token_labels(tok, out_ids[0]),
+            out,
+            title=f"{task.problem_text(a[0], b[0])} → {answer!r}",
+            kinds=kinds,
+        )
+
     # 2. the graph of one training step (forward + loss, gradients shown after backward)
     model.train()
-    src, tgt = task.batch(8, np.random.default_rng(rng_seed))
-    batch = seq2seq_batch(src, tgt)
-    logits = model(batch["src"], batch["tgt_in"])
-    loss = sequence_loss(logits, batch["tgt_out"])
+    batch = seq2seq_batch(*task.batch(8, np.random.default_rng(rng_seed)))
+    loss = sequence_loss(model(batch["src"], batch["tgt_in"]), batch["tgt_out"])
     loss.backward(retain_graph=True)  # graph nodes keep their gradients for the picture
-    written.append(
-        common.draw_step_graph(
-            loss,
-            model,
-            os.path.join(out, "graph_train_step"),
-            title="one training step of the addition model",
-        )
+    model.eval()
+
+    def graph():
+        title = "one training step of the addition model"
+        return [
+            common.draw_step_graph(loss, model, os.path.join(out, "graph_train_step"), title=title)
+        ]
+
+    # 3. loss and accuracy
+    def curves():
+        if history is None or not history.steps:
+            return []
+        return [common.plot_curves(history, os.path.join(out, "curves.png"))]
+
+    common.matplotlib_pyplot()  # imported once, before the copy is made
+    written = common.side_by_side(
+        here=[heatmaps("cross"), graph, curves], there=[heatmaps("encoder", "decoder")]
     )
     model.zero_grad()
-    model.eval()
-    # 3. loss and accuracy
-    if history is not None and history.steps:
-        written.append(common.plot_curves(history, os.path.join(out, "curves.png")))
     return written
 
 

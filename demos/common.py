@@ -45,6 +45,60 @@ def run(main, resume_flag=None):
         sys.exit(130)
 
 
+def side_by_side(here, there, timeout=300):
+    """Run two lists of jobs at once, `there` in a forked copy of this process, `here` in this
+    one: each job is a function returning the list of files it wrote (a figure), and the files
+    of both lists are returned, `there`'s first. Independent figures then take one core each,
+    not one after the other. The copy only draws: it writes its files, sends their names back
+    through a pipe and exits (os._exit: none of this process's exit handlers run twice). Where
+    there is no fork (Windows), or the copy fails or takes longer than `timeout` seconds, this
+    process runs `there` itself."""
+    if not hasattr(os, "fork"):
+        return _run_jobs(there) + _run_jobs(here)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy
+        os.close(read_end)
+        status = 1
+        try:
+            with os.fdopen(write_end, "w") as pipe:
+                pipe.write(json.dumps(_run_jobs(there)))
+            status = 0
+        except BaseException:  # said here; this process then draws them itself
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    written = _run_jobs(here)
+    with os.fdopen(read_end) as pipe:
+        theirs = _answer(pid, pipe, timeout)
+    return (theirs if theirs is not None else _run_jobs(there)) + written
+
+
+def _run_jobs(jobs):
+    return [path for job in jobs for path in job()]
+
+
+def _answer(pid, pipe, timeout):
+    """The copy's list of files, once it has exited cleanly; None if it failed or is still
+    running after `timeout` seconds (then it is stopped)."""
+    import select
+    import signal
+
+    ready, _, _ = select.select([pipe], [], [], timeout)
+    text = pipe.read() if ready else ""
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if not ready or status != 0:
+        return None
+    return json.loads(text)
+
+
 def matplotlib_pyplot():
     import matplotlib
 

@@ -213,14 +213,16 @@ def save_attention(
     example: int = 0,
     title: str = "",
     bos: str = "<bos>",
+    kinds: Sequence[str] = tuple(KINDS),
 ) -> list[str]:
     """One PNG per kind of attention (``attention_encoder_self_attn.png``,
-    ``attention_decoder_self_attn.png``, ``attention_decoder_cross_attn.png``) in out_dir;
-    returns the paths written. Arguments as for `plot_attention`."""
+    ``attention_decoder_self_attn.png``, ``attention_decoder_cross_attn.png``) in out_dir, for
+    the `kinds` that `maps` holds; returns the paths written. Arguments as for
+    `plot_attention`."""
     os.makedirs(out_dir, exist_ok=True)
     written = []
     for kind, (stack, module, label) in KINDS.items():
-        if not _layer_paths(maps, stack, module):
+        if kind not in kinds or not _layer_paths(maps, stack, module):
             continue
         heading = f"{label}\n{title}" if title else label
         fig = plot_attention(

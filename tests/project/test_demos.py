@@ -87,6 +87,66 @@ def test_the_addition_demo_decodes_the_held_out_set_in_two_parts_as_in_one():
     assert task.tokenizer.decode_batch(pred) == task.tokenizer.decode_batch(whole_pred)
 
 
+def _common():
+    sys.path.insert(0, os.path.join(ROOT, "demos"))
+    try:
+        import common
+    finally:
+        sys.path.remove(os.path.join(ROOT, "demos"))
+    return common
+
+
+def _writer(folder, name, fail=False):
+    """A job as side_by_side takes them: writes one file, returns [its path] (or raises)."""
+
+    def job():
+        if fail:
+            raise RuntimeError(f"{name} could not be drawn")
+        path = os.path.join(folder, name)
+        with open(path, "w") as f:
+            f.write(f"{name} by process {os.getpid()}")
+        return [path]
+
+    return job
+
+
+def test_side_by_side_draws_in_two_processes_and_returns_every_file(tmp_path):
+    common = _common()
+    jobs = {name: _writer(tmp_path, name) for name in ("a", "b", "c")}
+    written = common.side_by_side(here=[jobs["c"]], there=[jobs["a"], jobs["b"]])
+    assert [os.path.basename(p) for p in written] == ["a", "b", "c"]  # `there`'s first
+    by = {os.path.basename(p): open(p).read().rsplit(" ", 1)[1] for p in written}
+    if hasattr(os, "fork"):
+        assert by["a"] == by["b"] != by["c"] == str(os.getpid())  # a and b by the copy
+
+
+def test_side_by_side_draws_here_what_the_copy_could_not(tmp_path, capfd):
+    """A job that fails in the forked copy (the copy prints why) is run by this process."""
+    common = _common()
+    tries = []
+
+    def flaky():  # fails in the copy, works here
+        tries.append(os.getpid())
+        if os.getpid() != me:
+            raise RuntimeError("no fonts in the copy")
+        return _writer(tmp_path, "flaky")()
+
+    me = os.getpid()
+    written = common.side_by_side(here=[_writer(tmp_path, "b")], there=[flaky])
+    assert [os.path.basename(p) for p in written] == ["flaky", "b"]
+    if hasattr(os, "fork"):
+        assert "no fonts in the copy" in capfd.readouterr().err
+    with pytest.raises(RuntimeError, match="could not be drawn"):  # here, it raises
+        common.side_by_side(here=[_writer(tmp_path, "c", fail=True)], there=[])
+
+
+def test_side_by_side_without_fork_runs_both_lists_here(tmp_path, monkeypatch):
+    common = _common()
+    monkeypatch.delattr(os, "fork", raising=False)
+    written = common.side_by_side(here=[_writer(tmp_path, "b")], there=[_writer(tmp_path, "a")])
+    assert [open(p).read().rsplit(" ", 1)[1] for p in written] == [str(os.getpid())] * 2
+
+
 def _graph_file(folder, base):
     files = [f for f in os.listdir(folder) if f.startswith(base)]
     assert files and files[0].rsplit(".", 1)[1] in ("svg", "dot"), files

@@ -82,6 +82,8 @@ def test_save_attention_writes_one_png_per_kind(tmp_path):
         "attention_decoder_cross_attn.png",
     ]
     assert all((tmp_path / f).stat().st_size > 1000 for f in files)
+    some = save_attention(maps, ["a", "b"], ["x", "<eos>"], tmp_path / "some", kinds=("cross",))
+    assert [f.rsplit("/", 1)[1] for f in some] == ["attention_decoder_cross_attn.png"]
 
 
 def test_the_rows_are_named_once_per_row_of_panels():
