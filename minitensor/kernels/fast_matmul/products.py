@@ -807,11 +807,11 @@ class _Watched:
         self.keywords = getattr(product, "keywords", {})  # the tile shape, for tile_shape
         self.times = []
 
-    def __call__(self, a, b, **out):
+    def __call__(self, a, b, **kwargs):  # (kwargs: the `out` the tiles may be given)
         if timings_would_mislead():  # not a call of the machine the program runs on
-            return self.product(a, b, **out)
+            return self.product(a, b, **kwargs)
         start = time.perf_counter()
-        result = self.product(a, b, **out)
+        result = self.product(a, b, **kwargs)
         self.times.append(time.perf_counter() - start)
         if len(self.times) == _WATCHED_CALLS:
             slow = statistics.median(self.times) > _WATCHED_SLOWER * self.numpy_time
