@@ -135,7 +135,8 @@ class CharTokenizer:
         """text → list of ids, optionally framed by ``<bos>`` … ``<eos>``."""
         if not isinstance(text, str):
             raise TypeError(f"CharTokenizer.encode: expected a string, got {type(text).__name__}")
-        ids = [self.vocab.token_to_id(c) for c in self.tokenize(text)]
+        stoi, unk = self.vocab.stoi, self.vocab.unk_id  # Vocab.token_to_id, once per text
+        ids = [stoi.get(c, unk) for c in self.tokenize(text)]
         if add_bos:
             ids.insert(0, self.bos_id)
         if add_eos:
