@@ -73,9 +73,11 @@ def side_by_side(here, there, timeout=300):
         finally:
             os._exit(status)
     os.close(write_end)
-    written = _run_jobs(here)
     with os.fdopen(read_end) as pipe:
-        theirs = _answer(pid, pipe, timeout)
+        try:
+            written = _run_jobs(here)
+        finally:  # the copy is waited for even when a job here raised
+            theirs = _answer(pid, pipe, timeout)
     return (theirs if theirs is not None else _run_jobs(there)) + written
 
 
