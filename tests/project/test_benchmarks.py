@@ -99,3 +99,15 @@ def test_learner_code_benchmark_runs_the_port_under_both_libraries():
     out = run_benchmark("learner_code.py", *args)
     (row,) = [line for line in out.splitlines() if line.startswith("| tiny")]
     assert float(row.split("|")[2]) > 0 and float(row.split("|")[3]) > 0
+
+
+def test_demo_wall_benchmark_runs_the_demo_in_a_fresh_clone_then_warm():
+    out = run_benchmark(
+        "demo_wall.py", "--demo-args", "--steps 3 --eval-every 0 --no-figures --quiet"
+    )
+    rows = [line for line in out.splitlines() if line.startswith(("| fresh", "| warm"))]
+    assert [row.split("|")[1].strip() for row in rows] == ["fresh clone", "warm cache"], out
+    for row in rows:
+        wall, training, steps, rest = (float(cell) for cell in row.split("|")[2:6])
+        assert steps == 3 and 0 < training < wall and rest > 0
+    assert out.startswith("machine: ")
