@@ -51,9 +51,11 @@ def side_by_side(here, there, timeout=300):
     of both lists are returned, `there`'s first. Independent figures then take one core each,
     not one after the other. The copy only draws: it writes its files, sends their names back
     through a pipe and exits (os._exit: none of this process's exit handlers run twice). Where
-    there is no fork (Windows), or the copy fails or takes longer than `timeout` seconds, this
-    process runs `there` itself."""
-    if not hasattr(os, "fork"):
+    there is no fork (Windows) or only one CPU to run on, this process runs both lists one
+    after the other; if the copy fails or takes longer than `timeout` seconds, this process
+    runs `there` itself."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if not hasattr(os, "fork") or (cpus or 1) < 2:
         return _run_jobs(there) + _run_jobs(here)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -116,7 +116,7 @@ def test_side_by_side_draws_in_two_processes_and_returns_every_file(tmp_path):
     written = common.side_by_side(here=[jobs["c"]], there=[jobs["a"], jobs["b"]])
     assert [os.path.basename(p) for p in written] == ["a", "b", "c"]  # `there`'s first
     by = {os.path.basename(p): open(p).read().rsplit(" ", 1)[1] for p in written}
-    if hasattr(os, "fork"):
+    if hasattr(os, "fork") and len(os.sched_getaffinity(0)) > 1:
         assert by["a"] == by["b"] != by["c"] == str(os.getpid())  # a and b by the copy
 
 
@@ -134,15 +134,22 @@ def test_side_by_side_draws_here_what_the_copy_could_not(tmp_path, capfd):
     me = os.getpid()
     written = common.side_by_side(here=[_writer(tmp_path, "b")], there=[flaky])
     assert [os.path.basename(p) for p in written] == ["flaky", "b"]
-    if hasattr(os, "fork"):
+    if hasattr(os, "fork") and len(os.sched_getaffinity(0)) > 1:
         assert "no fonts in the copy" in capfd.readouterr().err
     with pytest.raises(RuntimeError, match="could not be drawn"):  # here, it raises
         common.side_by_side(here=[_writer(tmp_path, "c", fail=True)], there=[])
 
 
-def test_side_by_side_without_fork_runs_both_lists_here(tmp_path, monkeypatch):
+@pytest.mark.parametrize("without", ["fork", "a second CPU"])
+def test_side_by_side_without_fork_or_a_second_cpu_runs_both_lists_here(
+    without, tmp_path, monkeypatch
+):
     common = _common()
-    monkeypatch.delattr(os, "fork", raising=False)
+    if without == "fork":
+        monkeypatch.delattr(os, "fork", raising=False)
+    else:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+        monkeypatch.setattr(os, "cpu_count", lambda: 1)
     written = common.side_by_side(here=[_writer(tmp_path, "b")], there=[_writer(tmp_path, "a")])
     assert [open(p).read().rsplit(" ", 1)[1] for p in written] == [str(os.getpid())] * 2
 
