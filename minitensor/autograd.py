@@ -292,15 +292,18 @@ class _LeafGrads:
     writes sooner: `_CountedLeafGrads`). Each .grad written is kept to undo a failure."""
 
     def __init__(self):
-        self.pending = {}  # id(leaf) -> [the sum of its shares so far, the leaf]
+        # id(leaf) -> [the sum of its shares so far, the leaf, whether this pass made the sum]
+        self.pending = {}
         self.before = {}  # id -> (tensor, None or (its .grad, a copy of the values))
 
     def give(self, t, g):
         entry = self.pending.get(id(t))
         if entry is None:
-            self.pending[id(t)] = [g, t]
-        else:
-            entry[0] = entry[0] + g
+            self.pending[id(t)] = [g, t, False]
+        elif entry[2]:  # a sum this pass made: no one else holds it, so add in place
+            entry[0] += g
+        else:  # the first share may be another node's array too: the sum is a new array
+            entry[0], entry[2] = entry[0] + g, True
 
     def write(self, t, g):
         if id(t) not in self.before:  # .grad accumulates in place: keep its values to undo
@@ -311,7 +314,7 @@ class _LeafGrads:
     def flush(self):
         """Write every sum still pending."""
         pending, self.pending = self.pending, {}
-        for g, t in pending.values():
+        for g, t, _ in pending.values():
             self.write(t, g)
 
     def undo(self):
@@ -336,7 +339,7 @@ class _CountedLeafGrads(_LeafGrads):
         left = self.left.get(id(t), 1) - 1  # (a retained gradient has one share: no count)
         self.left[id(t)] = left
         if not left:
-            g, _ = self.pending.pop(id(t))
+            g, _, _ = self.pending.pop(id(t))
             self.write(t, g)
 
 

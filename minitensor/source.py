@@ -23,13 +23,27 @@ def user_line(skip=1):
     neither is the frame kept, whose locals would stay alive.
     `skip`: how many frames above this one are known to be inside the package."""
     f = sys._getframe(skip)
-    inside = _PACKAGE_DIR
+    inside = _INSIDE
     while f is not None:
         code = f.f_code
-        if not code.co_filename.startswith(inside):
+        where = inside.get(code.co_filename)  # (a str keeps its hash: one lookup)
+        if where is None:
+            where = _learn_file(code.co_filename)
+        if not where:
             return (code, f.f_lasti)
         f = f.f_back
     return None
+
+
+# {a code object's file name: whether the file is minitensor's own}, filled as files are met.
+# Every op asks this of its caller's file: a dict lookup costs a third of str.startswith's call
+_INSIDE: dict[str, bool] = {}
+
+
+def _learn_file(filename):
+    """Whether `filename` is inside the package, remembered in `_INSIDE`."""
+    _INSIDE[filename] = inside = filename.startswith(_PACKAGE_DIR)
+    return inside
 
 
 def line_at(code, offset):
