@@ -26,7 +26,6 @@ def test_x_times_x_accumulates_both_uses():
     np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy())
 
 
-
 def test_a_leaf_used_many_times_sums_its_shares_without_touching_another_nodes_gradient():
     # a + h sends the one gradient array to both a (a leaf: its first share) and h's node;
     # the leaf's later shares are added to a sum of its own, in place, never to that array
@@ -39,6 +38,7 @@ def test_a_leaf_used_many_times_sums_its_shares_without_touching_another_nodes_g
     np.testing.assert_array_equal(a.grad.numpy(), [24.0, 24.0])
     np.testing.assert_array_equal(w.grad.numpy(), [10.0, 10.0])
     np.testing.assert_array_equal(out.grad.numpy(), [1.0, 1.0])
+
 
 def test_diamond_graph():
     # x → a, b → c: both paths carry gradient into x
