@@ -246,9 +246,16 @@ class Kernel:
     size of the first argument, the kernel's main input (see PARALLEL_MIN_WORK), and on one
     numba thread always the serial build: a parallel build on a single thread pays the parallel
     loop's scheduling for nothing and was measured slower than the serial one (softmax
-    backward; benchmarks/README.md, "Figures behind the source's reasoning")."""
+    backward; benchmarks/README.md, "Figures behind the source's reasoning").
 
-    def __init__(self, py_func, flags):
+    one_thread: for a kernel whose prange loop only hands runs of its work to another kernel
+    (softmax's, which hands runs of blocks to _softmax_blocks), a Python function taking the
+    same arguments that does all the work in one call of that other kernel. It runs where the
+    serial build would, and the serial build is then not compiled unless something calls
+    `.serial` itself: compiling it means LLVM optimising the other kernel all over again
+    inside its loop, 0.4 s of a fresh checkout's first softmax."""
+
+    def __init__(self, py_func, flags, one_thread=None):
         njit = _numba().njit
         self.py_func = py_func
         self.parallel = njit(cache=True, fastmath=flags, parallel=True)(py_func)
@@ -263,6 +270,9 @@ class Kernel:
         )
         serial_func.__qualname__ = py_func.__qualname__ + "_serial"
         self.serial = njit(cache=True, fastmath=flags)(serial_func)
+        # What runs where the serial build would (see the class docstring): numba compiles a
+        # build at its first call, so a serial build never called is never compiled
+        self._on_one_thread = self.serial if one_thread is None else one_thread
         self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
         self.ahead = None  # compile_ahead.py: None (not asked yet), "waiting" or "done"
 
@@ -272,7 +282,7 @@ class Kernel:
         runs: the same numbers, on one thread."""
         big = (args[0].size if work is None else work) >= PARALLEL_MIN_WORK and threads() > 1
         if not big or self._compiling_ahead(args):
-            return self.serial(*args)
+            return self._on_one_thread(*args)
         with _one_blas_thread():  # numba's threads own the cores now (they may call BLAS)
             return self.parallel(*args)
 
@@ -313,18 +323,19 @@ def _module_kernel(module, name, py_func):
     return isinstance(lazy, LazyKernel) and lazy.py_func is py_func
 
 
-def kernel(parallel=False, lazy=True, flags=None, prepare=None):
+def kernel(parallel=False, lazy=True, flags=None, prepare=None, one_thread=None):
     """@njit with the on-disk cache (compile once per machine, not once per process) and the
     fastmath flags above (or `flags`). parallel=True: the kernel's outer loop is a prange, and
     it is built both parallel and serial (class Kernel). lazy=True (the default): nothing is
     built, and numba not imported, until the kernel's first call (class LazyKernel);
     lazy=False builds it now. prepare: a function called before a lazy kernel is built, to
-    bind module globals its code reads that the module imports on first need."""
+    bind module globals its code reads that the module imports on first need.
+    one_thread: see Kernel (a parallel kernel whose loop only hands runs to another kernel)."""
     flags = FASTMATH if flags is None else flags
     if lazy:
-        return lambda py_func: LazyKernel(py_func, parallel, flags, prepare)
+        return lambda py_func: LazyKernel(py_func, parallel, flags, prepare, one_thread)
     if parallel:
-        return lambda py_func: Kernel(py_func, flags)
+        return lambda py_func: Kernel(py_func, flags, one_thread)
     return _numba().njit(cache=True, fastmath=flags)
 
 
@@ -340,9 +351,9 @@ class LazyKernel:
     `prange` placeholder becomes numba.prange, and another LazyKernel becomes its build (its
     serial build if it is parallel), so lazy kernels may call each other."""
 
-    def __init__(self, py_func, parallel, flags, prepare=None):
+    def __init__(self, py_func, parallel, flags, prepare=None, one_thread=None):
         self.py_func, self._parallel, self._flags = py_func, parallel, flags
-        self._prepare = prepare
+        self._prepare, self._one_thread = prepare, one_thread
         self.built = None
         self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
 
@@ -355,7 +366,7 @@ class LazyKernel:
             compile_ahead.warm_up_if_cold()  # on an empty cache, the helper starts from the end
             _resolve_globals(self.py_func, numba)
             self.built = (
-                Kernel(self.py_func, self._flags)
+                Kernel(self.py_func, self._flags, self._one_thread)
                 if self._parallel
                 else numba.njit(cache=True, fastmath=self._flags)(self.py_func)
             )

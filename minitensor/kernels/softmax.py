@@ -126,16 +126,24 @@ def _softmax_blocks(x, mask, scale, y, first, stop):
                     y[a, b, c, j] *= inv_total
 
 
-@kernel(parallel=True)
+def _softmax_in_one_run(x, mask, scale, y, n_tasks):
+    """_softmax_rows on one thread: every block of x in one call of _softmax_blocks (the rows
+    are independent, so any split into tasks gives this y). Called in place of the serial
+    build, which is then never compiled (see jit.Kernel)."""
+    _softmax_blocks(x, mask, scale, y, 0, x.shape[0] * x.shape[1])
+
+
+@kernel(parallel=True, one_thread=_softmax_in_one_run)
 def _softmax_rows(x, mask, scale, y, n_tasks):
     """_softmax_blocks over all A·B blocks of x (A, B, C, N), split into n_tasks runs of
     consecutive blocks, one parallel task each (rows are independent: any split gives the same
     y). Why the loop body is a kernel of its own: this kernel is built twice, parallel and
     serial (jit.Kernel), and numba types, lowers and optimises a parallel loop's body all over
-    again for its parallel build. With the body in _softmax_blocks, compiled once, both builds
-    are a loop of n_tasks calls, and the pair compiles a third faster on a cold cache
-    (benchmarks/README.md, "the demo's cold start"). One call per task, not per block, so the
-    calls cost nothing measurable."""
+    again for its parallel build. With the body in _softmax_blocks, compiled once, the parallel
+    build is a loop of n_tasks calls (a third faster to compile on a cold cache:
+    benchmarks/README.md, "the demo's cold start"), and one thread calls _softmax_blocks
+    itself (`_softmax_in_one_run`). One call per task, not per block, so the calls cost
+    nothing measurable."""
     blocks = x.shape[0] * x.shape[1]
     for task in prange(n_tasks):
         first, stop = task * blocks // n_tasks, (task + 1) * blocks // n_tasks

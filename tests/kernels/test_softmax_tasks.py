@@ -4,8 +4,9 @@ either build (serial, parallel) must give the same output, bit for bit."""
 
 import numpy as np
 import pytest
+from numba import prange
 
-from minitensor.kernels import softmax
+from minitensor.kernels import jit, softmax
 
 
 def _scores_and_mask(shape, mask_shape, seed=0):
@@ -24,7 +25,8 @@ def test_any_split_into_tasks_gives_the_same_softmax(shape, mask_shape):
     reference = np.empty_like(x4)
     built.serial(x4, mask4, np.float32(0.5), reference, 1)
     blocks = x4.shape[0] * x4.shape[1]
-    for build in (built.serial, built.parallel):
+    # (on one thread the kernel runs _softmax_in_one_run, one call of _softmax_blocks)
+    for build in (built.serial, built.parallel, softmax._softmax_in_one_run):
         for n_tasks in (1, 2, 3, blocks + 2):
             y = np.empty_like(x4)
             build(x4, mask4, np.float32(0.5), y, n_tasks)
@@ -49,3 +51,25 @@ def test_runs_of_rows_cover_every_row_once(shape, mask_shape):
     y = softmax.softmax_forward_numba(x, 0.5, mask)
     np.testing.assert_allclose(y, softmax.softmax_forward_numpy(x, 0.5, mask), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5)
+
+
+def _doubled(x, out):
+    for i in prange(x.shape[0]):
+        out[i] = 2 * x[i]
+
+
+def test_a_kernel_given_one_thread_runs_it_where_its_serial_build_would_run():
+    """jit.Kernel(one_thread=f): on one thread (here: work below PARALLEL_MIN_WORK) f runs,
+    and the serial build, never called, is never compiled."""
+    calls = []
+
+    def one_thread(x, out):
+        calls.append(x.shape)
+        np.multiply(x, 2, out=out)
+
+    doubled = jit.Kernel(_doubled, jit.FASTMATH, one_thread)
+    x, out = np.arange(4.0), np.empty(4)
+    doubled(x, out)
+    assert calls == [(4,)]
+    np.testing.assert_array_equal(out, 2 * x)
+    assert doubled.serial.signatures == []
