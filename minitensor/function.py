@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import hooks, kernels
+from ._layout import name_in_advance
 from .errors import ShapeError, named_error, op_error, op_in_scope
 from .source import describe_inputs, describe_source, located, user_line
 from .state import anomaly_on, state
@@ -154,6 +155,19 @@ class Context:
 
     def __repr__(self) -> str:
         return f"<{self.name} node {self.out_shape} scope={self.scope!r}>"
+
+
+# The names a node is given, in the table of names its class's instances share (_layout.py):
+# the fields of every recorded node, what backward sets, then the ops' own, the most used first
+name_in_advance(
+    Context,
+    (
+        "fn", "needs_input_grad", "inputs", "scope", "_src", "out_shape", "out_dtype", "_seq",
+        "_saved", "_saved_versions", "_released", "grad", "_retained", "_grad_dtype",
+        "_grad_hooks", "axes", "in_shape", "shapes", "x_shape", "keepdims", "axis", "args",
+        "params", "count", "scale", "blocked", "padding_idx", "table_shape",
+    ),
+)  # fmt: skip
 
 
 class _UserContext(Context):
