@@ -3,11 +3,11 @@
 CPython (3.11 and later) keeps the attributes of a class's instances without a dict per
 instance: the class holds one table of attribute names, shared by all its instances, and each
 instance stores only its values, in the order of that table. Reading or writing such an
-attribute is one of the interpreter's cheapest operations. But the table only grows while the
-class is young: every instance made shrinks the room left for new names (CPython's
-`init_inline_values`), and after about thirty instances a name not yet in the table can no
-longer enter it. An instance given such a name then gets a dict of its own, copied from its
-values, and every later read or write of its attributes goes through that dict.
+attribute is one of the interpreter's cheapest operations. But the table holds 29 names at most,
+and it only grows while the class is young: every instance made shrinks the room left for new
+names by one (CPython's `init_inline_values`), so after about thirty instances a name not yet in
+the table can no longer enter it. An instance given such a name then gets a dict of its own,
+copied from its values, and every later read or write of its attributes goes through that dict.
 
 minitensor makes a graph node (`function.Context`) for every op, and a node is given most of
 its names only when it is recorded, or when backward releases it. A program whose first

@@ -157,15 +157,17 @@ class Context:
         return f"<{self.name} node {self.out_shape} scope={self.scope!r}>"
 
 
-# The names a node is given, in the table of names its class's instances share (_layout.py):
-# the fields of every recorded node, what backward sets, then the ops' own, the most used first
+# The names a node is given, in the table of names its class's instances share (_layout.py: it
+# holds 29): the fields of every recorded node and what backward sets, then the ops' own, those
+# of the most common ops first. (`grad`, `_retained`, `_grad_dtype` and `_grad_hooks` are left
+# out: set only by retain_graph=True, retain_grad(), float16 and register_hook.)
 name_in_advance(
     Context,
     (
         "fn", "needs_input_grad", "inputs", "scope", "_src", "out_shape", "out_dtype", "_seq",
-        "_saved", "_saved_versions", "_released", "grad", "_retained", "_grad_dtype",
-        "_grad_hooks", "axes", "in_shape", "shapes", "x_shape", "keepdims", "axis", "args",
-        "params", "count", "scale", "blocked", "padding_idx", "table_shape",
+        "_saved", "_saved_versions", "_released", "axes", "in_shape", "shapes", "x_shape",
+        "keepdims", "axis", "index", "steps", "in_dtype", "basic", "scale", "blocked", "p",
+        "seed", "approximate", "shape", "params", "count",
     ),
 )  # fmt: skip
 
