@@ -12,9 +12,9 @@ The switch:
 
 One module per family, kernel and twin side by side — read the twin first:
 
-    matmul.py         matmul, matmul_grad_a, matmul_grad_b   (the numpy twins; the numba
-                                                              products are in fast_matmul/,
-                                                              loaded on the first numba matmul)
+    matmul.py         matmul, matmul_grad_a, matmul_grad_b,  (the numpy twins; the numba
+                      linear_grads (a Linear layer's two      products are in fast_matmul/,
+                      backward products at once)              loaded on the first numba matmul)
     fast_matmul/      a tile kernel for stacks of small matrices (its register tile in LLVM IR,
                       microkernel.py), numba threads calling BLAS (blas.py) for large products
     erf.py            erf, for GELU (numpy has none)

@@ -15,6 +15,8 @@ There, `route` picks who computes each product:
 * "numpy": np.matmul on one thread, for what is too small to share, integer or mixed dtypes.
 """
 
+import math
+
 import numpy as np
 
 from .backend_switch import lazy
@@ -40,7 +42,24 @@ def matmul_grad_b_numpy(a, grad, out=None):
     return np.matmul(np.swapaxes(a, -1, -2), grad, out=out)
 
 
+def linear_grads_numpy(grad, x, wt):
+    """The two backward products of y = x @ wt for a 2-D wt (k, m) — a Linear layer's
+    transposed weight — and x (..., k), grad (..., m): (dL/dx, dL/dwt) = (grad @ wtᵀ, of x's
+    shape; Σ xᵀ·grad over every row of the batch, (k, m)). The second is one product of all
+    the rows, (B·L, k)ᵀ @ (B·L, m), cheaper than B small ones summed; where wt is a transposed
+    C-ordered matrix (weight.T) it is computed as (gradᵀ·x)ᵀ: the same numbers, laid out as the
+    weight itself, so the weight's gradient arrives C-ordered for the optimizer."""
+    k, m = wt.shape
+    rows = math.prod(x.shape[:-1])  # not -1: k or m may be 0
+    x_rows, g_rows = x.reshape(rows, k), grad.reshape(rows, m)
+    gx = matmul_grad_a_numpy(grad, wt)
+    if wt.flags.f_contiguous and not wt.flags.c_contiguous:
+        return gx, matmul_grad_b_numpy(g_rows, x_rows).T
+    return gx, matmul_grad_b_numpy(x_rows, g_rows)
+
+
 # the numba kernels: stand-ins that import fast_matmul on their first call
 matmul_numba = lazy(FAST_PRODUCTS, "matmul")
 matmul_grad_a_numba = lazy(FAST_PRODUCTS, "matmul_grad_a")
 matmul_grad_b_numba = lazy(FAST_PRODUCTS, "matmul_grad_b")
+linear_grads_numba = lazy(FAST_PRODUCTS, "linear_grads")

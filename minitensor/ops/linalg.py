@@ -158,9 +158,12 @@ class LinearBias(Function):
         x2, wt = ctx.saved_tensors
         g = grad[None, :] if len(ctx.x_shape) == 1 else grad
         gx = gw = gb = None
-        if ctx.needs_input_grad[0]:
+        if ctx.needs_input_grad[0] and ctx.needs_input_grad[1]:  # both products at once
+            gx, gw = K.linear_grads(g, x2, wt)
+            gx = gx.reshape(ctx.x_shape)
+        elif ctx.needs_input_grad[0]:
             gx = K.matmul_grad_a(g, wt).reshape(ctx.x_shape)
-        if ctx.needs_input_grad[1]:
+        elif ctx.needs_input_grad[1]:
             gw = _matrix_grad(x2, g, wt)
         if ctx.needs_input_grad[2]:
             gb = unbroadcast(grad, (wt.shape[1],))

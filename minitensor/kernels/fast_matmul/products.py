@@ -255,30 +255,48 @@ def _gemm_stack(batch, address, trans_a, trans_b, k, a, lda, b, ldb, c):
 
 
 @kernel(parallel=True)
-def _gemm_row_blocks(blocks, address, trans_a, trans_b, k, a, lda, b, ldb, c):
-    """One product c = op(A) @ op(B), c the (n, m) output, cut into `blocks` runs of rows of
-    op(A) and c; each block is one BLAS call (every block reads all of op(B))."""
-    n, m = c.shape
-    one, zero = c.dtype.type(1), c.dtype.type(0)
-    row_step = c.itemsize if trans_a == TRANS else lda * c.itemsize  # next row of op(A)
-    for block in prange(blocks):
-        first, stop = block * n // blocks, (block + 1) * n // blocks
-        gemm(
-            address,
-            trans_a,
-            trans_b,
-            stop - first,
-            m,
-            k,
-            one,
-            a + first * row_step,
-            lda,
-            b,
-            ldb,
-            zero,
-            c[first].ctypes.data,
-            m,
-        )
+def _gemm_blocks(products, n_tasks, one):
+    """Products by blocks of rows, BLAS's gemm once per block: each row of `products` ((P, 14)
+    int64) is one product c = op(A) @ op(B) — address, trans_a, trans_b, n, m, k, a, lda, b,
+    ldb, c, ldc as blas.gemm takes them (alpha `one`, beta 0), then the bytes from one row of
+    op(A) to the next and from one row of c to the next. A product of n rows is cut into
+    row_blocks(n) blocks, at places its row count fixes, so one thread or sixteen make the
+    same calls and get the same bits. The blocks of all the products, in the order given, are
+    dealt into n_tasks runs of about equal work (a block goes to the run its middle falls in),
+    one run per thread: a weight's gradient in one block given first runs on one thread while
+    the other computes the input's gradient block by block (`gemm_products`)."""
+    zero = one - one
+    total = 0
+    for p in range(products.shape[0]):
+        total += products[p, 3] * products[p, 4] * products[p, 5]
+    for task in prange(n_tasks):
+        low, high = task * total // n_tasks, (task + 1) * total // n_tasks
+        before = 0  # the work of the blocks before this one
+        for p in range(products.shape[0]):
+            address, trans_a, trans_b, n, m, k = products[p, :6]
+            a, lda, b, ldb, c, ldc, a_row, c_row = products[p, 6:]
+            blocks = max(1, min(_MAX_ROW_BLOCKS, n // _ROWS_PER_BLOCK))  # row_blocks(n)
+            for block in range(blocks):
+                first, stop = block * n // blocks, (block + 1) * n // blocks
+                work = (stop - first) * m * k
+                if low <= before + work // 2 < high:
+                    gemm(
+                        address,
+                        trans_a,
+                        trans_b,
+                        stop - first,
+                        m,
+                        k,
+                        one,
+                        a + first * a_row,
+                        lda,
+                        b,
+                        ldb,
+                        zero,
+                        c + first * c_row,
+                        ldc,
+                    )
+                before += work
 
 
 @kernel()
@@ -357,24 +375,8 @@ def gemm_product(a, b):
     (b without batch axes, a's batch axes folded into rows) by blocks of rows."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    address = GEMM[a.dtype]
     if b.ndim == 2 and (a.ndim == 2 or a.flags.c_contiguous):
-        a2, trans_a, lda = _blas_layout(a.reshape(-1, k))
-        b2, trans_b, ldb = _blas_layout(b)
-        out = np.empty((a2.shape[0], m), dtype=a.dtype)
-        _gemm_row_blocks(
-            row_blocks(out.shape[0]),
-            address,
-            trans_a,
-            trans_b,
-            k,
-            data_address(a2),
-            lda,
-            data_address(b2),
-            ldb,
-            out,
-            work=out.size * k,
-        )
+        (out,) = gemm_products([(a.reshape(-1, k), b)])
         return out.reshape(a.shape[:-1] + (m,))
     batch = _batch_shape(a, b)
     a2, trans_a, lda = _blas_layout(a)
@@ -382,7 +384,7 @@ def gemm_product(a, b):
     out = np.empty((math.prod(batch), n, m), dtype=a.dtype)
     _gemm_stack(
         _batch_table(batch, a2, b2),
-        address,
+        GEMM[a.dtype],
         trans_a,
         trans_b,
         k,
@@ -394,6 +396,65 @@ def gemm_product(a, b):
         work=out.size * k,
     )
     return out.reshape(batch + (n, m))
+
+
+def gemm_products(pairs):
+    """[a @ b for each (a, b) of `pairs`], 2-D matrices of one float dtype that blas.GEMM has,
+    in one call of the parallel kernel _gemm_blocks: each product by blocks of rows, and the
+    blocks of all of them shared among the threads. A Linear layer's two backward products go
+    together so (`linear_grads`): the weight's gradient (64 rows: one block) no longer runs
+    alone on one thread while the other waits."""
+    rows, outs, operands = [], [], []
+    for a, b in pairs:
+        n, k = a.shape
+        m = b.shape[1]
+        out = np.empty((n, m), dtype=a.dtype)
+        a, trans_a, lda = _blas_layout(a)  # (a copy where BLAS cannot read a in place:
+        b, trans_b, ldb = _blas_layout(b)  # kept in `operands` until the kernel has run)
+        a_row = out.itemsize if trans_a == TRANS else lda * out.itemsize
+        row = (GEMM[out.dtype], trans_a, trans_b, n, m, k, data_address(a), lda)
+        row += (data_address(b), ldb, data_address(out), m, a_row, m * out.itemsize)
+        rows.append((n // row_blocks(n) * m * k, row))  # (the work of one block, first)
+        outs.append(out)
+        operands += [a, b]
+    rows.sort(key=lambda pair: -pair[0])  # the largest blocks first: they fill a run alone
+    table = np.array([row for _, row in rows], dtype=np.int64)
+    work = sum(out.size * a.shape[1] for out, (a, _) in zip(outs, pairs))
+    _gemm_blocks(table, threads(), outs[0].dtype.type(1), work=work)
+    return outs
+
+
+def linear_grads(grad, x, wt):
+    """(grad @ wtᵀ, Σ xᵀ·grad) like matmul.linear_grads_numpy: a Linear layer's two backward
+    products. Where `route` sends both to gemm (a Linear layer's sizes), they run together
+    (gemm_products), each by the same blocks of rows as alone, so with the same bits; else
+    each goes its own route."""
+    k, m = wt.shape
+    g_rows, x_rows = _as_rows(grad), _as_rows(x)
+    if g_rows is not None and x_rows is not None and g_rows.shape[0] == x_rows.shape[0]:
+        transposed = _is_transposed(wt)
+        pairs = [(g_rows, wt.T), (g_rows.T, x_rows) if transposed else (x_rows.T, g_rows)]
+        chosen = [_choose(a, b)[1] for a, b in pairs]
+        if all(product is gemm_product for product in chosen):
+            gx, gw = gemm_products(pairs)
+        elif all(product is gemm_one_blas_thread for product in chosen):
+            with blas_threads_at_most(1):
+                gx, gw = gemm_products(pairs)
+        else:
+            gx, gw = (_product(a, b) for a, b in pairs)
+        return gx.reshape(x.shape), gw.T if transposed else gw
+    gx = matmul_grad_a(grad, wt).reshape(x.shape)
+    rows = math.prod(x.shape[:-1])  # not -1: k or m may be 0
+    x_rows, g_rows = x.reshape(rows, k), grad.reshape(rows, m)
+    if _is_transposed(wt):
+        return gx, matmul_grad_b(g_rows, x_rows).T
+    return gx, matmul_grad_b(x_rows, g_rows)
+
+
+def _is_transposed(wt):
+    """Whether wt is a transposed C-ordered matrix (weight.T): its gradient is then computed
+    as (gradᵀ·x)ᵀ, the same numbers laid out as the weight."""
+    return wt.flags.f_contiguous and not wt.flags.c_contiguous
 
 
 def _tile_layout(x):
