@@ -75,6 +75,10 @@ class MatMul(Function):
         if a2.shape[-2] == 1 and len(a_shape) == 1:
             g = g[..., None, :]
         ga = gb = None
+        if ctx.needs_input_grad[0] and ctx.needs_input_grad[1] and b2.ndim == 2:
+            if _laid_out_like(a2, g, b2) is None:  # x @ W: a Linear layer's two products at once
+                ga, gb = K.linear_grads(g, a2, b2)
+                return ga.reshape(a_shape), gb.reshape(b_shape)
         if ctx.needs_input_grad[0]:
             out = _laid_out_like(a2, g, b2)
             ga = unbroadcast(K.matmul_grad_a(g, b2, out=out), a2.shape).reshape(a_shape)
