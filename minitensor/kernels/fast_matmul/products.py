@@ -426,29 +426,23 @@ def gemm_products(pairs):
 
 def linear_grads(grad, x, wt):
     """(grad @ wtᵀ, Σ xᵀ·grad) like matmul.linear_grads_numpy: a Linear layer's two backward
-    products. Where `route` sends both to gemm (a Linear layer's sizes), they run together
-    (gemm_products), each by the same blocks of rows as alone, so with the same bits; else
-    each goes its own route."""
+    products, each one product of all the batch's rows. Where `route` sends both to gemm (a
+    Linear layer's sizes), they run together (gemm_products), each by the same blocks of rows
+    as alone, so with the same bits; else each goes its own route."""
     k, m = wt.shape
-    g_rows, x_rows = _as_rows(grad), _as_rows(x)
-    if g_rows is not None and x_rows is not None and g_rows.shape[0] == x_rows.shape[0]:
-        transposed = _is_transposed(wt)
-        pairs = [(g_rows, wt.T), (g_rows.T, x_rows) if transposed else (x_rows.T, g_rows)]
-        chosen = [_choose(a, b)[1] for a, b in pairs]
-        if all(product is gemm_product for product in chosen):
-            gx, gw = gemm_products(pairs)
-        elif all(product is gemm_one_blas_thread for product in chosen):
-            with blas_threads_at_most(1):
-                gx, gw = gemm_products(pairs)
-        else:
-            gx, gw = (_product(a, b) for a, b in pairs)
-        return gx.reshape(x.shape), gw.T if transposed else gw
-    gx = matmul_grad_a(grad, wt).reshape(x.shape)
     rows = math.prod(x.shape[:-1])  # not -1: k or m may be 0
-    x_rows, g_rows = x.reshape(rows, k), grad.reshape(rows, m)
-    if _is_transposed(wt):
-        return gx, matmul_grad_b(g_rows, x_rows).T
-    return gx, matmul_grad_b(x_rows, g_rows)
+    g_rows, x_rows = grad.reshape(rows, m), x.reshape(rows, k)  # (views where the rows merge)
+    transposed = _is_transposed(wt)
+    pairs = [(g_rows, wt.T), (g_rows.T, x_rows) if transposed else (x_rows.T, g_rows)]
+    chosen = [_choose(a, b)[1] for a, b in pairs]
+    if all(product is gemm_product for product in chosen):
+        gx, gw = gemm_products(pairs)
+    elif all(product is gemm_one_blas_thread for product in chosen):
+        with blas_threads_at_most(1):
+            gx, gw = gemm_products(pairs)
+    else:
+        gx, gw = (_product(a, b) for a, b in pairs)
+    return gx.reshape(x.shape), gw.T if transposed else gw
 
 
 def _is_transposed(wt):
