@@ -114,6 +114,31 @@ def _writer(folder, name, fail=False):
     return job
 
 
+def test_a_demo_ends_with_its_exit_handlers_run_and_its_output_whole(tmp_path):
+    """common.run leaves without the interpreter's teardown once main() returns: the exit
+    handlers still run, everything printed arrives, and the status is 0 (or the error's)."""
+    script = tmp_path / "demo.py"
+    script.write_text(
+        "import atexit, sys\n"
+        f"sys.path.insert(0, {os.path.join(ROOT, 'demos')!r})\n"
+        "import common\n"
+        "def main():\n"
+        "    atexit.register(lambda: print('handler ran'))\n"
+        "    print('x' * 100000, end='')\n"  # more than a pipe's buffer, not flushed yet
+        "    if sys.argv[1:] == ['fail']:\n"
+        "        raise ValueError('bad input')\n"
+        "common.run(main)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "x" * 100000 + "handler ran\n"
+    failed = subprocess.run(
+        [sys.executable, str(script), "fail"], env=env, capture_output=True, text=True
+    )
+    assert failed.returncode == 1 and "ValueError: bad input" in failed.stderr
+    assert failed.stdout.endswith("handler ran\n")
+
+
 def test_side_by_side_draws_in_two_processes_and_returns_every_file(tmp_path):
     common = _common()
     jobs = {name: _writer(tmp_path, name) for name in ("a", "b", "c")}
