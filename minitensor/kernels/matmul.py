@@ -53,9 +53,15 @@ def linear_grads_numpy(grad, x, wt):
     rows = math.prod(x.shape[:-1])  # not -1: k or m may be 0
     x_rows, g_rows = x.reshape(rows, k), grad.reshape(rows, m)
     gx = matmul_grad_a_numpy(grad, wt)
-    if wt.flags.f_contiguous and not wt.flags.c_contiguous:
+    if is_transposed(wt):
         return gx, matmul_grad_b_numpy(g_rows, x_rows).T
     return gx, matmul_grad_b_numpy(x_rows, g_rows)
+
+
+def is_transposed(w):
+    """Whether the matrix w is a transposed C-ordered one (a Linear layer's weight.T): its
+    gradient is then computed as (gradᵀ·x)ᵀ, the same numbers laid out as the weight itself."""
+    return w.flags.f_contiguous and not w.flags.c_contiguous
 
 
 # the numba kernels: stand-ins that import fast_matmul on their first call

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import kernels as K
 from ..function import Function, ShapeError, op_error, unbroadcast
+from ..kernels.matmul import is_transposed
 from ..tensor import Tensor
 from ..typing import ArrayLike, Scalar
 from ._args import _keep_float_dtype, _operand
@@ -131,7 +132,7 @@ def _matrix_grad(a, grad, b):
     k, m = b.shape
     rows = math.prod(a.shape[:-1])  # not -1: k or m may be 0
     a_rows, g_rows = a.reshape(rows, k), grad.reshape(rows, m)
-    if b.flags.f_contiguous and not b.flags.c_contiguous:
+    if is_transposed(b):
         return K.matmul_grad_b(g_rows, a_rows).T
     return K.matmul_grad_b(a_rows, g_rows)
 

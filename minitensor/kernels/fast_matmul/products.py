@@ -52,6 +52,7 @@ from numba import prange
 from ... import config
 from ..backend_switch import are_deterministic_algorithms_enabled
 from ..jit import LazyKernel, cores, kernel, median_times, threads, timings_would_mislead
+from ..matmul import is_transposed
 from ..ownership import _owner
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
 from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
@@ -432,7 +433,7 @@ def linear_grads(grad, x, wt):
     k, m = wt.shape
     rows = math.prod(x.shape[:-1])  # not -1: k or m may be 0
     g_rows, x_rows = grad.reshape(rows, m), x.reshape(rows, k)  # (views where the rows merge)
-    transposed = _is_transposed(wt)
+    transposed = is_transposed(wt)
     pairs = [(g_rows, wt.T), (g_rows.T, x_rows) if transposed else (x_rows.T, g_rows)]
     chosen = [_choose(a, b)[1] for a, b in pairs]
     if all(product is gemm_product for product in chosen):
@@ -443,12 +444,6 @@ def linear_grads(grad, x, wt):
     else:
         gx, gw = (_product(a, b) for a, b in pairs)
     return gx.reshape(x.shape), gw.T if transposed else gw
-
-
-def _is_transposed(wt):
-    """Whether wt is a transposed C-ordered matrix (weight.T): its gradient is then computed
-    as (gradᵀ·x)ᵀ, the same numbers laid out as the weight."""
-    return wt.flags.f_contiguous and not wt.flags.c_contiguous
 
 
 def _tile_layout(x):
