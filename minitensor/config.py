@@ -27,7 +27,8 @@ tuning that makes training fast is applied where it is needed, and only there:
   spinning worker and runs at half speed (benchmarks/README.md, "OpenBLAS's spinning
   workers"). OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, as numpy loads it, so `import
   minitensor` sets 20 (2**20 cycles) for that moment only (`blas_environment`) and puts
-  `os.environ` back. Where numpy was imported first it is too late, and nothing is set.
+  `os.environ` back. Where numpy was imported first, OpenBLAS is asked to read it again and
+  its idle workers are stopped; they restart with the short timeout (`reread_blas_spin`).
   Products that follow each other keep the workers awake; what changes is that they sleep
   once the products stop, so that the ownership trial (kernels/ownership.py) can try BLAS's
   threads for products and numba's for kernels, both.
@@ -91,8 +92,8 @@ SWITCHES = {
         Switch(
             "MINITENSOR_SHORT_BLAS_SPIN",
             "1",
-            f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} while numpy's OpenBLAS loads (at "
-            "import minitensor, if numpy is not loaded yet): its idle workers sleep after "
+            f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} while numpy's OpenBLAS loads (or "
+            "re-reads its settings, if numpy was imported first): its idle workers sleep after "
             "2**20 clock cycles, not 2**28",
             "a spinning BLAS worker halves numba's parallel kernels for a while after every "
             "product on BLAS's threads; short, the 'both' owner can be tried (ownership.py)",
@@ -212,11 +213,7 @@ def blas_environment():
     lines of minitensor/__init__.py run inside this block), then `os.environ` as it was.
     OpenBLAS reads the variable once, as its library loads: if numpy was imported before
     minitensor, it is too late, and this records so."""
-    if "numpy" in sys.modules:
-        if enabled("MINITENSOR_SHORT_BLAS_SPIN"):
-            applied["MINITENSOR_SHORT_BLAS_SPIN"] = (
-                "not set: numpy was imported before minitensor, and its BLAS had read its settings"
-            )
+    if "numpy" in sys.modules:  # too late: kernels/fast_matmul/blas.py has BLAS read it again
         yield
         return
     if not _decide("MINITENSOR_SHORT_BLAS_SPIN"):
@@ -229,6 +226,33 @@ def blas_environment():
         del os.environ["OPENBLAS_THREAD_TIMEOUT"]
     applied["MINITENSOR_SHORT_BLAS_SPIN"] = (
         f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} read as numpy's BLAS loaded"
+    )
+
+
+def reread_blas_spin(read_environment, stop_workers) -> None:
+    """The short spin where numpy was imported before minitensor, so that it does not depend on
+    the order of two imports: OPENBLAS_THREAD_TIMEOUT is set for a moment while OpenBLAS reads
+    its environment again (`read_environment`, OpenBLAS's openblas_read_env), then its idle
+    workers are stopped (`stop_workers`, blas_thread_shutdown_, what OpenBLAS itself does
+    before a fork); it starts them again at its next product on several threads, and they read
+    the timeout as they start. Run once, as minitensor's BLAS layer loads; nothing is done
+    where the timeout was set as numpy loaded, the switch is off, you set the variable, or
+    numpy's BLAS has no such functions (not OpenBLAS)."""
+    name = "MINITENSOR_SHORT_BLAS_SPIN"
+    if name in applied or not _decide(name):  # set as numpy loaded, or not ours to set
+        return
+    if read_environment is None or stop_workers is None:
+        applied[name] = "not set: numpy was imported first, and its BLAS cannot re-read settings"
+        return
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+    try:
+        read_environment()
+    finally:
+        del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+    stop_workers()
+    applied[name] = (
+        f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} re-read by numpy's BLAS, which had loaded "
+        "before minitensor; its workers restarted"
     )
 
 

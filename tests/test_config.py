@@ -219,20 +219,45 @@ def run_spin(order, **env):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def test_importing_minitensor_first_shortens_the_spin_of_blas_workers():
+def test_minitensor_shortens_the_spin_of_blas_workers_whichever_is_imported_first():
     """Imported before numpy, minitensor has OpenBLAS's idle workers sleep soon after a
-    product: a process whose main thread sleeps uses almost no CPU. Imported after, it is
-    too late (the workers spin ~0.1 s, and burn CPU while the main thread sleeps), and
-    config says so. os.environ is as it was either way."""
+    product: a process whose main thread sleeps uses almost no CPU. Imported after, it has
+    OpenBLAS read the timeout again and restarts its workers: the same. Off, the workers spin
+    ~0.1 s and burn CPU while the main thread sleeps. os.environ is as it was either way."""
     first = run_spin("minitensor first")
     if first["blas"] < 2:
         pytest.skip("numpy's BLAS runs on one thread here: no worker to spin")
-    assert first["applied"].startswith("OPENBLAS_THREAD_TIMEOUT=20") and first["short"]
+    assert first["applied"].startswith("OPENBLAS_THREAD_TIMEOUT=20 read as") and first["short"]
     assert first["env"] is None
     late = run_spin("numpy first")
-    assert late["applied"].startswith("not set: numpy was imported before minitensor")
-    assert not late["short"] and late["env"] is None
-    assert first["spun"] < 0.05 < late["spun"]
+    assert late["applied"].startswith("OPENBLAS_THREAD_TIMEOUT=20 re-read by numpy's BLAS")
+    assert late["short"] and late["env"] is None and late["blas"] == first["blas"]
+    off = run_spin("numpy first", MINITENSOR_SHORT_BLAS_SPIN="0")
+    assert off["applied"] == "off" and not off["short"]
+    assert max(first["spun"], late["spun"]) < 0.05 < off["spun"]
+
+
+def test_a_numpy_imported_first_keeps_its_thread_count_and_its_other_settings():
+    """Re-reading OpenBLAS's environment changes its spin only: a thread count you set for
+    numpy before importing minitensor stays, and products still give numpy's bits."""
+    code = (
+        "import numpy as np, json\n"
+        "a = np.random.default_rng(0).standard_normal((300, 300))\n"
+        "before = (a @ a).tobytes()\n"
+        "import minitensor as mt\n"
+        "from minitensor.kernels.fast_matmul.blas import blas_threads\n"
+        "print(json.dumps({'same': (a @ a).tobytes() == before, 'threads': blas_threads(),\n"
+        "    'applied': mt.config.applied.get('MINITENSOR_SHORT_BLAS_SPIN')}))\n"
+    )
+    base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=dict(base, OPENBLAS_NUM_THREADS="1"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["same"] and seen["threads"] == 1
+    assert seen["applied"].startswith("OPENBLAS_THREAD_TIMEOUT=20 re-read")
 
 
 def test_your_own_blas_timeout_wins_and_the_switch_turns_it_off():

@@ -207,7 +207,7 @@ def timings_would_mislead():
     return compile_ahead.pending()
 
 
-def median_times(calls, rounds=5, settle=False):
+def median_times(calls, rounds=5, settle=0.0):
     """The median time (seconds) of `rounds` timed runs of each zero-argument call, after one
     untimed run of each: how a kernel's versions are compared on the running machine (the
     products' tile shapes, the fused attention's tile sizes). The calls take turns in every
@@ -216,10 +216,14 @@ def median_times(calls, rounds=5, settle=False):
     now and then gets both cores and runs fast, while most of its runs wait for a core: the
     fastest run would pick it.
 
-    settle: run each call once more, untimed, right before each timed run. Calls on different
-    thread pools (numba's, BLAS's) taking turns would each pay for waking its pool while the
-    other's idle workers still spin, and a call on one thread would win for that alone; settled,
-    each is timed as it runs called again and again (a product of one layout, layer after layer).
+    settle: seconds for which each call runs again, untimed (at least once), right before each
+    timed run. Calls on different thread pools (numba's, BLAS's) taking turns would each pay
+    for waking its pool while the other's idle workers still spin — numba's OpenMP workers for
+    about half a millisecond after a parallel region, OpenBLAS's for 2**20 clock cycles — and a
+    call on one thread would win for that alone (a 128³ product on BLAS's two threads timed
+    right after one on numba's took 55 µs against 33 called again and again, and lost to BLAS
+    on one thread, 53 µs; AMD EPYC Zen 3). Settled, each is timed as it runs called again and
+    again (a product of one layout, layer after layer).
 
     None, with nothing timed, while `timings_would_mislead` — checked before the calls run
     and after their first run (which may have started the helper that compiles ahead)."""
@@ -233,11 +237,19 @@ def median_times(calls, rounds=5, settle=False):
     for _ in range(rounds):
         for call, runs in zip(calls, times):
             if settle:
-                call()
+                _run_for(call, settle)
             start = time.perf_counter()
             call()
             runs.append(time.perf_counter() - start)
     return [statistics.median(runs) for runs in times]
+
+
+def _run_for(call, seconds):
+    """call() once, then again until `seconds` have passed since it started."""
+    start = time.perf_counter()
+    call()
+    while time.perf_counter() - start < seconds:
+        call()
 
 
 class Kernel:

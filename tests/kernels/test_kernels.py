@@ -1111,16 +1111,24 @@ def test_the_compile_line_goes_to_stdout_in_a_notebook(monkeypatch):
 
 
 def test_settled_timings_run_each_call_right_before_it_is_timed(monkeypatch):
-    """median_times(settle=True), as the products' timing uses it: every timed run of a call
-    comes right after an untimed run of the same call (a candidate on numba's threads is not
-    timed while BLAS's idle workers, woken by the candidate before it, still spin)."""
+    """median_times(settle=seconds), as the products' timing uses it: every timed run of a call
+    comes right after untimed runs of the same call for `settle` seconds, at least one (a
+    candidate on numba's threads is not timed while BLAS's idle workers, woken by the
+    candidate before it, still spin)."""
     from minitensor.kernels import jit
 
     log = []
     calls = [lambda: log.append("a"), lambda: log.append("b")]
     ticks = iter(range(1000))
     monkeypatch.setattr(jit.time, "perf_counter", lambda: log.append("t") or next(ticks))
-    times = jit.median_times(calls, rounds=2, settle=True)
-    # the warm-up run of each, then per round: settle (untimed), start, timed run, stop
-    assert "".join(log) == "ab" + "atatbtbt" * 2
+    times = jit.median_times(calls, rounds=2, settle=2.5)
+    # the warm-up run of each, then per round: settle (untimed calls until 2.5 ticks have
+    # passed: the clock is read before the first and after each), start, timed run, stop
+    def settled(call):  # three untimed runs (ticks 0→1→2→3), then the timed one
+        return f"t{call}t{call}t{call}t" + f"t{call}t"
+
+    assert "".join(log) == "ab" + (settled("a") + settled("b")) * 2
     assert times == [1, 1]
+    log.clear()
+    jit.median_times(calls, rounds=1, settle=0.0)  # no settling: each timed run alone
+    assert "".join(log) == "ab" + "tat" + "tbt"

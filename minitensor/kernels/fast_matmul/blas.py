@@ -86,6 +86,16 @@ def _thread_count_functions():
 _get_threads, _set_threads = _thread_count_functions()
 
 
+def _spin_functions():
+    """OpenBLAS's (openblas_read_env, blas_thread_shutdown_) as ctypes functions, or None each:
+    what config.reread_blas_spin needs where numpy was imported before minitensor."""
+    lib = _find_openblas()
+    return getattr(lib, "openblas_read_env", None), getattr(lib, "blas_thread_shutdown_", None)
+
+
+config.reread_blas_spin(*_spin_functions())
+
+
 def blas_threads() -> int:
     """OpenBLAS's thread count now (1 where it cannot be read)."""
     return _get_threads() if _get_threads is not None else 1

@@ -869,12 +869,17 @@ class _Watched:
         return result
 
 
+# How long each product runs again, untimed, before each of its timed runs (jit.median_times'
+# settle): longer than the other thread pool's idle workers spin after the call before it.
+_SETTLE_SECONDS = 0.001
+
+
 def _timings(products, a, b, rounds=5):
-    """jit.median_times of each product(a, b), settled (each timed right after a call of its
-    own: the products run on numba's threads, BLAS's or one thread); None while timings
-    would mislead."""
+    """jit.median_times of each product(a, b), settled (each timed right after a millisecond of
+    calls of its own: the products run on numba's threads, BLAS's or one thread); None while
+    timings would mislead."""
     calls = [functools.partial(product, a, b) for product in products]
-    return median_times(calls, rounds, settle=True)
+    return median_times(calls, rounds, settle=_SETTLE_SECONDS)
 
 
 def tile_shape(a, b):
