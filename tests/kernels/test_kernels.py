@@ -994,6 +994,26 @@ def test_np_matmul_is_timed_in_every_configuration_a_route_may_take(monkeypatch)
     assert matmul_module._numpy_configs(x, w) == [matmul_module.numpy_product]
 
 
+def test_a_candidate_takes_a_layout_only_when_clearly_faster_than_np_matmul(monkeypatch):
+    """Within _CANDIDATE_EDGE of np.matmul's best (a tie, within the timing's noise), the
+    layout stays with np.matmul; clearly faster, the candidate takes it."""
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
+    if np.dtype(np.float32) not in matmul_module.GEMM:
+        pytest.skip("no BLAS gemm for numba's threads to call here")
+    edge = matmul_module._CANDIDATE_EDGE
+    for gemm_time, want in ((edge * 1.01, "numpy"), (edge * 0.99, "gemm")):
+        monkeypatch.setattr(matmul_module, "_FASTEST", {})
+        monkeypatch.setattr(
+            matmul_module,
+            "_timings",
+            lambda products, a, b, g=gemm_time: [
+                1.0 if p in NUMPY_PRODUCTS else g for p in products
+            ],
+        )
+        assert K.matmul_route(x, w) == want
+
+
 def test_route_takes_the_configuration_of_np_matmul_that_won(monkeypatch):
     """Where np.matmul without the thread cap was timed fastest, the route is that one, and it
     gives np.matmul's result."""
@@ -1035,7 +1055,12 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
     others = [p for p in products if p not in tiles and p not in NUMPY_PRODUCTS]
     gemm = np.dtype(np.float32) in matmul_module.GEMM
     assert others == ([matmul_module.gemm_product] if gemm else [])  # BLAS per matrix
-    best = products[times.index(min(times))]
+    numpy_time = min(t for p, t in zip(products, times) if p in NUMPY_PRODUCTS)
+    best_time = min(t for p, t in zip(products, times) if p not in NUMPY_PRODUCTS)
+    if best_time < matmul_module._CANDIDATE_EDGE * numpy_time:  # clearly faster: a candidate
+        best = products[times.index(best_time)]
+    else:  # else np.matmul's fastest configuration
+        best = products[times.index(numpy_time)]
     want = "numpy" if best in NUMPY_PRODUCTS else "gemm" if best in others else "tiles"
     assert route == want
     kept = matmul_module._choose(q, k_t)[1]
