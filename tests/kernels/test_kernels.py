@@ -1147,6 +1147,7 @@ def test_settled_timings_run_each_call_right_before_it_is_timed(monkeypatch):
     ticks = iter(range(1000))
     monkeypatch.setattr(jit.time, "perf_counter", lambda: log.append("t") or next(ticks))
     times = jit.median_times(calls, rounds=2, settle=2.5)
+
     # the warm-up run of each, then per round: settle (untimed calls until 2.5 ticks have
     # passed: the clock is read before the first and after each), start, timed run, stop
     def settled(call):  # three untimed runs (ticks 0→1→2→3), then the timed one
