@@ -7,6 +7,11 @@ the same training step), so a number without its CPU says little.
 
 import os
 import platform
+import time
+
+# Before each block of a library's steps, when libraries take turns: the other library's idle
+# workers stop spinning first (OpenMP's and OpenBLAS's spin for a while after their last work)
+PAUSE_S = 0.05
 
 
 def cpu_model():
@@ -69,6 +74,7 @@ def take_turns(script, libs, child_args, rounds):
     times = {lib: {} for lib in libs}
     for _ in range(rounds):
         for lib, process in children.items():
+            time.sleep(PAUSE_S)  # the other library's idle workers stop spinning first
             process.stdin.write("go\n")
             process.stdin.flush()
             for name, value in json.loads(process.stdout.readline()).items():

@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import minitensor as mt  # noqa: E402, I001
 import numpy as np  # noqa: E402
 import minitensor.functional as F  # noqa: E402
-from benchmarks.machine import cpu_model, thread_counts  # noqa: E402
+from benchmarks.machine import PAUSE_S, cpu_model, thread_counts  # noqa: E402, F401
 from transformer import Transformer, TransformerConfig  # noqa: E402
 from transformer.masks import padding_mask  # noqa: E402
 
@@ -106,7 +106,6 @@ def make_torch(model, threads):
     return step
 
 
-PAUSE_S = 0.05  # before each block: the other library's idle workers stop spinning
 
 
 def timed(fn, batches):
