@@ -1014,6 +1014,33 @@ def test_a_candidate_takes_a_layout_only_when_clearly_faster_than_np_matmul(monk
         assert K.matmul_route(x, w) == want
 
 
+def test_np_matmul_on_the_cores_is_remembered_as_plain_np_matmul_where_blas_fits(monkeypatch):
+    """numpy_on_cores winning where BLAS's own thread count already fits the cores is the same
+    call as np.matmul: the route remembers that (no thread counts read at every product); where
+    BLAS has more threads than minitensor may use, the capped configuration stays."""
+    if np.dtype(np.float32) not in matmul_module.GEMM:
+        pytest.skip("no BLAS gemm here: the layout never reaches the timing")
+    monkeypatch.setattr(matmul_module, "threads", lambda: 2)
+    monkeypatch.setattr(matmul_module, "_owner", ["numba"])
+    monkeypatch.setattr(matmul_module.config, "blas_spin_is_short", lambda: True)
+    x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
+    monkeypatch.setattr(
+        matmul_module,
+        "_timings",
+        lambda products, a, b: [
+            1.0 if p is matmul_module.numpy_on_cores else 2.0 for p in products
+        ],
+    )
+    for blas, cores, want in (
+        (2, 2, matmul_module._matmul_as_is),
+        (4, 2, matmul_module.numpy_on_cores),
+    ):
+        monkeypatch.setattr(matmul_module, "_FASTEST", {})
+        monkeypatch.setattr(matmul_module, "blas_threads", lambda n=blas: n)
+        monkeypatch.setattr(matmul_module, "cores", lambda n=cores: n)
+        assert matmul_module._choose(x, w) == ("numpy", want)
+
+
 def test_route_takes_the_configuration_of_np_matmul_that_won(monkeypatch):
     """Where np.matmul without the thread cap was timed fastest, the route is that one, and it
     gives np.matmul's result."""

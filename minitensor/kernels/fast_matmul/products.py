@@ -835,9 +835,20 @@ def fastest(a, b, candidate):
             name, product = named[best]  # the step itself
             product = _Watched(key, name, product, named[numpy_best], numpy_time)
         else:
-            name, product = named[numpy_best]
+            name, product = _settled_numpy(named[numpy_best])
         _FASTEST[key] = name, product
     return _FASTEST[key]
+
+
+def _settled_numpy(chosen):
+    """np.matmul's winning configuration as it is remembered: numpy_on_cores where BLAS's own
+    thread count is already at most the cores minitensor may use is plain np.matmul
+    (`_matmul_as_is`), the same call without reading both counts at every product (the
+    remembered answer is keyed by both; a change of either asks `fastest` again)."""
+    name, product = chosen
+    if product is numpy_on_cores and blas_threads() <= cores():
+        return name, _matmul_as_is
+    return name, product
 
 
 # How much faster than np.matmul's best a candidate must be timed to take a layout. Timed
