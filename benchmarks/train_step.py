@@ -106,8 +106,6 @@ def make_torch(model, threads):
     return step
 
 
-
-
 def timed(fn, batches):
     """Each step's wall time and process CPU time (all threads), after a short pause."""
     time.sleep(PAUSE_S)
