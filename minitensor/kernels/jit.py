@@ -220,10 +220,10 @@ def median_times(calls, rounds=5, settle=0.0):
     timed run. Calls on different thread pools (numba's, BLAS's) taking turns would each pay
     for waking its pool while the other's idle workers still spin — numba's OpenMP workers for
     about half a millisecond after a parallel region, OpenBLAS's for 2**20 clock cycles — and a
-    call on one thread would win for that alone (a 128³ product on BLAS's two threads timed
-    right after one on numba's took 55 µs against 33 called again and again, and lost to BLAS
-    on one thread, 53 µs; AMD EPYC Zen 3). Settled, each is timed as it runs called again and
-    again (a product of one layout, layer after layer).
+    call on one thread would win for that alone (a product on BLAS's two threads timed right
+    after one on numba's lost to BLAS on one thread: benchmarks/README.md, "route timings that
+    see each pool settled"). Settled, each is timed as it runs called again and again (a
+    product of one layout, layer after layer).
 
     None, with nothing timed, while `timings_would_mislead` — checked before the calls run
     and after their first run (which may have started the helper that compiles ahead)."""

@@ -854,8 +854,8 @@ def _settled_numpy(chosen):
 # How much faster than np.matmul's best a candidate must be timed to take a layout. Timed
 # again in the same process, a layout's versions move by a few percent (the other thread pool
 # wakes, a neighbour on the VM takes a core), and a candidate that won by as little then lost
-# as often as it won: a (896, 128) @ (128, 512)ᵀ product went to gemm, 759 µs a call in the
-# benchmark against np.matmul's 663 (AMD EPYC Zen 3). A tie goes to np.matmul.
+# as often as it won (benchmarks/README.md, "a candidate must win clearly"). A tie goes to
+# np.matmul.
 _CANDIDATE_EDGE = 0.95
 
 
