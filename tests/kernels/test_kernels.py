@@ -1101,33 +1101,44 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
 
 
 def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypatch):
-    """A candidate that won the timing is timed again on its first calls where it runs: when
-    their median is more than twice np.matmul's timed best, the layout goes to np.matmul's
-    best; when not, the candidate stays, no longer watched. (A fake clock: no timing here.)"""
+    """A candidate that won the timing is timed again where it runs: its first calls take
+    turns with np.matmul's best, and when its median call is not clearly faster than
+    np.matmul's there, the layout goes to np.matmul's best; when it is, the candidate stays, no
+    longer watched. Every call gives the product. (A fake clock: each call of the tiles or of
+    np.matmul "takes" its cost; no timing here.)"""
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "_FASTEST", {})
-    order = dict.fromkeys(NUMPY_PRODUCTS, 2.0)  # every np.matmul configuration: 2.0
+    clock, cost = [0.0], {"tiles": 5.0, "numpy": 2.0}
+
+    def costing(product, kind):
+        def call(*args, **kwargs):
+            clock[0] += cost[kind]
+            return product(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(matmul_module.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(matmul_module, "tiled_matmul", costing(matmul_module.tiled_matmul, "tiles"))
+    for name in ("numpy_product", "_matmul_as_is"):
+        monkeypatch.setattr(matmul_module, name, costing(getattr(matmul_module, name), "numpy"))
+    numpy_configs = (matmul_module.numpy_product, matmul_module._matmul_as_is)
     monkeypatch.setattr(
-        matmul_module, "_timings", lambda products, a, b: [order.get(p, 1.0) for p in products]
-    )
-    clock = {"now": 0.0, "step": 5.0}  # each product call "takes" clock["step"]
-
-    def perf_counter():  # read at a call's start and its end: they differ by one step
-        clock["now"] += clock["step"]
-        return clock["now"]
-
-    monkeypatch.setattr(matmul_module.time, "perf_counter", perf_counter)
+        matmul_module,
+        "_timings",
+        lambda products, a, b: [2.0 if p in numpy_configs else 1.0 for p in products],
+    )  # the tiles won the timing
     q = rng.standard_normal((256, 16, 16)).astype(np.float32)
     k_t = np.swapaxes(q, -1, -2)
     assert K.matmul_route(q, k_t) == "tiles"
-    for _ in range(matmul_module._WATCHED_CALLS):  # 5 > 2 × 2.0: slower than np.matmul
+    for _ in range(2 * matmul_module._WATCHED_CALLS):  # 5 against 2: slower than np.matmul
         assert_agree(matmul_module.matmul(q, k_t), np.matmul(q, k_t), np.float32)
-    assert matmul_module._choose(q, k_t) == ("numpy", matmul_module.numpy_product)
-    clock["step"] = 3.0  # under 2 × 2.0: the tiles stay
+    name, product = matmul_module._choose(q, k_t)
+    assert name == "numpy" and product in numpy_configs
+    cost["tiles"] = 1.0  # clearly faster than np.matmul's 2: the tiles stay
     assert K.matmul_route(q, q) == "tiles"
-    for _ in range(matmul_module._WATCHED_CALLS):
-        matmul_module.matmul(q, q)
+    for _ in range(2 * matmul_module._WATCHED_CALLS):
+        assert_agree(matmul_module.matmul(q, q), np.matmul(q, q), np.float32)
     name, product = matmul_module._choose(q, q)
     assert name == "tiles" and isinstance(product, functools.partial)
 

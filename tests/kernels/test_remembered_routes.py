@@ -127,31 +127,44 @@ def test_small_products_read_no_thread_count(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "candidate_time, numpy_time, want",
-    [(1e-13, 1e-12, "numpy"), (1.0, 10.0, "tiles")],
+    "candidate_cost, numpy_cost, want",
+    [(3.0, 1.0, "numpy"), (1.0, 3.0, "tiles")],
     ids=["slower-in-the-program", "kept"],
 )
 def test_a_watched_winner_is_not_remembered_until_its_watch_ends(
-    candidate_time, numpy_time, want, monkeypatch
+    candidate_cost, numpy_cost, want, monkeypatch
 ):
-    """While a winning candidate is watched, `_choose` answers with what _FASTEST holds for its
-    layout (the watch itself), never a remembered copy; once the watch ends, the watch's final
-    decision is the answer, and that one is remembered."""
+    """While a winning candidate is watched (it takes turns with np.matmul's best, each call
+    timed), `_choose` answers with what _FASTEST holds for its layout (the watch itself), never
+    a remembered copy; once the watch ends, the watch's final decision is the answer, and that
+    one is remembered. (A fake clock: each call of the tiles or of np.matmul "takes" its cost.)"""
     monkeypatch.setattr(P, "threads", lambda: 2)
     monkeypatch.setattr(P, "blas_threads", lambda: 2)
     monkeypatch.setattr(P, "_FASTEST", {})
+    clock = [0.0]
+
+    def costing(product, cost):
+        def call(*args, **kwargs):
+            clock[0] += cost
+            return product(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(P, "tiled_matmul", costing(P.tiled_matmul, candidate_cost))
+    for name in ("numpy_product", "_matmul_as_is"):
+        monkeypatch.setattr(P, name, costing(getattr(P, name), numpy_cost))
+    numpy_configs = (P.numpy_product, P._matmul_as_is)
     monkeypatch.setattr(
         P,
         "_timings",
-        lambda products, a, b: [
-            numpy_time if p in NUMPY_PRODUCTS else candidate_time for p in products
-        ],
-    )
+        lambda products, a, b: [2.0 if p in numpy_configs else 1.0 for p in products],
+    )  # the candidates won the timing
     q, k_t = _stack()
-    for _ in range(P._WATCHED_CALLS):
+    for _ in range(2 * P._WATCHED_CALLS):
         name, product = P._choose(q, k_t)
         assert name == "tiles" and isinstance(product, P._Watched)
-        P.matmul(q, k_t)
+        np.testing.assert_allclose(P.matmul(q, k_t), q @ k_t, rtol=1e-5, atol=1e-5)
     (final,) = (v for key, v in P._FASTEST.items() if key[0] == "tiles")
     assert P._choose(q, k_t) == final and final[0] == want
     assert not isinstance(final[1], P._Watched)

@@ -833,7 +833,7 @@ def fastest(a, b, candidate):
         best_time, best = min((t, i) for i, t in enumerate(times) if named[i][0] != "numpy")
         if best_time < _CANDIDATE_EDGE * numpy_time:  # np.matmul's best, should it lose in
             name, product = named[best]  # the step itself
-            product = _Watched(key, name, product, named[numpy_best], numpy_time)
+            product = _Watched(key, name, product, _settled_numpy(named[numpy_best]))
         else:
             name, product = _settled_numpy(named[numpy_best])
         _FASTEST[key] = name, product
@@ -859,34 +859,45 @@ def _settled_numpy(chosen):
 _CANDIDATE_EDGE = 0.95
 
 
-# How many calls of a winning candidate are timed where they run, and how much slower than
-# np.matmul's best their median may be before the layout goes to np.matmul after all.
-_WATCHED_CALLS, _WATCHED_SLOWER = 8, 2.0
+# How many calls of a winning candidate, and as many of np.matmul's best, are timed where they
+# run before the layout is settled.
+_WATCHED_CALLS = 8
 
 
 class _Watched:
-    """A candidate that won `fastest`'s timing, timed again in the program it runs in for its
-    first _WATCHED_CALLS calls. Timed alone, back to back, a product on numba's threads can
-    win and then lose in a training step: between its calls other kernels run, BLAS's idle
-    threads spin, other processes take the cores, and a worker that waits for a core stalls
-    the call. If the median of those calls is more than _WATCHED_SLOWER × np.matmul's timed
-    best, the layout goes to np.matmul (`fallback`); either way the watch then ends."""
+    """A candidate that won `fastest`'s timing, timed again in the program it runs in: its first
+    _WATCHED_CALLS calls take turns with as many of np.matmul's best configuration (`fallback`,
+    which computes the same product), each timed. Timed alone, back to back, a product on
+    numba's threads can win and then lose in a training step: between its calls other kernels
+    run, BLAS's idle threads spin, other processes take the cores, and a worker that waits for
+    a core stalls the call. And the machine may have changed since: on a shared VM np.matmul
+    on BLAS's threads runs at one of two speeds for minutes at a time, and a layout timed in
+    the slow one went to a candidate that then lost (benchmarks/README.md, "a candidate must
+    win clearly"). So the watch compares the two in the program's own conditions: the candidate
+    keeps the layout only if its median call is clearly faster than np.matmul's
+    (_CANDIDATE_EDGE, as in `fastest`); either way the watch then ends."""
 
-    def __init__(self, key, name, product, fallback, numpy_time):
-        self.key, self.name, self.product = key, name, product
-        self.fallback, self.numpy_time = fallback, numpy_time
+    def __init__(self, key, name, product, fallback):
+        self.key, self.name, self.product, self.fallback = key, name, product, fallback
         self.keywords = getattr(product, "keywords", {})  # the tile shape, for tile_shape
-        self.times = []
+        self.times, self.fallback_times = [], []
 
     def __call__(self, a, b, **kwargs):  # (kwargs: the `out` the tiles may be given)
         if timings_would_mislead():  # not a call of the machine the program runs on
             return self.product(a, b, **kwargs)
+        turn_of_fallback = len(self.fallback_times) < len(self.times)
+        product, times = (
+            (self.fallback[1], self.fallback_times)
+            if turn_of_fallback
+            else (self.product, self.times)
+        )
         start = time.perf_counter()
-        result = self.product(a, b, **kwargs)
-        self.times.append(time.perf_counter() - start)
-        if len(self.times) == _WATCHED_CALLS:
-            slow = statistics.median(self.times) > _WATCHED_SLOWER * self.numpy_time
-            _FASTEST[self.key] = self.fallback if slow else (self.name, self.product)
+        result = product(a, b, **kwargs)
+        times.append(time.perf_counter() - start)
+        if len(self.fallback_times) == _WATCHED_CALLS:
+            candidate, numpy = map(statistics.median, (self.times, self.fallback_times))
+            keep = candidate < _CANDIDATE_EDGE * numpy
+            _FASTEST[self.key] = (self.name, self.product) if keep else self.fallback
         return result
 
 
