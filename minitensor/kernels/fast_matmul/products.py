@@ -866,8 +866,10 @@ _WATCHED_CALLS = 8
 
 class _Watched:
     """A candidate that won `fastest`'s timing, timed again in the program it runs in: its first
-    _WATCHED_CALLS calls take turns with as many of np.matmul's best configuration (`fallback`,
-    which computes the same product), each timed. Timed alone, back to back, a product on
+    _WATCHED_CALLS calls, then as many of np.matmul's best configuration (`fallback`, which
+    computes the same product), each timed — in two runs, not call by call, since a call right
+    after one on the other thread pool pays for that pool's spinning workers (see
+    _SETTLE_SECONDS), and a product's calls in a program follow each other. Timed alone, back to back, a product on
     numba's threads can win and then lose in a training step: between its calls other kernels
     run, BLAS's idle threads spin, other processes take the cores, and a worker that waits for
     a core stalls the call. And the machine may have changed since: on a shared VM np.matmul
@@ -885,7 +887,7 @@ class _Watched:
     def __call__(self, a, b, **kwargs):  # (kwargs: the `out` the tiles may be given)
         if timings_would_mislead():  # not a call of the machine the program runs on
             return self.product(a, b, **kwargs)
-        turn_of_fallback = len(self.fallback_times) < len(self.times)
+        turn_of_fallback = len(self.times) == _WATCHED_CALLS
         product, times = (
             (self.fallback[1], self.fallback_times)
             if turn_of_fallback
