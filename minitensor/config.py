@@ -211,8 +211,9 @@ def openmp_environment():
 def blas_environment():
     """OPENBLAS_THREAD_TIMEOUT for the moment numpy, and with it its OpenBLAS, loads (the first
     lines of minitensor/__init__.py run inside this block), then `os.environ` as it was.
-    OpenBLAS reads the variable once, as its library loads: if numpy was imported before
-    minitensor, it is too late, and this records so."""
+    OpenBLAS reads the variable as its library loads: if numpy was imported before
+    minitensor, it is too late here, and kernels/fast_matmul/blas.py has OpenBLAS read it
+    again instead (`reread_blas_spin`)."""
     if "numpy" in sys.modules:  # too late: kernels/fast_matmul/blas.py has BLAS read it again
         yield
         return

@@ -1101,19 +1101,22 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
 
 
 def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypatch):
-    """A candidate that won the timing is timed again where it runs: its first calls take
-    turns with np.matmul's best, and when its median call is not clearly faster than
-    np.matmul's there, the layout goes to np.matmul's best; when it is, the candidate stays, no
-    longer watched. Every call gives the product. (A fake clock: each call of the tiles or of
+    """A candidate that won the timing is timed again where it runs: its first calls, then as
+    many of np.matmul's best, and when its median call is not clearly faster than np.matmul's
+    there, the layout goes to np.matmul's best; when it is, the candidate stays, no longer
+    watched. Every call gives the product. (A fake clock: each call of the tiles or of
     np.matmul "takes" its cost; no timing here.)"""
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "blas_threads", lambda: 2)
     monkeypatch.setattr(matmul_module, "_FASTEST", {})
     clock, cost = [0.0], {"tiles": 5.0, "numpy": 2.0}
 
+    ran = []  # which product each call ran
+
     def costing(product, kind):
         def call(*args, **kwargs):
             clock[0] += cost[kind]
+            ran.append(kind)
             return product(*args, **kwargs)
 
         return call
@@ -1133,6 +1136,9 @@ def test_a_winner_slower_in_the_program_itself_goes_back_to_numpy(rng, monkeypat
     assert K.matmul_route(q, k_t) == "tiles"
     for _ in range(2 * matmul_module._WATCHED_CALLS):  # 5 against 2: slower than np.matmul
         assert_agree(matmul_module.matmul(q, k_t), np.matmul(q, k_t), np.float32)
+    assert (
+        ran == ["tiles"] * matmul_module._WATCHED_CALLS + ["numpy"] * matmul_module._WATCHED_CALLS
+    )
     name, product = matmul_module._choose(q, k_t)
     assert name == "numpy" and product in numpy_configs
     cost["tiles"] = 1.0  # clearly faster than np.matmul's 2: the tiles stay

@@ -134,8 +134,8 @@ def test_small_products_read_no_thread_count(monkeypatch):
 def test_a_watched_winner_is_not_remembered_until_its_watch_ends(
     candidate_cost, numpy_cost, want, monkeypatch
 ):
-    """While a winning candidate is watched (it takes turns with np.matmul's best, each call
-    timed), `_choose` answers with what _FASTEST holds for its layout (the watch itself), never
+    """While a winning candidate is watched (its first calls, then as many of np.matmul's best,
+    each timed), `_choose` answers with what _FASTEST holds for its layout (the watch itself), never
     a remembered copy; once the watch ends, the watch's final decision is the answer, and that
     one is remembered. (A fake clock: each call of the tiles or of np.matmul "takes" its cost.)"""
     monkeypatch.setattr(P, "threads", lambda: 2)

@@ -802,9 +802,9 @@ _FASTEST = {}
 def fastest(a, b, candidate):
     """(route, product) for a @ b: `candidate` ("tiles" or "gemm") in its fastest version if
     that computed a @ b clearly faster (_CANDIDATE_EDGE) than np.matmul's best configuration
-    when this layout (shapes,
-    dtype, transposed or not, thread counts) was first seen, else "numpy" in its best; while
-    timings would mislead, a provisional np.matmul (`_Provisional`: not remembered)."""
+    when this layout (shapes, dtype, transposed or not, thread counts) was first seen — then
+    watched where it runs (`_Watched`) — else "numpy" in its best; while timings would
+    mislead, a provisional np.matmul (`_Provisional`: not remembered)."""
     key = (
         candidate,
         a.shape,
@@ -831,8 +831,9 @@ def fastest(a, b, candidate):
             return _Provisional(_NUMPY)
         numpy_time, numpy_best = min((t, i) for i, t in enumerate(times) if named[i][0] == "numpy")
         best_time, best = min((t, i) for i, t in enumerate(times) if named[i][0] != "numpy")
-        if best_time < _CANDIDATE_EDGE * numpy_time:  # np.matmul's best, should it lose in
-            name, product = named[best]  # the step itself
+        if best_time < _CANDIDATE_EDGE * numpy_time:
+            # watched where it runs, against np.matmul's best, should it lose there
+            name, product = named[best]
             product = _Watched(key, name, product, _settled_numpy(named[numpy_best]))
         else:
             name, product = _settled_numpy(named[numpy_best])
@@ -867,17 +868,18 @@ _WATCHED_CALLS = 8
 class _Watched:
     """A candidate that won `fastest`'s timing, timed again in the program it runs in: its first
     _WATCHED_CALLS calls, then as many of np.matmul's best configuration (`fallback`, which
-    computes the same product), each timed — in two runs, not call by call, since a call right
-    after one on the other thread pool pays for that pool's spinning workers (see
-    _SETTLE_SECONDS), and a product's calls in a program follow each other. Timed alone, back to back, a product on
-    numba's threads can win and then lose in a training step: between its calls other kernels
-    run, BLAS's idle threads spin, other processes take the cores, and a worker that waits for
-    a core stalls the call. And the machine may have changed since: on a shared VM np.matmul
-    on BLAS's threads runs at one of two speeds for minutes at a time, and a layout timed in
-    the slow one went to a candidate that then lost (benchmarks/README.md, "a candidate must
-    win clearly"). So the watch compares the two in the program's own conditions: the candidate
-    keeps the layout only if its median call is clearly faster than np.matmul's
-    (_CANDIDATE_EDGE, as in `fastest`); either way the watch then ends."""
+    computes the same product), each timed. Two runs, not call by call: a call right after one
+    on the other thread pool pays for that pool's spinning workers (see _SETTLE_SECONDS).
+
+    Timed alone, back to back, a product on numba's threads can win and then lose in a
+    training step: between its calls other kernels run, BLAS's idle threads spin, other
+    processes take the cores, and a worker that waits for a core stalls the call. And the
+    machine may have changed since: on a shared VM np.matmul on BLAS's threads runs at one of
+    two speeds for minutes at a time, and a layout timed in the slow one went to a candidate
+    that then lost (benchmarks/README.md, "a candidate must win clearly"). So the watch
+    compares the two in the program's own conditions: the candidate keeps the layout only if
+    its median call is clearly faster than np.matmul's (_CANDIDATE_EDGE, as in `fastest`);
+    either way the watch then ends."""
 
     def __init__(self, key, name, product, fallback):
         self.key, self.name, self.product, self.fallback = key, name, product, fallback
