@@ -153,6 +153,12 @@ def test_deterministic_products_take_one_route_by_shape_and_agree_with_numpy():
         assert P.route(a, b) == "numpy" and P.route(big[0], big[1].astype(np.float32)) == want
         assert P.route(ints, ints) == "numpy"
         np.testing.assert_allclose(P.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+        # a stack past 2^20 multiply-adds: np.matmul on one thread too, its bits exactly
+        stack = rng.standard_normal((64, 4, 32, 16)).astype(np.float32)
+        assert P.route(stack, stack.swapaxes(-1, -2)) == "numpy"
+        with P.blas_threads_at_most(1):
+            alone = np.matmul(stack, stack.swapaxes(-1, -2))
+        np.testing.assert_array_equal(P.matmul(stack, stack.swapaxes(-1, -2)), alone)
         x = mt.randn(3, 5, requires_grad=True)
         (x @ mt.randn(5, 2)).sum().backward()
         assert x.grad.shape == (3, 5)

@@ -376,7 +376,7 @@ def gemm_product(a, b):
     (b without batch axes, a's batch axes folded into rows) by blocks of rows."""
     n, k = a.shape[-2:]
     m = b.shape[-1]
-    if b.ndim == 2 and (a.ndim == 2 or a.flags.c_contiguous):
+    if _rows_of_one_product(a, b):
         (out,) = gemm_products([(a.reshape(-1, k), b)])
         return out.reshape(a.shape[:-1] + (m,))
     batch = _batch_shape(a, b)
@@ -553,8 +553,8 @@ def route(a, b) -> str:
     Between a candidate and np.matmul the running machine
     decides: they are timed the first time a layout is seen (`fastest`). Under
     mt.use_deterministic_algorithms(True) the shape alone decides the bits: "gemm" (its
-    blocks cut at fixed places) where the default would consider it, else "numpy", BLAS on one
-    thread for both — or np.matmul on BLAS's threads, where BLAS owns the cores and gave the
+    blocks cut at fixed places) for a single product the default would consider it for, else
+    "numpy" (stacks of matrices included), BLAS on one thread for both — or np.matmul on BLAS's threads, where BLAS owns the cores and gave the
     same bits on the layout (`same_bits_route`)."""
     return _choose(a, b)[0]
 
@@ -640,10 +640,20 @@ def _route_by_layout(a, b, deterministic):
 def _deterministic_reference(a, b):
     """The route by shape alone under deterministic algorithms, BLAS on one thread: BLAS's own
     threads split a product by their count, and BLAS may round a block of 9 rows otherwise
-    than one of 17."""
-    if a.dtype in GEMM and _work(a, b) >= _GEMM_MIN_WORK:
+    than one of 17. gemm (its blocks of rows cut at fixed places, shared among numba's threads)
+    for a single product from 2^20 multiply-adds; np.matmul on one thread for the rest, stacks
+    of matrices included: there gemm would make the same BLAS call per matrix as np.matmul,
+    from numba's threads, and was measured two to three times slower (benchmarks/README.md,
+    "deterministic stacks on np.matmul")."""
+    if a.dtype in GEMM and _work(a, b) >= _GEMM_MIN_WORK and _rows_of_one_product(a, b):
         return "gemm", gemm_one_blas_thread
     return _NUMPY
+
+
+def _rows_of_one_product(a, b):
+    """Whether gemm_product computes a @ b as one product by blocks of rows (b a matrix, a's
+    rows evenly spaced), not matrix by matrix."""
+    return b.ndim == 2 and (a.ndim == 2 or a.flags.c_contiguous)
 
 
 def _route_by_state(a, b, deterministic):
