@@ -554,8 +554,9 @@ def route(a, b) -> str:
     decides: they are timed the first time a layout is seen (`fastest`). Under
     mt.use_deterministic_algorithms(True) the shape alone decides the bits: "gemm" (its
     blocks cut at fixed places) for a single product the default would consider it for, else
-    "numpy" (stacks of matrices included), BLAS on one thread for both — or np.matmul on BLAS's threads, where BLAS owns the cores and gave the
-    same bits on the layout (`same_bits_route`)."""
+    "numpy" (stacks of matrices included), BLAS on one thread for both — or np.matmul on
+    BLAS's threads, where BLAS owns the cores and gave the same bits on the layout
+    (`same_bits_route`)."""
     return _choose(a, b)[0]
 
 
