@@ -236,9 +236,11 @@ def reread_blas_spin(read_environment, stop_workers) -> None:
     its environment again (`read_environment`, OpenBLAS's openblas_read_env), then its idle
     workers are stopped (`stop_workers`, blas_thread_shutdown_, what OpenBLAS itself does
     before a fork); it starts them again at its next product on several threads, and they read
-    the timeout as they start. Run once, as minitensor's BLAS layer loads; nothing is done
-    where the timeout was set as numpy loaded, the switch is off, you set the variable, or
-    numpy's BLAS has no such functions (not OpenBLAS)."""
+    the timeout as they start. Run once, as minitensor's BLAS layer loads (at the first
+    numba-side matrix product); nothing is done where the timeout was set as numpy loaded, the
+    switch is off, you set the variable, or numpy's BLAS has no such functions (not OpenBLAS).
+    Stopping the workers assumes no other thread of yours is inside a BLAS call at that moment
+    (as OpenBLAS assumes before a fork); MINITENSOR_SHORT_BLAS_SPIN=0 leaves them alone."""
     name = "MINITENSOR_SHORT_BLAS_SPIN"
     if name in applied or not _decide(name):  # set as numpy loaded, or not ours to set
         return
