@@ -87,22 +87,24 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
     """Row i of x (N, D): the mean with its correction step and the corrected two-pass
     variance (module docstring), then y. weight and bias are (D,) arrays (ones / zeros when
     the caller has none). y holds d = x − m until the last pass, for jit.row_sum and
-    jit.row_dot to add it up."""
+    jit.row_dot to add it up. Each row is taken once as a 1-D view (x_row, y_row): the loops
+    then index one axis, and compile to tighter code than x[i, j] does."""
     N, D = x.shape
     f = x.dtype.type
     for i in prange(N):
-        m = jit.row_sum(x[i]) / f(D)
+        x_row, y_row = x[i], y[i]
+        m = jit.row_sum(x_row) / f(D)
         for j in range(D):
-            y[i, j] = x[i, j] - m
-        c = jit.row_sum(y[i]) / f(D)
-        var = jit.row_dot(y[i], y[i]) / f(D)
+            y_row[j] = x_row[j] - m
+        c = jit.row_sum(y_row) / f(D)
+        var = jit.row_dot(y_row, y_row) / f(D)
         if var < np.inf:
             r = f(1) / np.sqrt(max(var - c * c, f(0)) + eps)  # ≥ 0 but for rounding
         else:  # squares beyond x's dtype (or NaN): in float64
-            r = f(_rstd_float64(y[i], c, eps))
+            r = f(_rstd_float64(y_row, c, eps))
         mean[i], rstd[i] = m + c, r
         for j in range(D):
-            y[i, j] = (y[i, j] - c) * r * weight[j] + bias[j]
+            y_row[j] = (y_row[j] - c) * r * weight[j] + bias[j]
 
 
 @kernel(parallel=True)
