@@ -465,7 +465,7 @@ def _binary_saved_versions(saved, a, b, result):
         elif arr is y:
             tracked.append((b._vc, b._vc[0], 1))
         elif isinstance(arr, np.ndarray):
-            what, t = _saver(arr, (a, b), None, result)
+            what, t = _saver(arr, ((0, a), (1, b)), result)
             if t is not None:
                 tracked.append((t._vc, t._vc[0], what))
     return tuple(tracked)
@@ -615,13 +615,26 @@ def _fresh(out, arrays):
     An array that owns its memory (no ``base``) can share it only with an input that is that
     array or a view of it (numpy sets a view's base to the array owning the memory), so only
     a view needs numpy's memory test."""
-    if out.base is None:
+    base = out.base
+    if base is None:
         for a in arrays:
             if a is out or (type(a) is np.ndarray and a.base is out):
                 return out.copy()
         return out
+    # a view (a fresh result reshaped, most often) of an array that owns its memory: an input
+    # shares that memory only by being that array or a view of it, if the input's own memory
+    # is numpy's too (its base an array that owns memory, or none); numpy's test for the rest
+    owner = base if type(base) is np.ndarray and base.flags.owndata else None
     for a in arrays:
-        if isinstance(a, np.ndarray) and np.may_share_memory(out, a):
+        if not isinstance(a, np.ndarray):
+            continue
+        if owner is not None:
+            a_base = a.base
+            if a is owner or a_base is owner:
+                return out.copy()
+            if a_base is None or (type(a_base) is np.ndarray and a_base.flags.owndata):
+                continue
+        if np.may_share_memory(out, a):
             return out.copy()
     return out
 
@@ -674,7 +687,9 @@ def _saved_versions(saved, args, tensors, result):
                 break
             what += 1
         else:  # the output, a view of an input, a keyword argument's data (or none of them)
-            what, t = _saver(arr, args, tensors, result)
+            if tensors is None:  # the (what, Tensor) pairs, listed once for the arrays left
+                tensors = [(i, t) for i, t in enumerate(args) if isinstance(t, Tensor)]
+            what, t = _saver(arr, tensors, result)
             if t is None:
                 continue
         vc = t._vc
@@ -694,28 +709,41 @@ def saved_description(node, what):
     return what, f"{node.out_dtype} of shape {node.out_shape}"
 
 
-def _saver(arr, args, tensors, result):
-    """(what, tensor) for a saved array that is not a positional input's data itself: the
+def _saver(arr, tensors, result):
+    """(what, tensor) for a saved array that is not a positional argument's data itself: the
     output (`result`) if `arr` is its data or a view of it, else the first argument Tensor
-    whose data is `arr` or, for a view, shares its memory (positional arguments first, then
-    `tensors`, the (what, Tensor) pairs of the keyword arguments, or None); (None, None) if
-    there is none. Both callers have looked for `arr` among the positional arguments' data
-    already."""
-    is_view = arr.base is not None  # only a view can share memory without being the array
+    whose data `arr` is or whose memory a view `arr` shares; (None, None) if there is none.
+    `tensors`: the arguments' (what, Tensor) pairs, positional ones first."""
+    base = arr.base  # only a view can share memory without being the array
     out = result._data
-    if arr is out or (is_view and np.may_share_memory(arr, out)):
+    if arr is out or (base is not None and (base is out or base is out.base)):
         return "its output", result
-    if not is_view and not tensors:  # an array of its own (a mean, a mask made in forward)
+    if base is None:  # a keyword argument's data, or an array of its own (a mean, a mask)
+        for what, t in tensors:
+            if t._data is arr:
+                return _named(what, t), t
         return None, None
-    candidates = list(enumerate(args)) + (tensors or [])
-    for what, t in candidates:
-        if isinstance(t, Tensor):
-            data = t._data
-            if arr is data or (is_view and np.may_share_memory(arr, data)):
-                if not isinstance(what, int):  # not an input of the node: keep what to say
-                    what = (what, data.dtype, data.shape)
-                return what, t
+    # a view (x.reshape(...) of an input's data, most often): numpy makes a view's base the
+    # array that owns the memory, so a view of an input has that input's data, or the data's
+    # own base, as its base — decided without numpy's memory test. An array made from another
+    # library's buffer may share memory with no base in common: the test below still finds it
+    for what, t in tensors:
+        if base is t._data or base is t._data.base:
+            return _named(what, t), t
+    if np.may_share_memory(arr, out):
+        return "its output", result
+    for what, t in tensors:
+        if np.may_share_memory(arr, t._data):
+            return _named(what, t), t
     return None, None
+
+
+def _named(what, t):
+    """`_saver`'s `what` for tensor t: its position as an input, or for a keyword argument
+    (not an input of the node) what to say and the data's dtype and shape."""
+    if isinstance(what, int):
+        return what
+    return (what, t._data.dtype, t._data.shape)
 
 
 def _op_error(cls, err, arrays):

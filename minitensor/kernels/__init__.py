@@ -21,7 +21,8 @@ One module per family, kernel and twin side by side — read the twin first:
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward
-    bias_activation.py  bias_activation_forward/backward (a Linear's bias + ReLU or GELU)
+    bias_activation.py  bias_activation_forward/backward (a Linear's bias + ReLU or GELU),
+                      add_bias (a Linear's bias alone, in place)
     dropout.py        dropout (a counter-based random mask: forward and backward recompute it)
     adam.py           adam_update (Adam's step for one parameter, in place, in one pass)
     flash_attention.py  fused_attention_forward/backward (softmax(Q·Kᵀ·scale + mask)·V by tiles,

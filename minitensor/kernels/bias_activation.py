@@ -13,6 +13,11 @@ read once and written once. What backward needs is the activation's own:
            dh = dy·(Φ(h) + h·φ(h)), φ the standard normal density;  keeps h and Φ(h)
 
 and in both dx = dh, db = Σ_rows dh.
+
+Without an activation, a Linear's bias is added in place into the product's own output
+(`add_bias`): numpy's broadcast add runs its inner loop once per row, and a row of a few dozen
+features costs as much in that call as in its arithmetic; the kernel's loop runs the rows
+itself.
 """
 
 import math
@@ -59,6 +64,26 @@ def bias_activation_forward_numpy(x, bias, activation):
         return y, (y,)
     cdf = (f(0.5) * (f(1) + erf_numpy(h * f(_INV_SQRT2)))).astype(x.dtype, copy=False)
     return h * cdf, (h, cdf)
+
+
+def add_bias_numpy(y, bias):
+    """y += bias on every row of y (N, D), in place, and y returned; bias (D,) of y's dtype."""
+    _check_bias_add(y, bias)
+    np.add(y, bias, out=y)
+    return y
+
+
+def _check_bias_add(y, bias):
+    """A clear error unless y is a writeable float (N, D) matrix and bias (D,) of its dtype."""
+    if y.ndim != 2 or y.dtype.kind != "f" or not y.flags.writeable:
+        raise ValueError(
+            f"add_bias: y must be a writeable float (N, D) matrix, got {y.dtype} of shape {y.shape}"
+        )
+    if bias.shape != (y.shape[1],) or bias.dtype != y.dtype:
+        raise ValueError(
+            f"add_bias: bias {bias.dtype} of shape {bias.shape} does not match y {y.dtype} "
+            f"{y.shape} (it is added to every row, in y's dtype)"
+        )
 
 
 def bias_activation_backward_numpy(dy, saved, activation, has_bias=True):
@@ -175,6 +200,23 @@ def _gelu_grad_rows(dy, h, cdf, n_chunks, dx, dbias_parts):
                 g = dy[i, j] * (cdf[i, j] + h[i, j] * pdf)
                 dx[i, j] = g
                 dbias_parts[chunk, j] += g
+
+
+@kernel()
+def _add_bias_rows(y, bias):
+    """y[i] += bias, row by row (serial: one pass over memory, which one core keeps up with)."""
+    N, D = y.shape
+    for i in range(N):
+        y_row = y[i]
+        for j in range(D):
+            y_row[j] += bias[j]
+
+
+def add_bias_numba(y, bias):
+    """Numba twin of add_bias_numpy."""
+    _check_bias_add(y, bias)
+    _add_bias_rows(y, np.ascontiguousarray(bias))
+    return y
 
 
 def bias_activation_forward_numba(x, bias, activation):

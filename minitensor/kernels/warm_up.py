@@ -49,7 +49,7 @@ def _backward_kernels():
 
 def _forward_kernels():
     """The forward pass's kernels, last called first (the loss, the feed-forward layer,
-    Add & Norm, dropout, attention's softmax, the products)."""
+    Add & Norm, dropout, attention's softmax, a Linear's bias, the products)."""
     from . import bias_activation, cross_entropy, layer_norm, softmax
     from .dropout import dropout_numba  # (kernels.dropout is the kernel, not its module)
     from .fast_matmul import products
@@ -61,6 +61,7 @@ def _forward_kernels():
     yield lambda: dropout_numba(x, 1, 0.1)
     scores = _arrays((2, 2, 3, 3))[0]
     yield lambda: softmax.softmax_forward_numba(scores, 0.5, np.zeros((2, 1, 1, 3), bool))
+    yield lambda: bias_activation.add_bias_numba(x.copy(), b)  # a Linear's bias, in place
     # a Linear layer's product (and its gradients' transposed operands); a stack of matrices
     # (attention's products while decoding), of 4-D views and contiguous arrays
     yield lambda: products.gemm_product(x, x.T)

@@ -152,9 +152,12 @@ class LinearBias(Function):
         ctx.save_for_backward(x2, wt)
         ctx.x_shape = x.shape
         out = K.matmul(x2, wt)
-        if out.base is None and out.flags.writeable and out.dtype == np.result_type(out, b):
-            np.add(out, b, out=out)  # the product's output is fresh: the bias goes in place
-        else:
+        fresh = out.flags.c_contiguous and out.flags.writeable
+        if fresh and out.dtype == b.dtype and out.dtype.kind == "f":
+            # the product's output is fresh memory (a matrix, or a stack of them for a batch
+            # of rows): a float bias goes in place, row by row
+            K.add_bias(out.reshape(-1, out.shape[-1]), b)
+        else:  # integers (which numpy's product allows), mixed dtypes, another layout
             out = out + b
         return out[0] if x.ndim == 1 else out
 

@@ -201,6 +201,7 @@ class LayerNorm(Function):
 
     name = "layer_norm"
     float_inputs = (0, 1, 2)
+    plain_params = True  # n_axes and eps, never Tensors
 
     @staticmethod
     def forward(ctx, x, weight, bias, n_axes=1, eps=1e-5):

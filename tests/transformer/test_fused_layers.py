@@ -132,6 +132,52 @@ def test_bias_activation_errors_name_the_op_and_shapes():
         bias_activation(x, None, "tanh")
 
 
+@pytest.mark.parametrize("shape", [(5, 7), (64, 33), (0, 4), (3, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_add_bias_kernel_matches_twin_bit_for_bit_in_place(shape, dtype, rng):
+    y = rng.standard_normal(shape).astype(dtype)
+    y[0:1, :1] = np.inf  # an inf stays inf, as numpy's add keeps it
+    b = rng.standard_normal(shape[1]).astype(dtype)
+    got, want = y.copy(), y.copy()
+    assert K.add_bias.numba(got, b) is got  # in place, the array itself returned
+    K.add_bias.numpy(want, b)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, y + b)
+
+
+@pytest.mark.parametrize("kernel", [K.add_bias.numba, K.add_bias.numpy])
+def test_add_bias_refuses_what_it_cannot_add_into(kernel):
+    y = np.zeros((3, 4), np.float32)
+    with pytest.raises(ValueError, match=r"add_bias: bias float32 of shape \(5,\).*\(3, 4\)"):
+        kernel(y, np.zeros(5, np.float32))
+    with pytest.raises(ValueError, match=r"add_bias: bias float64.*in y's dtype"):
+        kernel(y, np.zeros(4))
+    y.flags.writeable = False
+    with pytest.raises(ValueError, match="add_bias: y must be a writeable float"):
+        kernel(y, np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"add_bias: y must be .* shape \(2, 3, 4\)"):
+        kernel(np.zeros((2, 3, 4), np.float32), np.zeros(4, np.float32))
+
+
+def test_linear_adds_its_bias_into_the_product_for_a_batch_of_any_shape(rng):
+    """F.linear's one node (matmul + bias) gives x Wᵀ + b for 1-D, 2-D and 3-D inputs, in
+    float32 and float64, on both backends."""
+    for backend in ("numba", "numpy"):
+        for dtype in (np.float32, np.float64):
+            w = mt.tensor(rng.standard_normal((6, 5)).astype(dtype))
+            b = mt.tensor(rng.standard_normal(6).astype(dtype))
+            for shape in [(5,), (4, 5), (2, 3, 5)]:
+                x = mt.tensor(rng.standard_normal(shape).astype(dtype))
+                with K.use_backend(backend):
+                    y = F.linear(x, w, b)
+                want = x.data @ w.data.T + b.data
+                assert y.dtype == dtype and y.shape == want.shape
+                np.testing.assert_allclose(y.data, want, rtol=1e-5)
+    # integers, which the product allows: the bias is added by numpy, not the float kernel
+    x, w, b = (mt.tensor(np.arange(n).reshape(s)) for n, s in ((8, (2, 4)), (12, (3, 4)), (3, 3)))
+    np.testing.assert_array_equal(F.linear(x, w, b).data, x.data @ w.data.T + b.data)
+
+
 def test_feed_forward_fuses_bias_and_activation_into_one_named_node():
     """FeedForward with relu/gelu: one "bias + relu" node after linear1's matmul (which stays
     in linear1's scope), the same output and gradients as the unfused Linear → activation."""
