@@ -445,6 +445,49 @@ def apply_binary(cls: type[Function], a: Tensor, b: Tensor, skip: int) -> Tensor
     return result
 
 
+def apply_view(cls: type[Function], x: Tensor, skip: int, **params: Any) -> Tensor:
+    """``cls.apply(x, **params)`` for a view op (reshape, permute, expand: ``is_view``) of one
+    Tensor and plain keyword arguments: the call of the ops that only rearrange how x's memory
+    is read, written out for them as `apply_binary` is for the arithmetic ones. A Transformer's
+    forward is half such nodes (a Linear's weightᵀ, attention's head split and merge), and
+    each costs only its bookkeeping, so this path does no more than they need: no argument
+    list, no float conversion, no fresh-memory test, no saved arrays to version (a view op's
+    forward saves none). It makes the same node as `apply`.
+
+    `skip`: how many frames above this one are minitensor's whatever the caller (the op's
+    function: 1): the user's source line is looked for from the frame above them."""
+    data = x._data
+    wanted = x.requires_grad
+    ctx = _new(Context)
+    ctx.fn, ctx.needs_input_grad = cls, _ONE_GRAD if wanted else _NO_GRADS[1]
+    try:
+        out = cls.forward(ctx, data, **params)
+    except (ValueError, IndexError, TypeError) as e:
+        _raise_named(cls, e, (data,))
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    result = _new(Tensor)  # Tensor._make, inlined: the fields not set are class defaults
+    # a view of x shares x's version counter: an in-place change to either is one to both
+    result._data, result._vc = out, x._vc if _shares_memory(out, data) else [0]
+    s = state.__dict__
+    record = wanted and s["grad_enabled"]
+    if record:  # _record for one Tensor argument, written out
+        result.requires_grad = True
+        ctx.inputs = (x if x._grad_fn is None or s["keep_intermediates"] else _node_input(x),)
+        ctx.scope = s["scopes"][-1]
+        ctx._src = user_line(1 + skip)
+        ctx.out_shape, ctx.out_dtype = out.shape, out.dtype
+        result._grad_fn, ctx._seq = ctx, next(_numbered)
+        if ctx._saved:  # (a view op written outside minitensor may save what it likes)
+            ctx._saved_versions = _saved_versions(ctx._saved, (x,), None, result)
+    if hooks._forward_hooks or s["anomaly"]:
+        hooks.run_forward_hooks(cls, ctx, (data,), result, record)
+    return result
+
+
+_ONE_GRAD = (True,)
+
+
 def _node_input(tensor):
     """NodeInput(tensor), without its __init__'s call (most inputs of most ops are made here)."""
     held = _new(NodeInput)

@@ -15,13 +15,21 @@ import numpy as np
 from .. import random as _random
 from ..autograd import SliceGradient
 from ..errors import DTypeError, IndexRangeError
-from ..function import Function, ShapeError, op_error, unbroadcast
+from ..function import Function, ShapeError, apply_view, op_error, unbroadcast
 from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, Scalar
 from ._args import _constant, _data, _keep_float_dtype, _operand
 from ._axes import normalize_axis, shape_arg, torch_index_steps, torch_names
 from .reduce import ValuesIndices
+
+
+def _view(cls, x, **params):
+    """The view op `cls` applied to x: by `apply_view` for a Tensor (most calls), by `apply`
+    for anything else it accepts (an array, a list)."""
+    if isinstance(x, Tensor):
+        return apply_view(cls, x, 2, **params)  # (frames: this one, the op's function)
+    return cls.apply(x, **params)
 
 
 class Reshape(Function):
@@ -48,7 +56,7 @@ class Reshape(Function):
 def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     """The same elements in a new shape (one size may be -1): reshape(x, 2, 3) or
     reshape(x, (2, 3)). A view of x when numpy can make one."""
-    return Reshape.apply(x, shape=shape_arg(shape))
+    return _view(Reshape, x, shape=shape_arg(shape))
 
 
 view = reshape
@@ -95,12 +103,16 @@ class Permute(Function):
 
     @staticmethod
     def forward(ctx, x, axes):
-        norm = tuple(normalize_axis(a, x.ndim, "permute", x.shape) for a in axes)
-        if sorted(norm) != list(range(x.ndim)):
-            raise ShapeError(
-                f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
-                f"of a tensor of shape {x.shape}"
-            )
+        norm = _PERMUTATIONS.get((axes, x.ndim))
+        if norm is None or bool in map(type, axes):  # (True == 1: a bool must not hit the cache)
+            norm = tuple(normalize_axis(a, x.ndim, "permute", x.shape) for a in axes)
+            if sorted(norm) != list(range(x.ndim)):
+                raise ShapeError(
+                    f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
+                    f"of a tensor of shape {x.shape}"
+                )
+            if len(_PERMUTATIONS) < 4096:  # (a model uses a handful: bounded anyway)
+                _PERMUTATIONS[axes, x.ndim] = norm
         ctx.axes = norm
         return x.transpose(norm)
 
@@ -110,16 +122,21 @@ class Permute(Function):
         return grad.transpose(sorted(range(len(axes)), key=axes.__getitem__))
 
 
+# {(axes as given, number of axes): the axes checked and made non-negative}: a model permutes
+# with the same few axes at every step (a weight's transpose, attention's head split)
+_PERMUTATIONS: dict = {}
+
+
 def permute(x: Tensor, *axes: int | Sequence[int]) -> Tensor:
     """Reorder the axes: out.shape[i] == x.shape[axes[i]] (e.g. (B, L, h, d) → (B, h, L, d)
     with permute(x, 0, 2, 1, 3))."""
-    return Permute.apply(x, axes=shape_arg(axes))
+    return _view(Permute, x, axes=shape_arg(axes))
 
 
 def transpose(x: Tensor, axis0: int | None = None, axis1: int | None = None) -> Tensor:
     """transpose(x) reverses all axes (like .T); transpose(x, a, b) swaps axes a and b."""
     if axis0 is None and axis1 is None:
-        return Permute.apply(x, axes=tuple(reversed(range(x.ndim))))
+        return _view(Permute, x, axes=tuple(reversed(range(x.ndim))))
     return _swap(x, axis0, axis1, "transpose")
 
 
@@ -132,10 +149,10 @@ def _swap(x, axis0, axis1, op):
     a = normalize_axis(axis0, x.ndim, op, x.shape)
     b = normalize_axis(axis1, x.ndim, op, x.shape)
     if x.ndim == 0:  # torch: dims 0 and -1 of a 0-d tensor name the tensor itself
-        return Permute.apply(x, axes=())
+        return _view(Permute, x, axes=())
     axes = list(range(x.ndim))
     axes[a], axes[b] = axes[b], axes[a]
-    return Permute.apply(x, axes=tuple(axes))
+    return _view(Permute, x, axes=tuple(axes))
 
 
 class Expand(Function):
@@ -162,12 +179,12 @@ def expand(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     shape = shape_arg(shape)
     lead = len(shape) - x.ndim
     full = tuple(x.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
-    return Expand.apply(x, shape=full)
+    return _view(Expand, x, shape=full)
 
 
 def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     """Broadcast to `shape` without copying (numpy's rules); the gradient sums the copies."""
-    return Expand.apply(x, shape=tuple(shape))
+    return _view(Expand, x, shape=tuple(shape))
 
 
 class Concat(Function):

@@ -283,6 +283,74 @@ def test_the_short_path_runs_forward_hooks_and_anomaly_checks():
         mt.tensor([0.0], requires_grad=True) / mt.tensor([0.0])
 
 
+_VIEWS = {  # op: (the public call, which takes the view path; the class, params for apply)
+    "reshape": (lambda t: t.reshape(3, 2), "Reshape", {"shape": (3, 2)}),
+    "permute": (lambda t: t.permute(1, 0), "Permute", {"axes": (1, 0)}),
+    "transpose": (lambda t: t.T, "Permute", {"axes": (1, 0)}),
+    "swapaxes": (lambda t: t.swapaxes(-1, 0), "Permute", {"axes": (1, 0)}),
+    "expand": (lambda t: t[:1].expand(4, 3), None, None),
+}
+
+
+@pytest.mark.parametrize("op", ["reshape", "permute", "transpose", "swapaxes"])
+@pytest.mark.parametrize("intermediate", [False, True])
+def test_the_view_path_makes_the_node_apply_makes(op, intermediate):
+    from minitensor.ops import shape as S
+
+    call, cls_name, params = _VIEWS[op]
+    leaf = mt.randn(2, 3, dtype=mt.float64, requires_grad=True)
+    x = leaf * 1.0 if intermediate else leaf
+    short, general = call(x), getattr(S, cls_name).apply(x, **params)
+    np.testing.assert_array_equal(short.numpy(), general.numpy())
+    assert short._vc is x._vc and general._vc is x._vc  # views share the version counter
+    a, b = short.grad_fn, general.grad_fn
+    fields = ("name", "needs_input_grad", "out_shape", "out_dtype", "scope")
+    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    assert [type(t) for t in a.inputs] == [type(t) for t in b.inputs]
+    assert a.source[0] == __file__ and a.source[2] == "<lambda>"  # the user's call, in _VIEWS
+    assert a._seq > (x.grad_fn._seq if intermediate else 0)
+    seed = mt.randn(*short.shape, dtype=mt.float64)
+    grads = []
+    for out in (short, general):
+        leaf.grad = None
+        (out * seed).sum().backward(retain_graph=True)
+        grads.append(leaf.grad.numpy().copy())
+    np.testing.assert_array_equal(*grads)
+
+
+def test_the_view_path_records_nothing_without_a_gradient_and_runs_hooks_and_anomaly():
+    seen = []
+    handle = mt.autograd.register_forward_hook(
+        lambda fn, ctx, arrays, out, recorded: seen.append((fn.op_name(), len(arrays), recorded))
+    )
+    try:
+        x = mt.randn(2, 3, requires_grad=True)
+        for op, (call, _, _) in _VIEWS.items():
+            assert call(x).grad_fn is not None, op
+            with mt.no_grad():
+                y = call(x)
+            assert y.grad_fn is None and not y.requires_grad, op
+            assert call(x.detach()).grad_fn is None, op
+    finally:
+        handle.remove()
+    assert seen[:3] == [("reshape", 1, True), ("reshape", 1, False), ("reshape", 1, False)]
+    assert len(seen) == 3 * len(_VIEWS) + 3  # (expand's x[:1] is an op of its own)
+    with mt.autograd.detect_anomaly(), pytest.raises(FloatingPointError, match="reshape"):
+        mt.tensor([np.nan], requires_grad=True).reshape(1, 1)
+
+
+def test_the_view_path_names_the_op_and_shapes_in_its_errors():
+    x = mt.randn(2, 3, requires_grad=True)
+    with pytest.raises(mt.ShapeError, match=r"reshape.*cannot reshape \(2, 3\).*\(4, 2\)"):
+        x.reshape(4, 2)
+    with pytest.raises(mt.ShapeError, match=r"permute.*\(1, 1\) are not a permutation"):
+        x.permute(1, 1)
+    with pytest.raises(TypeError, match="permute: axis must be an int, got False"):
+        x.permute(1, False)  # (True == 1 and False == 0: the axes' cache must not answer)
+    with pytest.raises(mt.ShapeError, match=r"cannot broadcast shape \(2, 3\) to \(4, 3\)"):
+        x.expand(4, 3)
+
+
 def test_a_node_input_reads_shape_and_dtype_from_the_node_that_made_it():
     x = mt.randn(2, 3, dtype=mt.float64, requires_grad=True)
     h = x.sum(0)
