@@ -276,7 +276,7 @@ def _gemm_blocks(products, n_tasks, one):
         for p in range(products.shape[0]):
             address, trans_a, trans_b, n, m, k = products[p, :6]
             a, lda, b, ldb, c, ldc, a_row, c_row = products[p, 6:]
-            blocks = max(1, min(_MAX_ROW_BLOCKS, n // _ROWS_PER_BLOCK))  # row_blocks(n)
+            blocks = row_blocks(n)
             for block in range(blocks):
                 first, stop = block * n // blocks, (block + 1) * n // blocks
                 work = (stop - first) * m * k
@@ -361,13 +361,22 @@ def _cached_batch_table(batch, a_shape, a_strides, b_shape, b_strides, c_strides
 # A single product is cut into blocks of rows at places that depend on its number of rows only,
 # so one thread or sixteen make the same BLAS calls and get the same bits (BLAS may compute a
 # block of 8 rows with another kernel than one of 17, which rounds differently).
-_ROWS_PER_BLOCK, _MAX_ROW_BLOCKS = 64, 16
+_ROWS_PER_BLOCK, _MAX_ROW_BLOCKS = 128, 16
 
 
+@kernel()
 def row_blocks(n):
-    """How many blocks of rows a single product of n rows is cut into: one per 64 rows, at
-    most 16, whatever the thread count (the threads share the blocks)."""
-    return max(1, min(_MAX_ROW_BLOCKS, n // _ROWS_PER_BLOCK))
+    """How many blocks of rows a single product of n rows is cut into, whatever the thread
+    count (the threads share the blocks): the largest power of two that leaves each block at
+    least 128 rows, at most 16. Each BLAS call pays a fixed cost and runs short blocks below
+    its best speed, so the blocks are as tall as the threads allow (benchmarks/README.md,
+    "Taller blocks for the deterministic products"); a power of two shares out evenly among
+    2, 4 or 8 threads."""
+    most = min(_MAX_ROW_BLOCKS, n // _ROWS_PER_BLOCK)
+    blocks = 1
+    while blocks * 2 <= most:
+        blocks *= 2
+    return blocks
 
 
 def gemm_product(a, b):
