@@ -138,14 +138,17 @@ def cores():
     time, a tenth of a small kernel's cost."""
     if _forked_child[0]:
         return 1
-    if not _pool["started"]:
-        _start_pool()
-        count = _numba().get_num_threads()
+    read = _read_num_threads  # set once the pool has started (where numba has it)
+    if read is not None:
+        count = read()
     else:
-        count = _read_num_threads() if _read_num_threads else _numba().get_num_threads()
-    if _pool["polite"] and count > 1 and cpus_busy(count):
+        if not _pool["started"]:
+            _start_pool()
+        count = _numba().get_num_threads()
+    if count > 1 and _pool["polite"] and cpus_busy(count):
         return 1
-    return min(count, _pool["cpus"])
+    cpus = _pool["cpus"]
+    return count if count < cpus else cpus
 
 
 # ---- polite threads: one thread while the machine is busy -------------------------------------
@@ -159,6 +162,7 @@ def cores():
 _BUSY_CHECK_SECONDS = 0.5
 _BUSY_PRESSURE = 0.10  # some task waited for a CPU 10% of the time: the cores are shared
 _busy = {"now": False, "next": 0.0, "stall": None, "at": 0.0}
+_monotonic = time.monotonic  # (bound once: every product and kernel call may ask)
 
 
 def _cpu_stall_us():
@@ -184,7 +188,7 @@ def cpus_busy(count):
     minitensor runs on one thread. Busy when tasks waited for a CPU more than _BUSY_PRESSURE of
     the last interval (or, without pressure counters, more tasks run than there are CPUs); free
     again when the run queue leaves room for our other count − 1 threads."""
-    now = time.monotonic()
+    now = _monotonic()
     if now < _busy["next"]:
         return _busy["now"]
     stall, cpus = _cpu_stall_us(), _pool["cpus"]
