@@ -139,7 +139,7 @@ def fresh_busy_state(monkeypatch):
     monkeypatch.setattr(jit, "_busy", {"now": False, "next": 0.0, "stall": None, "at": 0.0})
     monkeypatch.setitem(jit._pool, "cpus", 2)
     clock = [100.0]
-    monkeypatch.setattr(jit.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(jit, "_monotonic", lambda: clock[0])
     return clock
 
 
