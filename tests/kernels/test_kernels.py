@@ -1038,7 +1038,10 @@ def test_np_matmul_on_the_cores_is_remembered_as_plain_np_matmul_where_blas_fits
         monkeypatch.setattr(matmul_module, "_FASTEST", {})
         monkeypatch.setattr(matmul_module, "blas_threads", lambda n=blas: n)
         monkeypatch.setattr(matmul_module, "cores", lambda n=cores: n)
-        assert matmul_module._choose(x, w) == ("numpy", want)
+        name, product = matmul_module._choose(x, w)
+        # (watched against one thread, the other configuration, before it is remembered)
+        assert name == "numpy" and isinstance(product, matmul_module._Watched)
+        assert product.product is want and product.fallback[1] is matmul_module.numpy_product
 
 
 def test_route_takes_the_configuration_of_np_matmul_that_won(monkeypatch):
@@ -1054,7 +1057,8 @@ def test_route_takes_the_configuration_of_np_matmul_that_won(monkeypatch):
     rng = np.random.default_rng(0)
     q = rng.standard_normal((256, 16, 16)).astype(np.float32)
     name, product = matmul_module._choose(q, q)
-    assert (name, product) == ("numpy", matmul_module._matmul_as_is)
+    assert name == "numpy" and isinstance(product, matmul_module._Watched)
+    assert product.product is matmul_module._matmul_as_is  # (watched against the capped one)
     np.testing.assert_array_equal(K.matmul(q, q), np.matmul(q, q))
 
 

@@ -95,6 +95,7 @@ def test_a_warm_layout_gets_the_cold_decision(owner, deterministic, monkeypatch)
     monkeypatch.setattr(P, "cores", lambda: 2)
     monkeypatch.setattr(P, "blas_threads", lambda: 2)
     monkeypatch.setattr(P, "_timings", _numpy_wins)  # no watched winner: the answers stay
+    monkeypatch.setattr(P, "_other_numpy", lambda named, times, best: None)  # (nor np.matmul)
     mt.use_deterministic_algorithms(deterministic)
     layouts = _layouts()
     first = [P._choose(a, b) for a, b in layouts]
@@ -171,6 +172,57 @@ def test_a_watched_winner_is_not_remembered_until_its_watch_ends(
     assert not isinstance(final[1], P._Watched)
     monkeypatch.setattr(P, "fastest", lambda a, b, candidate: pytest.fail("asked again"))
     assert P._choose(q, k_t) == final  # remembered now
+
+
+@pytest.mark.parametrize(
+    "one_thread_cost, two_threads_cost, want",
+    [(3.0, 1.0, "numpy_on_cores"), (1.0, 1.0, "numpy_product"), (1.0, 3.0, "numpy_product")],
+    ids=["caught-at-a-bad-moment", "a-tie-keeps-the-winner", "kept"],
+)
+def test_np_matmuls_winning_configuration_is_watched_against_the_other(
+    one_thread_cost, two_threads_cost, want, monkeypatch
+):
+    """Where np.matmul wins a layout over the candidate, and one thread (numpy_product under
+    numba's owner) was timed faster than BLAS's threads (numpy_on_cores), the two are timed
+    again where they run: the other configuration takes the layout only if clearly faster
+    there. (A fake clock, as above.)"""
+    monkeypatch.setattr(P, "threads", lambda: 2)
+    monkeypatch.setattr(P, "cores", lambda: 2)
+    monkeypatch.setattr(P, "blas_threads", lambda: 2)
+    monkeypatch.setattr(P, "_owner", ["numba"])
+    monkeypatch.setattr(P.config, "blas_spin_is_short", lambda: True)
+    monkeypatch.setattr(P, "_FASTEST", {})
+    clock = [0.0]
+
+    def costing(product, cost):
+        def call(*args, **kwargs):
+            clock[0] += cost
+            return product(*args, **kwargs)
+
+        call.__name__ = product.__name__
+        return call
+
+    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(P, "numpy_product", costing(P.numpy_product, one_thread_cost))
+    monkeypatch.setattr(P, "_matmul_as_is", costing(P._matmul_as_is, two_threads_cost))
+    monkeypatch.setattr(P, "numpy_on_cores", P._matmul_as_is)  # (settled: the same call)
+    timed = {P.numpy_product: 1.0, P._matmul_as_is: 1.5}  # one thread won the timing
+    monkeypatch.setattr(P, "_timings", lambda products, a, b: [timed.get(p, 9.0) for p in products])
+    x, w = _linear()
+    for _ in range(2 * P._WATCHED_CALLS):
+        name, product = P._choose(x, w)
+        assert name == "numpy" and isinstance(product, P._Watched) and not product.must_win
+        np.testing.assert_allclose(P.matmul(x, w), x @ w, rtol=1e-4, atol=1e-3)
+    (final,) = (v for key, v in P._FASTEST.items() if key[0] == "gemm")
+    assert (
+        final[0] == "numpy"
+        and final[1].__name__
+        == {
+            "numpy_on_cores": "_matmul_as_is",
+            "numpy_product": "numpy_product",
+        }[want]
+    )
+    assert P._choose(x, w) == final  # remembered now
 
 
 def test_a_change_of_state_decides_anew(state, monkeypatch):

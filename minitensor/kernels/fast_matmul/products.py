@@ -823,8 +823,9 @@ def fastest(a, b, candidate):
     """(route, product) for a @ b: `candidate` ("tiles" or "gemm") in its fastest version if
     that computed a @ b clearly faster (_CANDIDATE_EDGE) than np.matmul's best configuration
     when this layout (shapes, dtype, transposed or not, thread counts) was first seen — then
-    watched where it runs (`_Watched`) — else "numpy" in its best; while timings would
-    mislead, a provisional np.matmul (`_Provisional`: not remembered)."""
+    watched where it runs (`_Watched`) — else "numpy" in its best, watched against its other
+    configuration where there is one; while timings would mislead, a provisional np.matmul
+    (`_Provisional`: not remembered)."""
     key = (
         candidate,
         a.shape,
@@ -857,8 +858,22 @@ def fastest(a, b, candidate):
             product = _Watched(key, name, product, _settled_numpy(named[numpy_best]))
         else:
             name, product = _settled_numpy(named[numpy_best])
+            other = _other_numpy(named, times, numpy_best)
+            if other is not None and other[1] is not product:
+                # np.matmul on another thread count: watched too, should the timing have
+                # caught the other at a bad moment
+                product = _Watched(key, name, product, other, must_win=False)
         _FASTEST[key] = name, product
     return _FASTEST[key]
+
+
+def _other_numpy(named, times, best):
+    """The fastest of `named`'s np.matmul configurations other than the one at index `best`,
+    settled (`_settled_numpy`); None where there is no other."""
+    others = [i for i, (name, _) in enumerate(named) if name == "numpy" and i != best]
+    if not others:
+        return None
+    return _settled_numpy(named[min(others, key=times.__getitem__)])
 
 
 def _settled_numpy(chosen):
@@ -899,10 +914,18 @@ class _Watched:
     that then lost (benchmarks/README.md, "a candidate must win clearly"). So the watch
     compares the two in the program's own conditions: the candidate keeps the layout only if
     its median call is clearly faster than np.matmul's (_CANDIDATE_EDGE, as in `fastest`);
-    either way the watch then ends."""
+    either way the watch then ends.
 
-    def __init__(self, key, name, product, fallback):
+    np.matmul's winning configuration is watched the same way against its other one (one
+    thread or BLAS's threads) with must_win=False: it keeps the layout unless the other is
+    clearly faster where they run. A timing taken while another pool's workers still held a
+    core can make one thread look faster than two on a product twice as fast on two, and the
+    decision is kept for the process (benchmarks/README.md, "np.matmul's configurations
+    watched too")."""
+
+    def __init__(self, key, name, product, fallback, must_win=True):
         self.key, self.name, self.product, self.fallback = key, name, product, fallback
+        self.must_win = must_win
         self.keywords = getattr(product, "keywords", {})  # the tile shape, for tile_shape
         self.times, self.fallback_times = [], []
 
@@ -919,8 +942,11 @@ class _Watched:
         result = product(a, b, **kwargs)
         times.append(time.perf_counter() - start)
         if len(self.fallback_times) == _WATCHED_CALLS:
-            candidate, numpy = map(statistics.median, (self.times, self.fallback_times))
-            keep = candidate < _CANDIDATE_EDGE * numpy
+            mine, other = map(statistics.median, (self.times, self.fallback_times))
+            if self.must_win:  # a candidate: clearly faster than np.matmul, or out
+                keep = mine < _CANDIDATE_EDGE * other
+            else:  # np.matmul's configuration: kept unless the other is clearly faster
+                keep = not other < _CANDIDATE_EDGE * mine
             _FASTEST[self.key] = (self.name, self.product) if keep else self.fallback
         return result
 
