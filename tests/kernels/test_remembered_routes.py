@@ -128,13 +128,31 @@ def test_small_products_read_no_thread_count(monkeypatch):
         assert P._choose(*_linear()) == _by_shape() and P._choose(*_stack()) == P._NUMPY
 
 
+@pytest.fixture
+def costing(monkeypatch):
+    """A fake clock for the watch (`_Watched` times each call with time.perf_counter):
+    costing(product, cost) is `product`, each call of which "takes" `cost`."""
+    clock = [0.0]
+    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
+
+    def costing(product, cost):
+        def call(*args, **kwargs):
+            clock[0] += cost
+            return product(*args, **kwargs)
+
+        call.__name__ = product.__name__
+        return call
+
+    return costing
+
+
 @pytest.mark.parametrize(
     "candidate_cost, numpy_cost, want",
     [(3.0, 1.0, "numpy"), (1.0, 3.0, "tiles")],
     ids=["slower-in-the-program", "kept"],
 )
 def test_a_watched_winner_is_not_remembered_until_its_watch_ends(
-    candidate_cost, numpy_cost, want, monkeypatch
+    candidate_cost, numpy_cost, want, costing, monkeypatch
 ):
     """While a winning candidate is watched (its first calls, then as many of np.matmul's best,
     each timed), `_choose` answers with what _FASTEST holds for its layout (the watch itself), never
@@ -143,16 +161,6 @@ def test_a_watched_winner_is_not_remembered_until_its_watch_ends(
     monkeypatch.setattr(P, "threads", lambda: 2)
     monkeypatch.setattr(P, "blas_threads", lambda: 2)
     monkeypatch.setattr(P, "_FASTEST", {})
-    clock = [0.0]
-
-    def costing(product, cost):
-        def call(*args, **kwargs):
-            clock[0] += cost
-            return product(*args, **kwargs)
-
-        return call
-
-    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(P, "tiled_matmul", costing(P.tiled_matmul, candidate_cost))
     for name in ("numpy_product", "_matmul_as_is"):
         monkeypatch.setattr(P, name, costing(getattr(P, name), numpy_cost))
@@ -180,7 +188,7 @@ def test_a_watched_winner_is_not_remembered_until_its_watch_ends(
     ids=["caught-at-a-bad-moment", "a-tie-keeps-the-winner", "kept"],
 )
 def test_np_matmuls_winning_configuration_is_watched_against_the_other(
-    one_thread_cost, two_threads_cost, want, monkeypatch
+    one_thread_cost, two_threads_cost, want, costing, monkeypatch
 ):
     """Where np.matmul wins a layout over the candidate, and one thread (numpy_product under
     numba's owner) was timed faster than BLAS's threads (numpy_on_cores), the two are timed
@@ -192,17 +200,6 @@ def test_np_matmuls_winning_configuration_is_watched_against_the_other(
     monkeypatch.setattr(P, "_owner", ["numba"])
     monkeypatch.setattr(P.config, "blas_spin_is_short", lambda: True)
     monkeypatch.setattr(P, "_FASTEST", {})
-    clock = [0.0]
-
-    def costing(product, cost):
-        def call(*args, **kwargs):
-            clock[0] += cost
-            return product(*args, **kwargs)
-
-        call.__name__ = product.__name__
-        return call
-
-    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(P, "numpy_product", costing(P.numpy_product, one_thread_cost))
     monkeypatch.setattr(P, "_matmul_as_is", costing(P._matmul_as_is, two_threads_cost))
     monkeypatch.setattr(P, "numpy_on_cores", P._matmul_as_is)  # (settled: the same call)
