@@ -73,3 +73,32 @@ def test_copy_and_reverse_pad_and_end_with_eos(cls):
         assert g[len(t)] == tok.eos_id and (g[len(t) + 1 :] == tok.pad_id).all()
     assert task.correct(tgt, texts).all()
     assert ReverseTask().transform("abc") == "cba"
+
+
+@pytest.mark.parametrize("digits, reverse", [(1, True), (3, True), (3, False), (9, False)])
+def test_addition_ids_are_the_tokenized_texts(digits, reverse):
+    """encode works the ids out with numpy: they are the tokenizer's ids of problem_text and
+    answer_text, edge operands (0, the largest, a carry into the extra digit) included."""
+    task = AdditionTask(digits=digits, reverse_answer=reverse, heldout_size=1)
+    a, b = task.sample(200, np.random.default_rng(digits))
+    top = task.high - 1
+    a, b = np.concatenate([a, [0, top, top, 0]]), np.concatenate([b, [0, top, 0, top]])
+    src, tgt = task.encode(a, b)
+    tok = task.tokenizer
+    texts = [task.problem_text(x, y) for x, y in zip(a, b)]
+    np.testing.assert_array_equal(src, tok.encode_batch(texts))
+    answers = [task.answer_text(x + y) for x, y in zip(a, b)]
+    np.testing.assert_array_equal(tgt, tok.encode_batch(answers, add_eos=True))
+    assert src.dtype == tgt.dtype == np.int64
+
+
+def test_addition_encode_rejects_operands_out_of_range():
+    task = AdditionTask(digits=2)
+    with pytest.raises(ValueError, match=r"AdditionTask.encode: operands must be in 0..99"):
+        task.encode([5, 100], [1, 2])
+    with pytest.raises(ValueError, match="0..99"):
+        task.encode([-1], [1])
+    with pytest.raises(ValueError, match="2 first operands, 1 second"):
+        task.encode([1, 2], [3])
+    src, tgt = task.encode([], [])
+    assert src.shape == (0, 5) and tgt.shape == (0, 4)
