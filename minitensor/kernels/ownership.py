@@ -33,9 +33,13 @@ them:
     steps each, the first step of every block not counted (the new owner's products time
     their candidates then); the owner whose fastest counted step was fastest keeps the cores
     — another than numba only if at least MARGIN faster than numba's — until the trial runs
-    again, AGAIN_AFTER steps later, then twice as many steps later, and so on: on a shared
-    machine the other tenants come and go, and a trial that ran while they were busy (or
-    idle) may have chosen for a machine that is no longer there. The fastest step, not the
+    again, once AGAIN_AFTER steps and AGAIN_AFTER_SECONDS of training have passed, then
+    twice as many of each, and so on: on a shared machine the other tenants come and go, and
+    a trial that ran while they were busy (or idle) may have chosen for a machine that is no
+    longer there. They come and go over seconds, not steps: a model of short steps (the
+    addition demo's) is not timed again before its training has run that long, and a model of
+    long ones not before that many steps (each trial costs a third of its steps on the slower
+    owners, a few percent of the steps in between). The fastest step, not the
     median: on a shared machine the other tenants' bursts only ever add time, and a burst
     over one owner's block would sway a median of a few steps.
     "both" takes a turn only where BLAS's spin is short (config.blas_spin_is_short()).
@@ -65,7 +69,8 @@ OWNERS = ("numba", "blas", "both")
 WARMUP, BLOCK, ROUNDS = 3, 4, 3
 MIN_STEP_SECONDS = 0.02
 MARGIN = 0.03
-AGAIN_AFTER = 300  # steps after a decision before the owners are timed again (then 2×, 4×…)
+# after a decision the owners are timed again once both have passed (then 2×, 4×… of each)
+AGAIN_AFTER, AGAIN_AFTER_SECONDS = 300, 20.0
 
 # _owner[0] is read before every kernel call and matrix product (jit.threads,
 # products.numpy_product): a list, so that a read is one index, and the state stays here.
@@ -82,14 +87,16 @@ def core_owner() -> str:
 def core_owner_trial() -> dict:
     """The trial's state: "waiting" (warming up, or steps too short), "trying" or "decided"
     (or "fixed" by MINITENSOR_CORE_OWNER), optimizer steps seen, the counted step times
-    (seconds) of each owner in the latest trial, and the step at which the owners are timed
-    again (None before the first decision)."""
+    (seconds) of each owner in the latest trial, and when the owners are timed again: the
+    step count and the clock time (time.perf_counter's) that must both have been reached
+    (None before the first decision)."""
     return {
         "state": _trial["state"],
         "owner": _owner[0],
         "steps": _trial["steps"],
         "times": {o: list(t) for o, t in _trial["times"].items()},
         "again_at": _trial["again_at"],
+        "again_at_time": _trial["again_at_time"],
     }
 
 
@@ -112,20 +119,19 @@ def step_ended(clock=time.perf_counter):
     state = _trial["state"]
     if state == "fixed":
         return
+    now = clock()
+    _trial["steps"] += 1
     if state == "decided":
-        _trial["steps"] += 1
-        if _trial["steps"] < _trial["again_at"]:
+        if _trial["steps"] < _trial["again_at"] or now < _trial["again_at_time"]:
             return
         # time the owners again: the machine's other work may have come or gone since
         _trial.update(state="waiting", last=None)
         state = "waiting"
-    now = clock()
     last, _trial["last"] = _trial["last"], now
-    _trial["steps"] += 1
     if state == "waiting":
         _wait(now, last)
     else:
-        _try(now - last)
+        _try(now - last, now)
 
 
 def _wait(now, last):
@@ -146,7 +152,7 @@ def _wait(now, last):
         _owner[0] = owners[0]
 
 
-def _try(seconds):
+def _try(seconds, now):
     """One step of the trial: count it for the owner of its block (not a block's first step),
     hand the cores to the other owner at a block's end, decide after the last block. A step
     while a parallel build is compiled ahead (a kernel first called now) is not counted."""
@@ -159,7 +165,7 @@ def _try(seconds):
     owners = _trial["owners"]
     if _trial["tried"] % BLOCK == 0:
         if _trial["tried"] == BLOCK * len(owners) * ROUNDS:
-            _decide(_fastest(owners))
+            _decide(_fastest(owners), now)
         else:
             _owner[0] = owners[(_trial["tried"] // BLOCK) % len(owners)]
 
@@ -175,10 +181,11 @@ def _fastest(owners):
     return rival if worth_it and best[rival] < numba * (1 - MARGIN) else "numba"
 
 
-def _decide(owner):
+def _decide(owner, now):
     _owner[0] = owner
-    again = _trial["again_after"]
-    _trial.update(state="decided", again_at=_trial["steps"] + again, again_after=2 * again)
+    steps, seconds = _trial["again_after"]
+    _trial.update(state="decided", again_at=_trial["steps"] + steps, again_at_time=now + seconds)
+    _trial["again_after"] = (2 * steps, 2 * seconds)
     config.applied["MINITENSOR_CORE_OWNER"] = f"{owner}'s threads own the cores (timed steps)"
 
 
@@ -186,7 +193,8 @@ def reset():
     """Forget the trial and give the cores back to numba (tests; a new kind of workload)."""
     _owner[0] = "numba"
     _trial.update(state="waiting", steps=0, last=None, times={o: [] for o in OWNERS})
-    _trial.update(again_at=None, again_after=AGAIN_AFTER)
+    _trial.update(again_at=None, again_at_time=None)
+    _trial["again_after"] = (AGAIN_AFTER, AGAIN_AFTER_SECONDS)
 
 
 reset()

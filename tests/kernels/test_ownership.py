@@ -50,23 +50,44 @@ def test_the_owner_with_faster_steps_keeps_the_cores():
 
 
 def test_the_owners_are_timed_again_later_and_the_machine_of_then_decides():
-    """A trial that ran while other work made BLAS's threads slow chose numba; AGAIN_AFTER
-    steps later the owners are timed again, BLAS's are faster now and take the cores; the
-    next trial comes twice as many steps after that one."""
+    """A trial that ran while other work made BLAS's threads slow chose numba; once AGAIN_AFTER
+    steps and AGAIN_AFTER_SECONDS of training have passed the owners are timed again, BLAS's
+    are faster now and take the cores; the next trial waits twice as many of each."""
     run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, Clock({"numba": 0.030, "blas": 0.050}))
     trial = ownership.core_owner_trial()
     assert ownership.core_owner() == "numba" and trial["state"] == "decided"
-    decided_at = trial["steps"]
+    decided_at, decided_time = (
+        trial["steps"],
+        trial["again_at_time"] - ownership.AGAIN_AFTER_SECONDS,
+    )
     assert trial["again_at"] == decided_at + ownership.AGAIN_AFTER
-    now = Clock({"numba": 0.030, "blas": 0.020})
-    run_steps(ownership.AGAIN_AFTER - 1, now)
+    # steps that reach AGAIN_AFTER_SECONDS at the 2·AGAIN_AFTER-th, not one before
+    step = ownership.AGAIN_AFTER_SECONDS / (2 * ownership.AGAIN_AFTER - 0.5)
+    now = Clock({"numba": step, "blas": step / 2})
+    now.now = decided_time
+    run_steps(ownership.AGAIN_AFTER + 1, now)
+    assert ownership.core_owner() == "numba"  # steps enough, but not seconds enough
+    run_steps(ownership.AGAIN_AFTER - 2, now)
     assert ownership.core_owner() == "numba"  # not yet
-    run_steps(2 + TRIAL_STEPS, now)  # the step that starts it, one to time, the trial
+    run_steps(2 + TRIAL_STEPS, now)  # the step at the time, the one that starts it, the trial
     trial = ownership.core_owner_trial()
     assert ownership.core_owner() == "blas" and trial["state"] == "decided"
     counted = (ownership.BLOCK - 1) * ownership.ROUNDS
-    assert trial["times"]["blas"] == pytest.approx([0.020] * counted)  # this trial's only
+    assert trial["times"]["blas"] == pytest.approx([step / 2] * counted)  # this trial's only
     assert trial["again_at"] == trial["steps"] + 2 * ownership.AGAIN_AFTER
+    assert trial["again_at_time"] == pytest.approx(now.now + 2 * ownership.AGAIN_AFTER_SECONDS)
+
+
+def test_long_steps_are_timed_again_after_as_many_steps():
+    """Steps of a second pass AGAIN_AFTER_SECONDS long before AGAIN_AFTER steps: the count of
+    steps holds the trial back (each trial costs a third of its steps on the slower owners)."""
+    clock = Clock({"numba": 1.0, "blas": 2.0})
+    run_steps(ownership.WARMUP + 1 + TRIAL_STEPS, clock)
+    assert ownership.core_owner_trial()["state"] == "decided"
+    run_steps(ownership.AGAIN_AFTER - 1, clock)
+    assert ownership.core_owner_trial()["state"] == "decided"
+    run_steps(2, clock)
+    assert ownership.core_owner_trial()["state"] == "trying"
 
 
 def test_numba_keeps_the_cores_when_blas_is_slower_or_within_the_margin():
