@@ -761,33 +761,27 @@ def _numpy_configs(a, b):
 # columns, and each entry's sum still runs over k in one order. Whether they do on a layout is
 # a fact about the running BLAS that one product shows: the first time a layout is seen, both
 # compute it from random operands of that layout, and np.matmul on BLAS's threads is used only
-# if every bit agreed (and it was also faster). A BLAS that splits the sum over k, or rounds a
-# block otherwise, fails that check on any random operands and keeps the reference.
+# if every bit agreed. A BLAS that splits the sum over k, or rounds a block otherwise, fails
+# that check on any random operands and keeps the reference. Whether BLAS's threads are worth
+# having is not timed product by product: the owners' trial (ownership.py) timed whole steps
+# with them, and BLAS owns the cores only because those were faster.
 _SAME_BITS = {}
 
 
 def same_bits_route(a, b, reference):
     """(route, product) for a @ b under deterministic algorithms: `reference`, or np.matmul on
     the threads BLAS would use outside deterministic mode where that gave `reference`'s bits
-    and was faster when this layout was first seen. Only where BLAS owns the cores (under
-    numba's, BLAS runs on one thread anyway)."""
+    when this layout was first seen. Only where BLAS owns the cores (under numba's, BLAS runs
+    on one thread anyway)."""
     count = cores() if _owner[0] != "numba" else 1
     if count == 1 or 0 in a.strides or 0 in b.strides:  # a broadcast operand: not checked
         return reference
     key = (reference[0], a.shape, b.shape, a.dtype.str, a.strides, b.strides, count)
     key += (blas_threads(),)
     if key not in _SAME_BITS:
-        if timings_would_mislead():  # the reference's bits now; checked once the helper is done
-            return _Provisional(reference)
         threaded = functools.partial(_numpy_on, count)
-        chosen = reference
-        if _gives_same_bits(threaded, reference[1], a, b):
-            times = _timings([reference[1], threaded], a, b)
-            if times is None:  # the check's products started the helper
-                return _Provisional(reference)
-            if times[1] < times[0]:
-                chosen = ("numpy", threaded)
-        _SAME_BITS[key] = chosen
+        same = _gives_same_bits(threaded, reference[1], a, b)
+        _SAME_BITS[key] = ("numpy", threaded) if same else reference
     return _SAME_BITS[key]
 
 
