@@ -9,6 +9,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -136,44 +137,89 @@ def test_every_switch_in_the_tree_is_declared_once_and_reported():
 
 @pytest.fixture
 def fresh_busy_state(monkeypatch):
-    monkeypatch.setattr(jit, "_busy", {"now": False, "next": 0.0, "stall": None, "at": 0.0})
+    state = {"now": False, "next": 0.0, "stall": None, "ticks": None, "at": 0.0}
+    monkeypatch.setattr(jit, "_busy", state)
     monkeypatch.setitem(jit._pool, "cpus", 2)
+    monkeypatch.setattr(jit, "_TICKS_PER_SECOND", 100)
     clock = [100.0]
     monkeypatch.setattr(jit, "_monotonic", lambda: clock[0])
     return clock
 
 
-def test_cpus_busy_follows_cpu_pressure_then_the_run_queue(monkeypatch, fresh_busy_state):
+@pytest.fixture
+def seconds(monkeypatch, fresh_busy_state):
+    """second(ours, others, waited): one second passes in which this process used `ours` clock
+    ticks, the other processes `others` (100 a CPU), and some task waited for a CPU `waited`
+    of the time; then cpus_busy(2) is asked."""
     clock = fresh_busy_state
-    stall, running = [0], [1]
-    monkeypatch.setattr(jit, "_cpu_stall_us", lambda: stall[0])
-    monkeypatch.setattr(jit, "_running_tasks", lambda: running[0])
-    assert not jit.cpus_busy(2)  # first sample: nothing to compare yet
-    clock[0] += 1.0
-    stall[0] += 50_000  # 5% of a second spent waiting: not busy
-    assert not jit.cpus_busy(2)
-    clock[0] += 1.0
-    stall[0] += 400_000  # 40%: another process wants the cores
-    assert jit.cpus_busy(2)
-    clock[0] += 0.1
-    running[0] = 1
-    assert jit.cpus_busy(2)  # not re-checked within half a second
-    clock[0] += 1.0
-    running[0] = 3  # the other work still runs: stay on one
-    assert jit.cpus_busy(2)
-    clock[0] += 1.0
-    running[0] = 1  # only us: room for our second thread
-    assert not jit.cpus_busy(2)
+    counters = {"busy": 0, "own": 0, "stall": 0}
+    monkeypatch.setattr(jit, "_cpu_ticks", lambda: (counters["busy"], counters["own"]))
+    monkeypatch.setattr(jit, "_cpu_stall_us", lambda: counters["stall"])
+
+    def second(ours, others, waited):
+        clock[0] += 1.0
+        counters["busy"] += ours + others
+        counters["own"] += ours
+        counters["stall"] += int(waited * 1e6)
+        return jit.cpus_busy(2)
+
+    assert not jit.cpus_busy(2)  # the first look: nothing to compare yet
+    return second
 
 
-def test_without_pressure_counters_the_run_queue_decides(monkeypatch, fresh_busy_state):
+def test_cpus_busy_takes_waiting_and_the_other_processes_time(monkeypatch, seconds):
+    """Busy once tasks waited for a CPU and the other processes took the room our threads
+    need; free once they leave it. Our own threads waiting for each other, or a process that
+    ran while we did not, never make the machine busy."""
+    assert not seconds(200, 0, 0.0)  # both CPUs ours
+    assert not seconds(200, 5, 0.4)  # our own threads waited for each other: not the others
+    assert not seconds(20, 180, 0.0)  # another program's turn while we paused: nobody waited
+    assert not seconds(150, 20, 0.3)  # a fifth of a CPU for the others: still room
+    assert seconds(120, 80, 0.4)  # another process wants a CPU, and tasks waited: one thread
+    assert seconds(100, 100, 0.0)  # it still runs (beside our one thread, nobody waits)
+    assert not seconds(180, 5, 0.0)  # it ended: both threads again
+    monkeypatch.setitem(jit._pool, "cpus", 4)  # four CPUs, our two threads: room for two more
+    assert not seconds(200, 190, 0.3)
+    assert seconds(200, 240, 0.3)
+
+
+def test_cpus_busy_is_checked_twice_a_second(seconds, fresh_busy_state):
+    assert seconds(120, 80, 0.4)
+    fresh_busy_state[0] += 0.1  # a check now would see no one's time, and say free
+    assert jit.cpus_busy(2)
+
+
+def test_without_proc_stat_the_run_queue_decides(monkeypatch, fresh_busy_state):
     clock = fresh_busy_state
-    monkeypatch.setattr(jit, "_cpu_stall_us", lambda: None)
+    monkeypatch.setattr(jit, "_cpu_ticks", lambda: None)
     monkeypatch.setattr(jit, "_running_tasks", lambda: 4)
+    assert jit.cpus_busy(2)
+    clock[0] += 1.0
+    monkeypatch.setattr(jit, "_running_tasks", lambda: 2)  # us and one more: no room for two
     assert jit.cpus_busy(2)
     clock[0] += 1.0
     monkeypatch.setattr(jit, "_running_tasks", lambda: 1)
     assert not jit.cpus_busy(2)
+
+
+def test_without_pressure_counters_the_others_time_decides(monkeypatch, seconds):
+    monkeypatch.setattr(jit, "_cpu_stall_us", lambda: None)
+    assert seconds(100, 100, 0.0)
+    assert not seconds(200, 0, 0.0)
+
+
+def test_cpu_ticks_reads_linux_counters():
+    """Where Linux's /proc is there, the busy ticks of our CPUs include our own, which grow
+    while we compute."""
+    if not os.path.exists("/proc/stat"):
+        pytest.skip("no /proc/stat (not Linux)")
+    jit.cores()  # the pool's CPU set
+    busy, own = jit._cpu_ticks()
+    end = time.perf_counter() + 0.2
+    while time.perf_counter() < end:
+        pass
+    busy2, own2 = jit._cpu_ticks()
+    assert own2 > own and busy2 - busy >= own2 - own - 2  # (each counter ticks on its own)
 
 
 def test_threads_is_one_while_busy(monkeypatch):

@@ -104,7 +104,8 @@ def _start_pool():
     _pool["started"] = True
     _register_fork_hook()
     if hasattr(os, "sched_getaffinity"):
-        _pool["cpus"] = len(os.sched_getaffinity(0))
+        _pool["cpu_set"] = os.sched_getaffinity(0)
+        _pool["cpus"] = len(_pool["cpu_set"])
     _pool["polite"] = config.polite_threads() and os.path.exists("/proc/loadavg")
 
 
@@ -155,14 +156,22 @@ def cores():
 
 # A parallel region ends when its slowest thread does. When other processes want the same
 # cores, one of our threads waits for the scheduler in every region, and the whole step
-# crawls; on one thread minitensor runs at the speed of one core instead. Twice a second, one
-# of Linux's counters decides: the CPU pressure (the share of time some task waited for a CPU,
-# /proc/pressure/cpu) to notice the machine became busy, and the run queue (/proc/loadavg:
-# tasks running now) to notice it is free again.
+# crawls; on one thread minitensor runs at the speed of one core instead. Twice a second two
+# of Linux's counters decide. The CPU pressure (/proc/pressure/cpu: the share of time some
+# task waited for a CPU) says whether anything had to wait; the CPU time the *other*
+# processes took on the CPUs this process may use (their busy time, /proc/stat, minus this
+# process's own, /proc/self/stat) says whether they left our threads room. Busy takes both:
+# the pressure alone counts our own threads waiting for each other (BLAS's worker finishing
+# its spin while numba's run) and flipped a quiet machine between busy and free every half
+# second; the others' time alone counts a process that ran while we did not (two programs
+# taking turns). Free again once the others leave room (benchmarks/README.md, "The polite
+# rule counts the others").
 _BUSY_CHECK_SECONDS = 0.5
-_BUSY_PRESSURE = 0.10  # some task waited for a CPU 10% of the time: the cores are shared
-_busy = {"now": False, "next": 0.0, "stall": None, "at": 0.0}
+_BUSY_PRESSURE = 0.10  # some task waited for a CPU 10% of the time
+_BUSY_SHARE = 0.25  # the others took a quarter of a CPU more than our threads leave free
+_busy = {"now": False, "next": 0.0, "stall": None, "ticks": None, "at": 0.0}
 _monotonic = time.monotonic  # (bound once: every product and kernel call may ask)
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _cpu_stall_us():
@@ -170,6 +179,27 @@ def _cpu_stall_us():
     try:
         with open("/proc/pressure/cpu") as f:
             return int(f.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cpu_ticks():
+    """(busy clock ticks of the CPUs this process may run on, this process's own ticks), both
+    counted since boot, or None where Linux's /proc does not say."""
+    try:
+        allowed = _pool.get("cpu_set") or set(range(_pool["cpus"]))
+        busy = 0
+        with open("/proc/stat") as f:
+            for line in f:
+                if not line.startswith("cpu"):
+                    break
+                name, *fields = line.split()
+                if name != "cpu" and int(name[3:]) in allowed:
+                    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[:7])
+                    busy += user + nice + system + irq + softirq
+        with open("/proc/self/stat") as f:  # after the name: state, ..., utime, stime
+            own = f.read().rsplit(")", 1)[1].split()
+        return busy, int(own[11]) + int(own[12])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -184,21 +214,28 @@ def _running_tasks():
 
 
 def cpus_busy(count):
-    """True while other work keeps the CPUs busy (checked at most twice a second): then
-    minitensor runs on one thread. Busy when tasks waited for a CPU more than _BUSY_PRESSURE of
-    the last interval (or, without pressure counters, more tasks run than there are CPUs); free
-    again when the run queue leaves room for our other count − 1 threads."""
+    """True while other processes keep the CPUs busy (checked at most twice a second): then
+    minitensor runs on one thread. Busy once, over the last interval, some task waited for a
+    CPU more than _BUSY_PRESSURE of the time and the other processes used more of the CPUs this
+    process may run on than our `count` threads leave free (by _BUSY_SHARE of a CPU); free again
+    once they leave that room. Where /proc/stat cannot be read, the run queue decides: busy
+    when more tasks run than there are CPUs, free when it has room for our other threads."""
     now = _monotonic()
     if now < _busy["next"]:
         return _busy["now"]
-    stall, cpus = _cpu_stall_us(), _pool["cpus"]
-    if _busy["now"]:
-        _busy["now"] = _running_tasks() + count - 1 > cpus
-    elif stall is not None and _busy["stall"] is not None:
-        _busy["now"] = (stall - _busy["stall"]) > _BUSY_PRESSURE * 1e6 * (now - _busy["at"])
-    elif stall is None:
-        _busy["now"] = _running_tasks() > cpus
-    _busy.update(next=now + _BUSY_CHECK_SECONDS, stall=stall, at=now)
+    stall, ticks, cpus = _cpu_stall_us(), _cpu_ticks(), _pool["cpus"]
+    if ticks is None:
+        running = _running_tasks()
+        _busy["now"] = running + count - 1 > cpus if _busy["now"] else running > cpus
+    elif _busy["ticks"] is not None and now > _busy["at"]:
+        seconds = now - _busy["at"]
+        (busy, own), (busy_then, own_then) = ticks, _busy["ticks"]
+        others = ((busy - busy_then) - (own - own_then)) / (_TICKS_PER_SECOND * seconds)
+        crowded = others > cpus - count + _BUSY_SHARE
+        waited = stall is None or _busy["stall"] is None
+        waited = waited or stall - _busy["stall"] > _BUSY_PRESSURE * 1e6 * seconds
+        _busy["now"] = crowded and (_busy["now"] or waited)
+    _busy.update(next=now + _BUSY_CHECK_SECONDS, stall=stall, ticks=ticks, at=now)
     return _busy["now"]
 
 
