@@ -21,7 +21,11 @@ def _params_with_grad(parameters):
 def _norm(array, norm_type):
     a = array.reshape(-1).astype(np.float64, copy=False)
     if norm_type == 2.0:  # the common case: x·x needs no |x| (one pass fewer over every grad)
-        return float(np.sqrt(np.dot(a, a)))
+        # numpy's own sum, not np.dot: BLAS's dot shares a long vector out among its threads,
+        # so its bits would depend on their count (against mt.use_deterministic_algorithms),
+        # and it wakes them for it, which costs more than the sum (benchmarks/README.md,
+        # "The gradient norm without BLAS")
+        return float(np.sqrt((a * a).sum()))
     a = np.abs(a)
     if norm_type == math.inf:
         return float(a.max()) if a.size else 0.0

@@ -39,6 +39,27 @@ def test_clip_grad_norm_matches_torch_and_returns_total():
     assert inf_total == max(np.abs(p.grad.numpy()).max() for p in ours)
 
 
+def test_clip_grad_norm_does_not_depend_on_blas_threads():
+    """The norm is numpy's own sum of squares, not BLAS's dot (which shares a long vector out
+    among its threads, so that its last bits depend on their count): the same bits on one
+    BLAS thread as on BLAS's own count, and the exact sum to rounding."""
+    from minitensor.kernels.fast_matmul.blas import blas_threads_at_most
+
+    g = np.random.default_rng(3).standard_normal(200_000)  # float64: the total keeps every bit
+    p = nn.Parameter(np.zeros(g.shape))
+
+    def total():
+        p.grad = mt.tensor(g)
+        return nn.utils.clip_grad_norm_([p], 1e9).item()
+
+    on_blas_threads = total()
+    with blas_threads_at_most(1):
+        on_one_thread = total()
+    assert on_blas_threads == on_one_thread
+    exact = math.sqrt(math.fsum(x * x for x in g.tolist()))
+    assert abs(on_one_thread - exact) <= 1e-12 * exact
+
+
 def test_clip_grad_norm_nonfinite():
     p = nn.Parameter(np.zeros(2))
     p.grad = mt.tensor([np.nan, 1.0])
