@@ -83,9 +83,10 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
     BLAS on one thread, instead of whichever of the tile kernel, gemm and np.matmul was timed
     fastest (np.matmul's result can change with BLAS's thread count) — or np.matmul on BLAS's
     threads where BLAS owns the cores and gave that route's bits on the layout
-    (fast_matmul.products.same_bits_route). Everything else is
-    thread-independent already (reductions add fixed runs of rows in a fixed order). The cost:
-    products too small to share or where np.matmul was faster. warn_only is accepted for
+    (fast_matmul.products.same_bits_route); and mt.einsum's products, which numpy hands to
+    BLAS, run on one BLAS thread. Everything else is thread-independent already (reductions
+    add fixed runs of rows in a fixed order). The cost: products too small to share or where
+    np.matmul was faster. warn_only is accepted for
     torch's signature: nothing here is refused, so there is nothing to warn about."""
     _deterministic[0] = bool(mode)
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..function import Function, op_error, unbroadcast
+from ..kernels.backend_switch import are_deterministic_algorithms_enabled
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, DType
 from ._args import _data
@@ -406,10 +407,7 @@ class Einsum(Function):
             equation, [x.shape for x in operands]
         )
         ctx.save_for_backward(*operands)
-        # optimize: numpy picks a contraction order and hands products to BLAS (tensordot)
-        return np.einsum(
-            ",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands, optimize=True
-        )
+        return _contract(",".join(ctx.subscripts) + "->" + ctx.out_subscripts, *operands)
 
     @staticmethod
     def backward(ctx, grad):
@@ -434,17 +432,28 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     return Einsum.apply(*operands, equation=equation)
 
 
+def _contract(equation, *operands):
+    """np.einsum(equation, *operands) in the order numpy picks, its products handed to BLAS
+    (tensordot); with BLAS on one thread under mt.use_deterministic_algorithms(True): BLAS
+    shares a product out among its threads, and its bits change with their count."""
+    if not are_deterministic_algorithms_enabled():
+        return np.einsum(equation, *operands, optimize=True)
+    from ..kernels.fast_matmul.blas import blas_threads_at_most  # (imports numba: on first use)
+
+    with blas_threads_at_most(1):
+        return np.einsum(equation, *operands, optimize=True)
+
+
 def _einsum_grad(grad, i, subscripts, out, operands, sizes):
     """The gradient of operand i of einsum(subscripts -> out), sizes[letter] its full size."""
     s, x = subscripts[i], operands[i]
     others = [t for j, t in enumerate(subscripts) if j != i]
     known = set(out).union(*others)
     letters = "".join(dict.fromkeys(s))  # each index once, in order
-    g = np.einsum(
+    g = _contract(
         ",".join([out] + others) + "->" + "".join(c for c in letters if c in known),
         grad,
         *(o for j, o in enumerate(operands) if j != i),
-        optimize=True,
     )
     g = np.broadcast_to(
         np.expand_dims(g, [k for k, c in enumerate(letters) if c not in known]),

@@ -202,3 +202,30 @@ def test_blas_threads_take_a_deterministic_layout_only_with_the_same_bits(monkey
         assert P.same_bits_route(a, b, reference) == reference
     finally:
         mt.use_deterministic_algorithms(False)
+
+
+def test_einsum_under_deterministic_algorithms_does_not_depend_on_blas_threads():
+    """mt.einsum hands its products to BLAS (numpy's tensordot); under deterministic algorithms
+    BLAS runs them on one thread, so the values and gradients are the same bits whatever
+    BLAS's thread count (BLAS shares a product out among its threads, rounding otherwise)."""
+    from minitensor.kernels.fast_matmul.blas import blas_threads_at_most
+
+    rng = np.random.default_rng(5)
+    a0 = rng.standard_normal((896, 64)).astype(np.float32)
+    b0 = rng.standard_normal((64, 64)).astype(np.float32)
+
+    def run():
+        a, b = mt.tensor(a0, requires_grad=True), mt.tensor(b0, requires_grad=True)
+        out = mt.einsum("ij,jk->ik", a, b)
+        (out * out).sum().backward()
+        return out.numpy(), a.grad.numpy(), b.grad.numpy()
+
+    mt.use_deterministic_algorithms(True)
+    try:
+        on_blas_threads = run()
+        with blas_threads_at_most(1):
+            on_one_thread = run()
+    finally:
+        mt.use_deterministic_algorithms(False)
+    for x, y in zip(on_blas_threads, on_one_thread):
+        np.testing.assert_array_equal(x, y)
