@@ -232,8 +232,8 @@ def cpus_busy(count):
         (busy, own), (busy_then, own_then) = ticks, _busy["ticks"]
         others = ((busy - busy_then) - (own - own_then)) / (_TICKS_PER_SECOND * seconds)
         crowded = others > cpus - count + _BUSY_SHARE
-        waited = stall is None or _busy["stall"] is None
-        waited = waited or stall - _busy["stall"] > _BUSY_PRESSURE * 1e6 * seconds
+        unknown = stall is None or _busy["stall"] is None  # no pressure counter: crowded decides
+        waited = unknown or stall - _busy["stall"] > _BUSY_PRESSURE * 1e6 * seconds
         _busy["now"] = crowded and (_busy["now"] or waited)
     _busy.update(next=now + _BUSY_CHECK_SECONDS, stall=stall, ticks=ticks, at=now)
     return _busy["now"]
