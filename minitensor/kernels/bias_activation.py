@@ -9,10 +9,15 @@ read once and written once. What backward needs is the activation's own:
     ReLU:  y = max(h, 0) with h = x + b;  dh = dy where y > 0, else 0 (selected, as torch does:
            a NaN input passes its gradient on);  keeps y
     GELU:  y = h·Φ(h), Φ(h) = (1 + erf(h/√2))/2 (exact, as F.gelu's default; the float32
-           kernel computes Φ from a fit of erfc with relative error below 1.2e-7, see below);
-           dh = dy·(Φ(h) + h·φ(h)), φ the standard normal density;  keeps h and Φ(h)
+           kernels compute Φ from a fit of erfc with relative error below 1.2e-7,
+           numba_helpers.normal_cdf);  dh = dy·(Φ(h) + h·φ(h)), φ the standard normal
+           density;  keeps the input x (and b) and Φ(h)
 
 and in both dx = dh, db = Σ_rows dh.
+
+GELU keeps its input rather than h: backward adds the bias again (one addition per entry), and
+forward writes two arrays (y and Φ) instead of three. It keeps Φ(h), which costs the erfc fit
+and an exponential per entry — several times a pass over memory.
 
 Without an activation, a Linear's bias is added in place into the product's own output
 (`add_bias`): numpy's broadcast add runs its inner loop once per row, and a row of a few dozen
@@ -25,7 +30,7 @@ import math
 import numpy as np
 
 from . import jit
-from .erf import erf_numba, erf_numpy
+from .erf import erf_numpy
 from .jit import kernel, prange, row_parts
 
 ACTIVATIONS = ("relu", "gelu")
@@ -55,15 +60,25 @@ def _check(x, bias, activation, where):
 
 def bias_activation_forward_numpy(x, bias, activation):
     """(y, saved): y = act(x + bias) for x (N, D), bias (D,) or None, activation "relu" or
-    "gelu"; saved is the tuple backward reads — (y,) for ReLU, (h, Φ(h)) for GELU."""
+    "gelu"; saved is the tuple backward reads — (y,) for ReLU, (x, bias, Φ(h)) for GELU."""
     _check(x, bias, activation, "bias_activation_forward")
-    f = x.dtype.type
-    h = x + bias.astype(x.dtype, copy=False) if bias is not None else x
+    h = _biased(x, bias)
     if activation == "relu":
-        y = np.maximum(h, f(0))
+        y = np.maximum(h, x.dtype.type(0))
         return y, (y,)
-    cdf = (f(0.5) * (f(1) + erf_numpy(h * f(_INV_SQRT2)))).astype(x.dtype, copy=False)
-    return h * cdf, (h, cdf)
+    cdf = _normal_cdf_numpy(h)
+    return h * cdf, (x, bias, cdf)
+
+
+def _biased(x, bias):
+    """h = x + bias in x's dtype (x itself without a bias)."""
+    return x + bias.astype(x.dtype, copy=False) if bias is not None else x
+
+
+def _normal_cdf_numpy(h):
+    """Φ(h) = (1 + erf(h/√2))/2 in h's dtype, erf exact (kernels/erf.py)."""
+    f = h.dtype.type
+    return (f(0.5) * (f(1) + erf_numpy(h * f(_INV_SQRT2)))).astype(h.dtype, copy=False)
 
 
 def add_bias_numpy(y, bias):
@@ -92,7 +107,8 @@ def bias_activation_backward_numpy(dy, saved, activation, has_bias=True):
         (y,) = saved
         dx = np.where(y <= 0, y.dtype.type(0), dy.astype(y.dtype, copy=False))
     else:
-        h, cdf = saved
+        x, bias, cdf = saved
+        h = _biased(x, bias)
         f = h.dtype.type
         pdf = np.exp(f(-0.5) * h * h) * f(_INV_SQRT_2PI)
         dx = (dy * (cdf + h * pdf)).astype(h.dtype, copy=False)
@@ -113,64 +129,16 @@ def _bias_relu_rows(x, bias, y):
             y[i, j] = f(0) if h <= f(0) else h
 
 
-# Φ(h) for float32 kernels, from erfc: Φ(−|h|) = erfc(z)/2 with z = |h|/√2 and
-#     erfc(z) ≈ t·exp(−z² + P(t)),  t = 1/(1 + z/2),
-# P the degree-9 Chebyshev fit of Numerical Recipes (Press et al., §6.2, "erfcc"), whose relative
-# error is below 1.2e-7 for every z. Plain arithmetic and jit.exp, so the loop vectorises
-# (numba's erf is a scalar call per entry); and the tail Φ(−|h|) keeps its relative accuracy,
-# where 1 + erf(h/√2) in float32 rounds to 0 below h ≈ −5.4.
-_ERFC_FIT = (
-    -1.26551223,
-    1.00002368,
-    0.37409196,
-    0.09678418,
-    -0.18628806,
-    0.27886807,
-    -1.13520398,
-    1.48851587,
-    -0.82215223,
-    0.17087277,
-)
-_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9 = _ERFC_FIT
-
-
 @kernel(parallel=True)
-def _bias_gelu_rows(x, bias, y, h_out, cdf_out):
-    """y[i] = h·Φ(h), h = x[i] + bias, Φ from the erfc fit above (float32); keeps h and Φ(h)."""
+def _bias_gelu_rows(x, bias, y, cdf):
+    """y[i] = h·Φ(h), h = x[i] + bias (Φ: jit.normal_cdf); keeps Φ(h) in cdf."""
     N, D = x.shape
-    f = x.dtype.type
     for i in prange(N):
         for j in range(D):
             h = x[i, j] + bias[j]
-            z = abs(h) * f(_INV_SQRT2)
-            # np.divide, not /: numba's / tests for a zero divisor (Python's ZeroDivisionError),
-            # a branch that keeps the serial build's loop from vectorising
-            t = np.divide(f(1), f(1) + f(0.5) * z)
-            p = f(_C8) + t * f(_C9)
-            p = f(_C7) + t * p
-            p = f(_C6) + t * p
-            p = f(_C5) + t * p
-            p = f(_C4) + t * p
-            p = f(_C3) + t * p
-            p = f(_C2) + t * p
-            p = f(_C1) + t * p
-            p = f(_C0) + t * p
-            tail = f(0.5) * t * jit.exp(p - z * z)  # Φ(−|h|)
-            cdf = tail if h < f(0) else f(1) - tail
-            h_out[i, j], cdf_out[i, j] = h, cdf
-            y[i, j] = h * cdf
-
-
-@kernel(parallel=True)
-def _gelu_from_erf(h, cdf, y):
-    """cdf ← (1 + cdf)/2 in place, where cdf holds erf(h/√2) on entry; y = h·Φ(h)."""
-    N, D = h.shape
-    f = h.dtype.type
-    for i in prange(N):
-        for j in range(D):
-            c = f(0.5) * (f(1) + cdf[i, j])
+            c = jit.normal_cdf(h)
             cdf[i, j] = c
-            y[i, j] = h[i, j] * c
+            y[i, j] = h * c
 
 
 @kernel(parallel=True)
@@ -189,15 +157,17 @@ def _relu_grad_rows(dy, y, n_chunks, dx, dbias_parts):
 
 
 @kernel(parallel=True)
-def _gelu_grad_rows(dy, h, cdf, n_chunks, dx, dbias_parts):
-    """dx = dy·(Φ(h) + h·φ(h)) and Σ_rows dx in partial sums, as _relu_grad_rows."""
+def _gelu_grad_rows(dy, x, bias, cdf, n_chunks, dx, dbias_parts):
+    """dx = dy·(Φ(h) + h·φ(h)), h = x[i] + bias, Φ(h) from cdf, and Σ_rows dx in partial sums,
+    as _relu_grad_rows."""
     N, D = dy.shape
     f = dy.dtype.type
     for chunk in prange(n_chunks):
         for i in range(chunk * N // n_chunks, (chunk + 1) * N // n_chunks):
             for j in range(D):
-                pdf = jit.exp(f(-0.5) * h[i, j] * h[i, j]) * f(_INV_SQRT_2PI)
-                g = dy[i, j] * (cdf[i, j] + h[i, j] * pdf)
+                h = x[i, j] + bias[j]
+                pdf = jit.exp(f(-0.5) * h * h) * f(_INV_SQRT_2PI)
+                g = dy[i, j] * (cdf[i, j] + h * pdf)
                 dx[i, j] = g
                 dbias_parts[chunk, j] += g
 
@@ -223,20 +193,20 @@ def bias_activation_forward_numba(x, bias, activation):
     """Numba twin of bias_activation_forward_numpy."""
     _check(x, bias, activation, "bias_activation_forward")
     x = np.ascontiguousarray(x)
-    b = np.zeros(x.shape[1], x.dtype) if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
     y = np.empty_like(x)
     if activation == "relu":
-        _bias_relu_rows(x, b, y)
+        _bias_relu_rows(x, _bias_row(x, bias), y)
         return y, (y,)
-    if x.dtype == np.float32:
-        h, cdf = np.empty_like(x), np.empty_like(x)
-        _bias_gelu_rows(x, b, y, h, cdf)
-        return y, (h, cdf)
-    # float64: erf exactly, by kernels/erf.py's ufunc (the twins agree to 1e-12 there)
-    h = x + b
-    cdf = np.ascontiguousarray(erf_numba(h * x.dtype.type(_INV_SQRT2)))
-    _gelu_from_erf(h, cdf, y)
-    return y, (h, cdf)
+    cdf = np.empty_like(x)
+    _bias_gelu_rows(x, _bias_row(x, bias), y, cdf)
+    return y, (x, bias, cdf)
+
+
+def _bias_row(x, bias):
+    """The bias as a contiguous row of x's dtype, zeros without one (the kernels add it)."""
+    if bias is None:
+        return np.zeros(x.shape[1], x.dtype)
+    return np.ascontiguousarray(bias, dtype=x.dtype)
 
 
 def bias_activation_backward_numba(dy, saved, activation, has_bias=True):
@@ -255,6 +225,6 @@ def bias_activation_backward_numba(dy, saved, activation, has_bias=True):
     if activation == "relu":
         _relu_grad_rows(dy, np.ascontiguousarray(first), n_chunks, dx, parts)
     else:
-        h, cdf = (np.ascontiguousarray(a) for a in saved)
-        _gelu_grad_rows(dy, h, cdf, n_chunks, dx, parts)
+        x, bias, cdf = (np.ascontiguousarray(a) if a is not None else None for a in saved)
+        _gelu_grad_rows(dy, x, _bias_row(x, bias), cdf, n_chunks, dx, parts)
     return dx, (parts.sum(axis=0) if has_bias else None)

@@ -441,12 +441,12 @@ def _resolve_globals(py_func, numba):
             namespace[name] = built.serial if isinstance(built, Kernel) else built
 
 
-_HELPERS = ("exp", "maximum", "row_max", "row_sum", "row_dot", "masked_score")
+_HELPERS = ("exp", "normal_cdf", "maximum", "row_max", "row_sum", "row_dot", "masked_score")
 
 
 def __getattr__(name):
-    """jit.exp, jit.maximum, jit.row_max, jit.row_sum, jit.row_dot, jit.masked_score: numba's
-    helpers (numba_helpers.py), imported on first access."""
+    """jit.exp, jit.normal_cdf, jit.maximum, jit.row_max, jit.row_sum, jit.row_dot,
+    jit.masked_score: numba's helpers (numba_helpers.py), imported on first access."""
     if name in _HELPERS:
         _numba()
         from . import numba_helpers

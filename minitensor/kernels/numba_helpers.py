@@ -1,8 +1,8 @@
-"""The numba-only helpers kernels share: a vectorisable float32 exp, a maximum that vectorises,
-row reductions (maximum, sum, dot product), softmax's masked score, and the one-line notice
-printed while kernels compile. Importing this module imports numba; kernels reach these names
-through kernels/jit.py (`jit.exp`, `jit.row_sum`, ...), which imports this module on first
-access.
+"""The numba-only helpers kernels share: a vectorisable float32 exp, the normal CDF (GELU's Φ)
+built on it, a maximum that vectorises, row reductions (maximum, sum, dot product), softmax's
+masked score, and the one-line notice printed while kernels compile. Importing this module
+imports numba; kernels reach these names through kernels/jit.py (`jit.exp`, `jit.row_sum`,
+...), which imports this module on first access.
 
 Why a hand-written exp: numba compiles np.exp on a float32 to a call of the C library's expf
 for each element, which stops the loop from being vectorised; softmax then spends most of its
@@ -13,6 +13,7 @@ is below 5e-7 on float32. float64 keeps the exact np.exp (the float64 tests dema
 with the numpy twin to 1e-12).
 """
 
+import math
 import sys
 
 import numpy as np
@@ -90,6 +91,64 @@ def _exp_overload(x):
     if x == types.float32:
         return lambda x: _exp_float32(x)
     return lambda x: np.exp(x)
+
+
+# ---- the standard normal CDF Φ, for GELU -------------------------------------------------------
+
+# Φ(h) for float32 from erfc: Φ(−|h|) = erfc(z)/2 with z = |h|/√2 and
+#     erfc(z) ≈ t·exp(−z² + P(t)),  t = 1/(1 + z/2),
+# P the degree-9 Chebyshev fit of Numerical Recipes (Press et al., §6.2, "erfcc"), whose relative
+# error is below 1.2e-7 for every z. Plain arithmetic and `exp`, so a kernel's loop vectorises
+# (numba's erf is a scalar call per entry); and the tail Φ(−|h|) keeps its relative accuracy,
+# where 1 + erf(h/√2) in float32 rounds to 0 below h ≈ −5.4.
+_ERFC_FIT = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
+_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9 = _ERFC_FIT
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+
+
+@njit(fastmath=FASTMATH, inline="always", cache=True)
+def _normal_cdf_float32(h):
+    f = np.float32
+    z = abs(h) * f(_INV_SQRT2)
+    # np.divide, not /: numba's / tests for a zero divisor (Python's ZeroDivisionError), a
+    # branch that keeps the loop from vectorising
+    t = np.divide(f(1), _mul_add(f(0.5), z, f(1)))
+    # P(t) by Estrin's scheme: pairs of terms, then pairs of pairs. Horner's rule would be nine
+    # multiply-adds each waiting for the last; here the longest chain is four, so the CPU
+    # overlaps more of each vector's work with the next one's (the loop is bound by that wait,
+    # not by the count of operations).
+    t2 = t * t
+    t4 = t2 * t2
+    low = _mul_add(t2, _mul_add(t, f(_C3), f(_C2)), _mul_add(t, f(_C1), f(_C0)))  # c0…c3
+    high = _mul_add(t2, _mul_add(t, f(_C7), f(_C6)), _mul_add(t, f(_C5), f(_C4)))  # c4…c7
+    high = _mul_add(t4, _mul_add(t, f(_C9), f(_C8)), high)  # c4…c9, from t⁴ on
+    p = _mul_add(t4, high, low)
+    tail = f(0.5) * t * _exp_float32(_mul_add(-z, z, p))  # Φ(−|h|)
+    return tail if h < f(0) else f(1) - tail
+
+
+def normal_cdf(h):
+    """Φ(h), the standard normal CDF, inside kernels: the erfc fit above for float32, the C
+    library's erf for float64 (exact, as the numpy twins)."""
+    return 0.5 * (1.0 + math.erf(h * _INV_SQRT2))
+
+
+@overload(normal_cdf, inline="always")
+def _normal_cdf_overload(h):
+    if h == types.float32:
+        return lambda h: _normal_cdf_float32(h)
+    return lambda h: 0.5 * (1.0 + math.erf(h * _INV_SQRT2))
 
 
 # ---- a maximum that vectorises ---------------------------------------------------------------
