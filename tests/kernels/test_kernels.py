@@ -450,6 +450,20 @@ def test_tiled_matmul_matches_numpy(case, dtype, rng, two_threads):
     assert_agree(K.tiled_matmul(a, b), np.matmul(a, b), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tile", matmul_module.TILE_SHAPES)
+def test_every_tile_shape_matches_numpy_on_whole_and_ragged_tiles(tile, dtype, rng, two_threads):
+    """Each register tile, on whole tiles (plain loads and stores: 32 × 32 results, kᵀ packed
+    in whole 8 × 8 blocks) and on ragged ones (masked: 37 × 45, 19 deep), both from a
+    transposed view."""
+    r = lambda shape: rng.standard_normal(shape).astype(dtype)  # noqa: E731
+    for n, m, k in ((32, 32, 16), (37, 45, 19)):
+        a, b_t = r((4, n, k)), np.swapaxes(r((4, m, k)), -1, -2)
+        assert_agree(matmul_module.tiled_matmul(a, b_t, tile), np.matmul(a, b_t), dtype)
+        b = r((4, k, m))
+        assert_agree(matmul_module.tiled_matmul(a, b, tile), np.matmul(a, b), dtype)
+
+
 def test_tiled_matmul_serial_and_threads_agree_bit_for_bit(rng, two_threads, monkeypatch):
     """Each matrix is computed by one thread, the same way whichever: the serial build gives
     the parallel build's result to the last bit."""

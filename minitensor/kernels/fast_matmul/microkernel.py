@@ -25,7 +25,11 @@ SIMD registers and the `llvm.fma` calls into FMA instructions.
 Edges: the last tile of a matrix may be short in rows or columns. `n_rows` and `n_cols` say
 how much of the tile is real; the B loads and C stores of the missing columns are masked
 (not read, not written), the missing rows repeat the last real row and are not stored. So
-any n × m works, and nothing past the matrices' ends is touched.
+any n × m works, and nothing past the matrices' ends is touched. A tile whose columns are all
+real takes a copy of the loop with plain loads and stores: on AMD's Zen cores a masked store
+is microcoded, many times the cost of a plain one, and masking every tile made a stack of
+attention's small matrices (32 × 16 @ 16 × 32) several times slower than its arithmetic
+(benchmarks/README.md, "Masked loads and stores only at the edges").
 
 The loop wants the rows of B contiguous. In q·kᵀ, B = kᵀ is a transposed view: its columns
 are contiguous. `transpose_block` (at the end) packs it, 8 × 8 entries at a time: 8 vector
@@ -34,6 +38,9 @@ the product's time.
 
 The numpy twin is np.matmul (see matmul.py); tests/kernels/test_kernels.py compares them.
 """
+
+import hashlib
+from pathlib import Path
 
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -46,6 +53,12 @@ from numba.extending import intrinsic
 VECTOR_BYTES = 64 if llvm.get_host_cpu_features().get("avx512f") else 32
 
 _i1, _i32, _i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+
+# numba's on-disk cache knows a kernel by its name and the file it is written in: a kernel in
+# products.py that calls the intrinsics below would be loaded from the cache as it was built
+# before this file changed. Its name carries this file's fingerprint instead (products.py,
+# tile_stack_kernel), so that a changed microkernel is compiled anew.
+SOURCE_STAMP = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:10]
 
 
 # ---- small IR helpers ------------------------------------------------------------------------
@@ -83,14 +96,15 @@ def _min(builder, x, y):
 
 class _VectorOps:
     """The LLVM intrinsics on vectors of `lanes` entries of a float type: masked load and
-    store (lanes off in the mask are not touched in memory; a masked load gives 0.0 there)
-    and fused multiply-add."""
+    store (lanes off in the mask are not touched in memory; a masked load gives 0.0 there;
+    mask None: a plain load or store of every lane) and fused multiply-add."""
 
     def __init__(self, builder, like, lanes):
         self.builder = builder
         real = ir.FloatType() if like.bitwidth == 32 else ir.DoubleType()
         self.vector = ir.VectorType(real, lanes)
-        self.align = ir.Constant(_i32, like.bitwidth // 8)
+        self.item = like.bitwidth // 8  # (the vectors' alignment: one entry's)
+        self.align = ir.Constant(_i32, self.item)
         mask = ir.VectorType(_i1, lanes)
         name = f"v{lanes}f{like.bitwidth}"  # v16f32, v8f64, ...
         pointer = self.vector.as_pointer()
@@ -106,12 +120,18 @@ class _VectorOps:
         self._fma = declare(ir.FunctionType(self.vector, [self.vector] * 3), f"llvm.fma.{name}")
 
     def load(self, address, mask):
+        if mask is None:
+            return self.builder.load(_pointer(self.builder, address, self.vector), align=self.item)
         zeros = ir.Constant(self.vector, None)
         return self.builder.call(
             self._load, [_pointer(self.builder, address, self.vector), self.align, mask, zeros]
         )
 
     def store(self, value, address, mask):
+        if mask is None:
+            pointer = _pointer(self.builder, address, self.vector)
+            self.builder.store(value, pointer, align=self.item)
+            return
         self.builder.call(
             self._store, [value, _pointer(self.builder, address, self.vector), self.align, mask]
         )
@@ -171,14 +191,28 @@ def tile_kernel(rows, vectors):
                 for _ in range(rows)
             ]
 
-            b_columns = list(zip(column_offsets, masks))
-            _multiply_add_loop(builder, ops, k, a_rows, a_col, b, b_row, b_columns, acc)
-            _store_tile(builder, ops, acc, c, c_row, n_rows, b_columns)
+            def tile_with(b_columns):
+                _multiply_add_loop(builder, ops, k, a_rows, a_col, b, b_row, b_columns, acc)
+                _store_tile(builder, ops, acc, c, c_row, n_rows, b_columns)
+
+            _whole_or_ragged(builder, n_cols, vectors * lanes, column_offsets, masks, tile_with)
             return context.get_dummy_value()
 
         return types.void(*[types.int64] * 10, like), codegen
 
     return tile
+
+
+def _whole_or_ragged(builder, n_cols, width, column_offsets, masks, emit):
+    """emit(b_columns) twice, under a branch on whether all `width` columns of the tile are
+    real: there with plain loads and stores (each vector's mask None), else masked (see the
+    module docstring). b_columns: each vector's byte offset and mask."""
+    full = builder.icmp_signed("==", n_cols, _const(width))
+    with builder.if_else(full, likely=True) as (whole, ragged):
+        with whole:
+            emit([(offset, None) for offset in column_offsets])
+        with ragged:
+            emit(list(zip(column_offsets, masks)))
 
 
 def _multiply_add_loop(builder, ops, k, a_rows, a_col, b, b_row, b_columns, acc):
@@ -239,7 +273,8 @@ def transpose_block(typingctx, src, src_row, dst, dst_row, n_rows, n_cols, like)
     src, dst are addresses (bytes) of the blocks' first entries, src_row and dst_row their row
     strides in entries (rows contiguous); like a scalar of the dtype. The 8 rows are loaded as
     vectors (masked to n_cols; missing rows are zeros), transposed by three stages of shuffles
-    (_swap_blocks), and the first n_cols rows stored (masked to n_rows)."""
+    (_swap_blocks), and the first n_cols rows stored (masked to n_rows); a whole 8 × 8 block
+    without masks."""
     if like not in (types.float32, types.float64):
         return None
     lanes = TRANSPOSE_BLOCK
@@ -254,17 +289,30 @@ def transpose_block(typingctx, src, src_row, dst, dst_row, n_rows, n_cols, like)
         def row_address(base, row_stride, i):
             return builder.add(base, builder.mul(_const(i * itemsize), row_stride))
 
-        rows = []
-        for i in range(lanes):  # row i, if it is real (rows past n_rows stay zero)
+        def transpose(load_mask, store_mask):
+            rows = [ops.load(row_address(src, src_row, i), load_mask(i)) for i in range(lanes)]
+            for distance in (1, 2, 4):
+                rows = _swap_blocks(builder, rows, distance)
+            for j in range(lanes):
+                ops.store(rows[j], row_address(dst, dst_row, j), store_mask(j))
+
+        def row_i_if_real(i):  # row i's real columns, if it is real (else none: it reads 0)
             real_row = builder.extract_element(row_mask, ir.Constant(_i32, i))
-            mask = builder.select(real_row, column_mask, no_lanes)
-            rows.append(ops.load(row_address(src, src_row, i), mask))
-        for distance in (1, 2, 4):
-            rows = _swap_blocks(builder, rows, distance)
-        for j in range(lanes):  # row j of the transpose, if column j was real
+            return builder.select(real_row, column_mask, no_lanes)
+
+        def row_j_if_real(j):  # row j of the transpose, if column j was real
             real_column = builder.extract_element(column_mask, ir.Constant(_i32, j))
-            mask = builder.select(real_column, row_mask, no_lanes)
-            ops.store(rows[j], row_address(dst, dst_row, j), mask)
+            return builder.select(real_column, row_mask, no_lanes)
+
+        full = builder.and_(
+            builder.icmp_signed("==", n_rows, _const(lanes)),
+            builder.icmp_signed("==", n_cols, _const(lanes)),
+        )
+        with builder.if_else(full, likely=True) as (whole, edge):
+            with whole:  # a whole block: plain loads and stores (see the module docstring)
+                transpose(lambda i: None, lambda j: None)
+            with edge:
+                transpose(row_i_if_real, row_j_if_real)
         return context.get_dummy_value()
 
     return types.void(*[types.int64] * 6, like), codegen

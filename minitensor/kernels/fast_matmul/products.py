@@ -55,7 +55,7 @@ from ..jit import LazyKernel, cores, kernel, median_times, threads, timings_woul
 from ..matmul import is_transposed
 from ..ownership import _owner
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
-from .microkernel import TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
+from .microkernel import SOURCE_STAMP, TRANSPOSE_BLOCK, VECTOR_BYTES, tile_kernel, transpose_block
 
 # A stack goes to the tile kernel when each matrix is at most this many multiply-adds (beyond,
 # BLAS's cache blocking wins) and the whole stack at least this many (below, np.matmul on one
@@ -109,7 +109,6 @@ _BLOCK = TRANSPOSE_BLOCK
 # at once; with addresses the threads share nothing they write.
 
 
-@kernel()
 def _pack_transposed(k, m, b, ld, panel, item, like):
     """panel[p, j] = B[p, j] (the panel is k × m, rows contiguous) for a B stored transposed —
     B[p, j] at b + (j·ld + p)·item, as kᵀ is stored in q·kᵀ — so that the tiles can load rows
@@ -205,6 +204,12 @@ def _with_globals(py_func, suffix, **names):
     return copy
 
 
+@functools.cache
+def _pack_kernel():
+    """_pack_transposed, compiled under a name carrying microkernel.SOURCE_STAMP."""
+    return kernel(lazy=False)(_with_globals(_pack_transposed, f"_{SOURCE_STAMP}"))
+
+
 def _built(lazy_kernel):
     """A module-level kernel, built: it is still a jit.LazyKernel until something builds it,
     after which the module holds numba's dispatcher in its place."""
@@ -214,11 +219,12 @@ def _built(lazy_kernel):
 @functools.cache
 def tile_stack_kernel(rows: int, vectors: int):
     """_tiled_stack with register tiles of `rows` × `vectors` SIMD vectors, compiled (a
-    jit.Kernel, parallel and serial builds; loaded from numba's cache after the first time)."""
-    suffix = f"_{rows}x{vectors}"
+    jit.Kernel, parallel and serial builds; loaded from numba's cache after the first time,
+    under names carrying microkernel.SOURCE_STAMP)."""
+    suffix = f"_{rows}x{vectors}_{SOURCE_STAMP}"
     constants = dict(_TILE=tile_kernel(rows, vectors), _TILE_ROWS=rows, _TILE_VECTORS=vectors)
     matrix = kernel(lazy=False)(
-        _with_globals(_tiled_matrix, suffix, _pack_transposed=_built(_pack_transposed), **constants)
+        _with_globals(_tiled_matrix, suffix, _pack_transposed=_pack_kernel(), **constants)
     )
     stack = _with_globals(_tiled_stack, suffix, _offsets=_built(_offsets), _tiled_matrix=matrix)
     return kernel(parallel=True, lazy=False)(stack)
