@@ -504,7 +504,7 @@ for dtype in (np.float32, np.float64):          # every kernel once (forward and
     out, mean, rstd = K.layer_norm_forward(x2, x2[0], x2[0], 1e-5)
     K.layer_norm_backward(x2, x2, mean, rstd, x2[0])
     K.tiled_matmul(x, np.swapaxes(x, -1, -2))                     # kᵀ packed
-    K.tiled_matmul(x, x[..., :5, :])                              # read in place
+    K.tiled_matmul(x, np.swapaxes(x, -1, -2).copy())               # read in place
     gemm_product = K.blas_matmul   # calls BLAS
     gemm_product(x.reshape(-1, 5), x[0, 0].T)
     gemm_product(x, np.swapaxes(x, -1, -2))
