@@ -17,7 +17,7 @@ One module per family, kernel and twin side by side — read the twin first:
                       backward products at once)              loaded on the first numba matmul)
     fast_matmul/      a tile kernel for stacks of small matrices (its register tile in LLVM IR,
                       microkernel.py), numba threads calling BLAS (blas.py) for large products
-    erf.py            erf, for GELU (numpy has none)
+    erf.py            erf, for mt.erf and GELU's numpy twin (numpy has none)
     softmax.py        softmax_forward/backward (fused scale + mask), log_softmax_forward/backward
     cross_entropy.py  cross_entropy_forward/backward (ignore_index, label smoothing)
     layer_norm.py     layer_norm_forward/backward

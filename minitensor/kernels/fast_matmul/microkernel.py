@@ -29,7 +29,7 @@ any n × m works, and nothing past the matrices' ends is touched. A tile whose c
 real takes a copy of the loop with plain loads and stores: on AMD's Zen cores a masked store
 is microcoded, many times the cost of a plain one, and masking every tile made a stack of
 attention's small matrices (32 × 16 @ 16 × 32) several times slower than its arithmetic
-(benchmarks/README.md, "Masked loads and stores only at the edges").
+(benchmarks/README.md, "Masks only at the tiles' edges").
 
 The loop wants the rows of B contiguous. In q·kᵀ, B = kᵀ is a transposed view: its columns
 are contiguous. `transpose_block` (at the end) packs it, 8 × 8 entries at a time: 8 vector
