@@ -144,6 +144,9 @@ def normal_cdf(h):
     return 0.5 * (1.0 + math.erf(h * _INV_SQRT2))
 
 
+# inline="always", unlike exp: LLVM leaves a call this long a call, one per entry, and the
+# loop around it scalar (measured: the GELU kernels ran much slower so). Only those two kernels
+# call it, so numba's typing it again in each costs little compile time.
 @overload(normal_cdf, inline="always")
 def _normal_cdf_overload(h):
     if h == types.float32:
