@@ -311,18 +311,10 @@ class Kernel:
     def __init__(self, py_func, flags, one_thread=None):
         njit = _numba().njit
         self.py_func = py_func
-        self.parallel = njit(cache=True, fastmath=flags, parallel=True)(py_func)
+        self.parallel = njit(cache=True, fastmath=flags, parallel=True)(_cache_name(py_func, ""))
         # numba's on-disk cache is keyed by the function's name and bytecode, not by the
         # parallel flag: the serial build gets a copy of the function under a name of its own
-        serial_func = types_module.FunctionType(
-            py_func.__code__,
-            py_func.__globals__,
-            py_func.__name__ + "_serial",
-            py_func.__defaults__,
-            py_func.__closure__,
-        )
-        serial_func.__qualname__ = py_func.__qualname__ + "_serial"
-        self.serial = njit(cache=True, fastmath=flags)(serial_func)
+        self.serial = njit(cache=True, fastmath=flags)(_cache_name(py_func, "_serial"))
         # What runs where the serial build would (see the class docstring): numba compiles a
         # build at its first call, so a serial build never called is never compiled
         self._on_one_thread = self.serial if one_thread is None else one_thread
@@ -366,6 +358,35 @@ class Kernel:
             return dispatcher._cache.load_overload(signature, dispatcher.targetctx) is not None
         except AttributeError:  # another numba's internals: compile here, not ahead
             return True
+
+
+# numba's on-disk cache knows a build by its function's name and the time stamp of the file it
+# is written in, not by the files of what it calls: a kernel that inlines numba_helpers' exp or
+# normal_cdf would be loaded as it was built before numba_helpers.py changed. So each kernel is
+# compiled as a copy named after it and a fingerprint of numba_helpers.py's source: a change
+# there compiles every kernel anew (once per machine).
+_HELPERS_STAMP = []
+
+
+def _cache_name(py_func, suffix):
+    """A copy of py_func (the same code, globals and defaults) named py_func's name + suffix +
+    "_" + numba_helpers.py's fingerprint: what numba's cache knows its build by."""
+    if not _HELPERS_STAMP:
+        import hashlib
+        from pathlib import Path
+
+        source = Path(__file__).with_name("numba_helpers.py").read_bytes()
+        _HELPERS_STAMP.append(hashlib.sha1(source).hexdigest()[:10])
+    suffix = f"{suffix}_{_HELPERS_STAMP[0]}"
+    copy = types_module.FunctionType(
+        py_func.__code__,
+        py_func.__globals__,
+        py_func.__name__ + suffix,
+        py_func.__defaults__,
+        py_func.__closure__,
+    )
+    copy.__qualname__, copy.__doc__ = py_func.__qualname__ + suffix, py_func.__doc__
+    return copy
 
 
 def _module_kernel(module, name, py_func):
@@ -421,7 +442,7 @@ class LazyKernel:
             self.built = (
                 Kernel(self.py_func, self._flags, self._one_thread)
                 if self._parallel
-                else numba.njit(cache=True, fastmath=self._flags)(self.py_func)
+                else numba.njit(cache=True, fastmath=self._flags)(_cache_name(self.py_func, ""))
             )
         return self.built
 
