@@ -369,18 +369,23 @@ _HELPERS_STAMP = []
 
 
 def _cache_name(py_func, suffix):
-    """A copy of py_func (the same code, globals and defaults) named py_func's name + suffix +
-    "_" + numba_helpers.py's fingerprint: what numba's cache knows its build by."""
+    """A copy of py_func named py_func's name + suffix + "_" + numba_helpers.py's fingerprint:
+    what numba's cache knows its build by."""
     if not _HELPERS_STAMP:
         import hashlib
         from pathlib import Path
 
         source = Path(__file__).with_name("numba_helpers.py").read_bytes()
         _HELPERS_STAMP.append(hashlib.sha1(source).hexdigest()[:10])
-    suffix = f"{suffix}_{_HELPERS_STAMP[0]}"
+    return copy_named(py_func, f"{suffix}_{_HELPERS_STAMP[0]}")
+
+
+def copy_named(py_func, suffix, namespace=None):
+    """A copy of py_func (the same code, defaults and closure) named py_func's name + suffix,
+    whose globals are `namespace` (default: py_func's own module's)."""
     copy = types_module.FunctionType(
         py_func.__code__,
-        py_func.__globals__,
+        py_func.__globals__ if namespace is None else namespace,
         py_func.__name__ + suffix,
         py_func.__defaults__,
         py_func.__closure__,

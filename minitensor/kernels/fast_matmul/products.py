@@ -44,14 +44,21 @@ import functools
 import math
 import statistics
 import time
-import types
 
 import numpy as np
 from numba import prange
 
 from ... import config
 from ..backend_switch import are_deterministic_algorithms_enabled
-from ..jit import LazyKernel, cores, kernel, median_times, threads, timings_would_mislead
+from ..jit import (
+    LazyKernel,
+    copy_named,
+    cores,
+    kernel,
+    median_times,
+    threads,
+    timings_would_mislead,
+)
 from ..matmul import is_transposed
 from ..ownership import _owner
 from .blas import GEMM, NO_TRANS, TRANS, blas_threads, blas_threads_at_most, gemm
@@ -197,11 +204,7 @@ def _tiled_stack(batch, n, m, k, a, a_row, a_col, b, b_row, b_col, c, c_row, pan
 def _with_globals(py_func, suffix, **names):
     """A copy of py_func named py_func's name + suffix, whose globals are its module's with
     `names` put in (numba reads a function's globals as constants when it compiles it)."""
-    copy = types.FunctionType(
-        py_func.__code__, dict(py_func.__globals__, **names), py_func.__name__ + suffix
-    )
-    copy.__qualname__, copy.__doc__ = py_func.__qualname__ + suffix, py_func.__doc__
-    return copy
+    return copy_named(py_func, suffix, dict(py_func.__globals__, **names))
 
 
 @functools.cache
