@@ -54,6 +54,9 @@ SPIN_COUNT = "10000"
 # they sleep; at 20 they spin 2**20, 256 times shorter: still long enough to bridge the
 # products of one layer
 BLAS_THREAD_TIMEOUT = "20"
+# ... and 2**24 (a few milliseconds) while BLAS's threads alone own the cores
+# (`blas_spin_for_owner`): long enough to bridge the serial kernels between two products
+BLAS_OWNER_THREAD_TIMEOUT = "24"
 
 
 class Switch(NamedTuple):
@@ -94,7 +97,7 @@ SWITCHES = {
             "1",
             f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} while numpy's OpenBLAS loads (or "
             "re-reads its settings, if numpy was imported first): its idle workers sleep after "
-            "2**20 clock cycles, not 2**28",
+            "2**20 clock cycles, not 2**28 (2**24 while BLAS's threads alone own the cores)",
             "a spinning BLAS worker halves numba's parallel kernels for a while after every "
             "product on BLAS's threads; short, the 'both' owner can be tried (ownership.py)",
             ("OPENBLAS_THREAD_TIMEOUT",),
@@ -247,16 +250,48 @@ def reread_blas_spin(read_environment, stop_workers) -> None:
     if read_environment is None or stop_workers is None:
         applied[name] = "not set: numpy was imported first, and its BLAS cannot re-read settings"
         return
-    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+    _restart_blas_workers(read_environment, stop_workers, BLAS_THREAD_TIMEOUT)
+    applied[name] = (
+        f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} re-read by numpy's BLAS, which had loaded "
+        "before minitensor; its workers restarted"
+    )
+
+
+def _restart_blas_workers(read_environment, stop_workers, timeout):
+    """OPENBLAS_THREAD_TIMEOUT=timeout for OpenBLAS's idle workers: set for a moment while
+    OpenBLAS reads its environment again (`read_environment`, openblas_read_env), then the
+    workers are stopped (`stop_workers`, blas_thread_shutdown_); OpenBLAS starts them again at
+    its next product on several threads, and they read the timeout as they start."""
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = timeout
     try:
         read_environment()
     finally:
         del os.environ["OPENBLAS_THREAD_TIMEOUT"]
     stop_workers()
-    applied[name] = (
-        f"OPENBLAS_THREAD_TIMEOUT={BLAS_THREAD_TIMEOUT} re-read by numpy's BLAS, which had loaded "
-        "before minitensor; its workers restarted"
-    )
+
+
+_blas_spin_now = [BLAS_THREAD_TIMEOUT]  # the timeout OpenBLAS's workers have, where we set it
+
+
+def blas_spin_for_owner(owner, read_environment, stop_workers) -> None:
+    """BLAS's idle workers spin 2**24 clock cycles after a call (BLAS_OWNER_THREAD_TIMEOUT)
+    while its threads alone own the cores (kernels/ownership.py, "blas"), 2**20 otherwise.
+    Under that owner numba's pool is idle, so a spinning worker takes no core minitensor's own
+    work wants; and between two products of a step, serial kernels (GELU, softmax, layer norm)
+    may run for a millisecond, longer than the short spin: the next product then waits for
+    the worker to wake, which on a virtual machine cost 60–160 µs a product
+    (benchmarks/README.md, "BLAS's workers stay awake while BLAS owns the cores"). Under any
+    other owner numba's kernels run beside BLAS's products, and the short spin keeps a worker
+    from taking their core. Restarts the workers only when the timeout changes, and only
+    where minitensor set the short spin itself (not where you set OPENBLAS_THREAD_TIMEOUT, or
+    turned MINITENSOR_SHORT_BLAS_SPIN off, or numpy's BLAS cannot re-read its settings)."""
+    ours = applied.get("MINITENSOR_SHORT_BLAS_SPIN", "").startswith("OPENBLAS_THREAD_TIMEOUT=")
+    if not ours or read_environment is None or stop_workers is None:
+        return
+    timeout = BLAS_OWNER_THREAD_TIMEOUT if owner == "blas" else BLAS_THREAD_TIMEOUT
+    if timeout != _blas_spin_now[0]:
+        _restart_blas_workers(read_environment, stop_workers, timeout)
+        _blas_spin_now[0] = timeout
 
 
 def blas_spin_is_short() -> bool:

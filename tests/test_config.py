@@ -283,6 +283,67 @@ def test_minitensor_shortens_the_spin_of_blas_workers_whichever_is_imported_firs
     assert max(first["spun"], late["spun"]) < 0.05 < off["spun"]
 
 
+OWNER_SPIN = """
+import json, resource, time
+import minitensor as mt
+import numpy as np
+from minitensor.kernels import ownership
+from minitensor.kernels.fast_matmul.blas import blas_threads
+a = np.ones((512, 512), np.float32)
+cpu = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+def spun():                              # CPU used while the main thread sleeps after products
+    total = 0.0
+    for _ in range(10):
+        for _ in range(3):
+            a @ a
+        before = cpu()
+        time.sleep(0.05)
+        total += cpu() - before
+    return total
+
+ownership.step_ended()                   # MINITENSOR_CORE_OWNER=blas: BLAS's threads own them
+owned = spun()
+ownership._give_cores("numba")
+print(json.dumps({"blas": blas_threads(), "owned": owned, "given_back": spun()}))
+"""
+
+
+def test_blas_workers_spin_longer_only_while_blas_owns_the_cores():
+    """While BLAS's threads alone own the cores its idle workers spin 2**24 clock cycles (a few
+    ms of CPU after each burst of products, measured over ten while the main thread sleeps);
+    once they give the cores back, 2**20 again (16 times shorter; the CPU clock's ticks blur
+    the figures, hence the margin)."""
+    base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-c", OWNER_SPIN], env=dict(base, MINITENSOR_CORE_OWNER="blas"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.splitlines()[-1])
+    if got["blas"] < 2:
+        pytest.skip("numpy's BLAS runs on one thread here: no worker to spin")
+    assert got["owned"] > max(0.03, 2 * got["given_back"]) and got["owned"] < 0.4, got
+
+
+def test_blas_spin_for_owner_restarts_the_workers_only_when_the_timeout_changes(monkeypatch):
+    """The timeout OpenBLAS reads (openblas_read_env, here a fake) is 24 for "blas" and 20 for
+    the others; the workers restart (blas_thread_shutdown_) only on a change, and nothing is
+    done where minitensor did not set the short spin itself."""
+    seen, stops = [], []
+    read = lambda: seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))  # noqa: E731
+    stop = lambda: stops.append(1)  # noqa: E731
+    monkeypatch.setitem(config.applied, "MINITENSOR_SHORT_BLAS_SPIN", "OPENBLAS_THREAD_TIMEOUT=20")
+    monkeypatch.setattr(config, "_blas_spin_now", ["20"])
+    for owner in ("numba", "blas", "blas", "both", "numba", "blas"):
+        config.blas_spin_for_owner(owner, read, stop)
+    assert seen == ["24", "20", "24"] and len(stops) == 3
+    assert "OPENBLAS_THREAD_TIMEOUT" not in os.environ
+    monkeypatch.setitem(config.applied, "MINITENSOR_SHORT_BLAS_SPIN", "off")
+    config.blas_spin_for_owner("numba", read, stop)
+    assert len(seen) == 3  # yours (or off): left alone
+
+
 def test_a_numpy_imported_first_keeps_its_thread_count_and_its_other_settings():
     """Re-reading OpenBLAS's environment changes its spin only: a thread count you set for
     numpy before importing minitensor stays, and products still give numpy's bits."""

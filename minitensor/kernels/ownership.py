@@ -10,7 +10,8 @@ time. Three ways to share them:
   minitensor's own np.matmul calls run BLAS on one thread, so BLAS's pool never wakes.
 * **BLAS's**: every product is np.matmul at BLAS's own thread count (but a stack of small
   matrices, where the tile kernel on one thread beats it), and numba's kernels run serially
-  (jit.threads() answers 1), so numba's pool never wakes.
+  (jit.threads() answers 1), so numba's pool never wakes; BLAS's idle workers spin a few
+  milliseconds after a call (config.blas_spin_for_owner), so the next product finds them awake.
 * **both**, where OpenBLAS's idle workers sleep soon after a call (config.py, short BLAS
   spin): every Linear layer's product is np.matmul at BLAS's thread count, as for "blas",
   and numba's kernels run on numba's threads, as for "numba". Each pool still works alone,
@@ -45,10 +46,13 @@ them:
     "both" takes a turn only where BLAS's spin is short (config.blas_spin_is_short()).
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
-per op, not by the cores. Nothing is tried on the numpy backend either (its products are
-np.matmul's, whoever owns the cores). Under mt.use_deterministic_algorithms(True) a product's
-result must not depend on BLAS's thread count: BLAS runs on its own threads only on the layouts
-where they were seen to give the one-thread route's bits (fast_matmul/products.py,
+per op, not by the cores (a 4 ms step of a GPT of width 16 ran as fast under each owner). The
+bar is low: a character-level GPT of width 64 takes 15–20 ms a step, and BLAS's pool ran it a
+sixth faster than numba's (benchmarks/README.md, "Short steps are tried too"). Nothing is
+tried on the numpy backend either (its products are np.matmul's, whoever owns the cores).
+Under mt.use_deterministic_algorithms(True) a product's result must not depend on BLAS's
+thread count: BLAS runs on its own threads only on the layouts where they were seen to give
+the one-thread route's bits (fast_matmul/products.py,
 `same_bits_route`), else on one thread. Every owner then gives the same numbers to the bit (the
 reductions and the BLAS blocks are cut at fixed places whatever the thread count), so the owner
 may change mid-run. A small model can run as fast on one thread as on two (its step
@@ -67,7 +71,7 @@ from .backend_switch import get_backend
 
 OWNERS = ("numba", "blas", "both")
 WARMUP, BLOCK, ROUNDS = 3, 4, 3
-MIN_STEP_SECONDS = 0.02
+MIN_STEP_SECONDS = 0.005
 MARGIN = 0.03
 # after a decision the owners are timed again once both have passed (then 2×, 4×… of each)
 AGAIN_AFTER, AGAIN_AFTER_SECONDS = 300, 20.0
@@ -141,7 +145,8 @@ def _wait(now, last):
         compile_ahead.first_step_ended()
     fixed = _fixed_owner()
     if fixed is not None:
-        _owner[0], _trial["state"] = fixed, "fixed"
+        _give_cores(fixed)
+        _trial["state"] = "fixed"
         return
     long_enough = last is not None and now - last >= MIN_STEP_SECONDS
     compiling = compile_ahead.pending()  # numba's threads are timed with their parallel builds
@@ -149,7 +154,7 @@ def _wait(now, last):
         owners = OWNERS if config.blas_spin_is_short() else OWNERS[:2]
         # the block of steps about to run is numba's
         _trial.update(state="trying", tried=0, owners=owners, times={o: [] for o in OWNERS})
-        _owner[0] = owners[0]
+        _give_cores(owners[0])
 
 
 def _try(seconds, now):
@@ -167,7 +172,7 @@ def _try(seconds, now):
         if _trial["tried"] == BLOCK * len(owners) * ROUNDS:
             _decide(_fastest(owners), now)
         else:
-            _owner[0] = owners[(_trial["tried"] // BLOCK) % len(owners)]
+            _give_cores(owners[(_trial["tried"] // BLOCK) % len(owners)])
 
 
 def _fastest(owners):
@@ -181,8 +186,19 @@ def _fastest(owners):
     return rival if worth_it and best[rival] < numba * (1 - MARGIN) else "numba"
 
 
-def _decide(owner, now):
+def _give_cores(owner):
+    """Hand the cores to `owner`. When BLAS's threads take them alone, or give them up, its
+    idle workers are told how long to spin after a call (fast_matmul/blas.py, spin_for_owner:
+    long while nothing else of ours runs beside them)."""
+    if (owner == "blas") != (_owner[0] == "blas"):
+        from .fast_matmul import blas  # (loaded with the first numba-side product already)
+
+        blas.spin_for_owner(owner)
     _owner[0] = owner
+
+
+def _decide(owner, now):
+    _give_cores(owner)
     steps, seconds = _trial["again_after"]
     _trial.update(state="decided", again_at=_trial["steps"] + steps, again_at_time=now + seconds)
     _trial["again_after"] = (2 * steps, 2 * seconds)
@@ -191,7 +207,7 @@ def _decide(owner, now):
 
 def reset():
     """Forget the trial and give the cores back to numba (tests; a new kind of workload)."""
-    _owner[0] = "numba"
+    _give_cores("numba")
     _trial.update(state="waiting", steps=0, last=None, times={o: [] for o in OWNERS})
     _trial.update(again_at=None, again_at_time=None)
     _trial["again_after"] = (AGAIN_AFTER, AGAIN_AFTER_SECONDS)

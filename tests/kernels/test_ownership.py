@@ -314,3 +314,19 @@ def test_under_both_products_use_blas_threads_and_kernels_numbas(monkeypatch, rn
         assert products.route(a, b) == "numpy"
         np.testing.assert_allclose(products.matmul(a, b), a @ b, rtol=1e-5, atol=1e-4)
     assert seen == [min(2, start)]
+
+
+def test_blas_workers_are_told_when_blas_takes_or_gives_up_the_cores(monkeypatch):
+    """BLAS's spin changes with the owner (long only while BLAS's threads alone own the
+    cores): the trial tells fast_matmul/blas.py each time the "blas" owner starts or ends, and
+    not between two other owners."""
+    told = []
+    monkeypatch.setattr(blas, "spin_for_owner", told.append)
+    monkeypatch.setattr(ownership.config, "blas_spin_is_short", lambda: True)
+    run_steps(ownership.WARMUP + 1, Clock({"numba": 1.0, "blas": 1.0, "both": 1.0}))
+    run_steps(BOTH_TRIAL_STEPS, Clock({"numba": 1.0, "blas": 0.5, "both": 1.0}))
+    assert ownership.core_owner() == "blas"
+    # numba → blas → both, three rounds; then blas takes the cores for good
+    assert told == ["blas", "both"] * ownership.ROUNDS + ["blas"]
+    ownership.reset()
+    assert told[-1] == "numba"

@@ -93,7 +93,14 @@ def _spin_functions():
     return getattr(lib, "openblas_read_env", None), getattr(lib, "blas_thread_shutdown_", None)
 
 
-config.reread_blas_spin(*_spin_functions())
+_SPIN_FUNCTIONS = _spin_functions()
+config.reread_blas_spin(*_SPIN_FUNCTIONS)
+
+
+def spin_for_owner(owner: str) -> None:
+    """How long OpenBLAS's idle workers spin after a call, for the cores' new owner
+    (config.blas_spin_for_owner: long while BLAS's threads alone own them)."""
+    config.blas_spin_for_owner(owner, *_SPIN_FUNCTIONS)
 
 
 def blas_threads() -> int:
