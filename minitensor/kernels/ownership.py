@@ -43,7 +43,8 @@ them:
     owners, a few percent of the steps in between). The fastest step, not the
     median: on a shared machine the other tenants' bursts only ever add time, and a burst
     over one owner's block would sway a median of a few steps.
-    "both" takes a turn only where BLAS's spin is short (config.blas_spin_is_short()).
+    "both" takes a turn only where BLAS's spin is short (config.blas_spin_is_short()), and
+    not under deterministic algorithms (`_both_may_be_tried`).
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
 per op, not by the cores (a 4 ms step of a GPT of width 16 ran as fast under each owner). The
@@ -67,7 +68,7 @@ import time
 
 from .. import config
 from . import compile_ahead
-from .backend_switch import get_backend
+from .backend_switch import are_deterministic_algorithms_enabled, get_backend
 
 OWNERS = ("numba", "blas", "both")
 WARMUP, BLOCK, ROUNDS = 3, 4, 3
@@ -151,10 +152,21 @@ def _wait(now, last):
     long_enough = last is not None and now - last >= MIN_STEP_SECONDS
     compiling = compile_ahead.pending()  # numba's threads are timed with their parallel builds
     if _trial["steps"] > WARMUP and long_enough and not compiling and get_backend() == "numba":
-        owners = OWNERS if config.blas_spin_is_short() else OWNERS[:2]
+        owners = OWNERS if _both_may_be_tried() else OWNERS[:2]
         # the block of steps about to run is numba's
         _trial.update(state="trying", tried=0, owners=owners, times={o: [] for o in OWNERS})
         _give_cores(owners[0])
+
+
+def _both_may_be_tried():
+    """Whether "both" takes a turn in the trial: where BLAS's idle workers sleep soon after a
+    call (config.blas_spin_is_short), and not under deterministic algorithms. There a Linear
+    layer's products go to BLAS's threads on the layouts where they give the one-thread bits
+    and to gemm's blocks on numba's threads on the others (fast_matmul/products.py,
+    `same_bits_route`): under "both" the two pools take turns product by product, the
+    collision this owner exists to avoid (the addition demo's step: 41–65 ms against numba's
+    27–31; benchmarks/README.md, "Short steps are tried too")."""
+    return config.blas_spin_is_short() and not are_deterministic_algorithms_enabled()
 
 
 def _try(seconds, now):

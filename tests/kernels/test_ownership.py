@@ -330,3 +330,19 @@ def test_blas_workers_are_told_when_blas_takes_or_gives_up_the_cores(monkeypatch
     assert told == ["blas", "both"] * ownership.ROUNDS + ["blas"]
     ownership.reset()
     assert told[-1] == "numba"
+
+
+def test_both_is_not_tried_under_deterministic_algorithms(monkeypatch):
+    """Under deterministic algorithms a Linear layer's products alternate between BLAS's
+    threads and numba's gemm blocks by layout, so "both" would have the pools take turns
+    product by product: only numba and blas are tried."""
+    monkeypatch.setattr(ownership.config, "blas_spin_is_short", lambda: True)
+    mt.use_deterministic_algorithms(True)
+    try:
+        run_steps(ownership.WARMUP + 1, Clock({"numba": 1.0, "blas": 1.0, "both": 1.0}))
+        run_steps(TRIAL_STEPS, Clock({"numba": 1.0, "blas": 1.0, "both": 0.1}))
+    finally:
+        mt.use_deterministic_algorithms(False)
+    trial = ownership.core_owner_trial()
+    assert trial["state"] == "decided" and trial["times"]["both"] == []
+    assert ownership.core_owner() == "numba"
