@@ -60,6 +60,23 @@ def test_clip_grad_norm_does_not_depend_on_blas_threads():
     assert abs(on_one_thread - exact) <= 1e-12 * exact
 
 
+def test_clip_grad_norm_adds_float32_gradients_up_in_float64():
+    """float32 gradients of very different sizes, many entries each: the joint norm is the
+    exact one to float64 rounding (a float32 sum would be off in the seventh digit; the
+    function returns it rounded to the gradients' dtype, as torch, so the sum is read
+    where it is made), whichever order the parameters come in."""
+    rng = np.random.default_rng(5)
+    grads = [(rng.standard_normal(n) * scale).astype(np.float32)
+             for n, scale in ((50_000, 1e-3), (7, 1e3), (120_000, 1.0), (1, 0.0))]  # fmt: skip
+    exact = math.sqrt(math.fsum(float(x) ** 2 for g in grads for x in g.tolist()))
+    for order in (grads, grads[::-1]):
+        assert abs(nn.utils._two_norm(order) - exact) <= 1e-12 * exact
+    params = [nn.Parameter(np.zeros(g.shape, np.float32)) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = mt.tensor(g)
+    assert nn.utils.clip_grad_norm_(params, 1e9).item() == np.float32(exact)
+
+
 def test_clip_grad_norm_nonfinite():
     p = nn.Parameter(np.zeros(2))
     p.grad = mt.tensor([np.nan, 1.0])
