@@ -279,7 +279,7 @@ def blas_spin_for_owner(owner, read_environment, stop_workers) -> None:
     Under that owner numba's pool is idle, so a spinning worker takes no core minitensor's own
     work wants; and between two products of a step, serial kernels (GELU, softmax, layer norm)
     may run for a millisecond, longer than the short spin: the next product then waits for
-    the worker to wake, which on a virtual machine cost 60–160 µs a product
+    the worker to wake, which on a virtual machine cost a product up to half its time again
     (benchmarks/README.md, "BLAS's workers stay awake while BLAS owns the cores"). Under any
     other owner numba's kernels run beside BLAS's products, and the short spin keeps a worker
     from taking their core. Restarts the workers only when the timeout changes, and only

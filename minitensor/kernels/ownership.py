@@ -47,9 +47,9 @@ them:
     not under deterministic algorithms (`_both_may_be_tried`).
 
 Steps shorter than MIN_STEP_SECONDS never start the trial: they are bound by Python's cost
-per op, not by the cores (a 4 ms step of a GPT of width 16 ran as fast under each owner). The
-bar is low: a character-level GPT of width 64 takes 15–20 ms a step, and BLAS's pool ran it a
-sixth faster than numba's (benchmarks/README.md, "Short steps are tried too"). Nothing is
+per op, not by the cores (the nanoGPT-style GPT of width 16 ran as fast under each owner). The
+bar is low: a character-level GPT of width 64 has steps a few times longer, and BLAS's pool ran
+it a sixth faster than numba's (benchmarks/README.md, "Short steps are tried too"). Nothing is
 tried on the numpy backend either (its products are np.matmul's, whoever owns the cores).
 Under mt.use_deterministic_algorithms(True) a product's result must not depend on BLAS's
 thread count: BLAS runs on its own threads only on the layouts where they were seen to give
@@ -164,8 +164,8 @@ def _both_may_be_tried():
     layer's products go to BLAS's threads on the layouts where they give the one-thread bits
     and to gemm's blocks on numba's threads on the others (fast_matmul/products.py,
     `same_bits_route`): under "both" the two pools take turns product by product, the
-    collision this owner exists to avoid (the addition demo's step: 41–65 ms against numba's
-    27–31; benchmarks/README.md, "Short steps are tried too")."""
+    collision this owner exists to avoid (the addition demo's step took half as long again
+    under it as under numba's; benchmarks/README.md, "Short steps are tried too")."""
     return config.blas_spin_is_short() and not are_deterministic_algorithms_enabled()
 
 
