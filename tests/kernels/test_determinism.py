@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 
@@ -148,17 +149,26 @@ def test_deterministic_products_take_one_route_by_shape_and_agree_with_numpy():
     ints = np.ones((4, 4), np.int64)
     try:
         mt.use_deterministic_algorithms(True)
-        # by shape alone: no tiles (timed), BLAS's gemm from 2^20 multiply-adds, else np.matmul
+        # by shape alone: BLAS's gemm from 2^20 multiply-adds, else np.matmul (this stack is
+        # below the tiles' 2^18)
         want = "gemm" if a.dtype in P.GEMM else "numpy"  # numpy without an OpenBLAS we can call
         assert P.route(a, b) == "numpy" and P.route(big[0], big[1].astype(np.float32)) == want
         assert P.route(ints, ints) == "numpy"
         np.testing.assert_allclose(P.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
-        # a stack past 2^20 multiply-adds: np.matmul on one thread too, its bits exactly
+        # a stack of small matrices past 2^18 multiply-adds: the tile kernel with its default
+        # tile (each matrix one thread's), the same bits on one of numba's threads as on all
         stack = rng.standard_normal((64, 4, 32, 16)).astype(np.float32)
-        assert P.route(stack, stack.swapaxes(-1, -2)) == "numpy"
-        with P.blas_threads_at_most(1):
-            alone = np.matmul(stack, stack.swapaxes(-1, -2))
-        np.testing.assert_array_equal(P.matmul(stack, stack.swapaxes(-1, -2)), alone)
+        stack_t = stack.swapaxes(-1, -2)
+        assert P.route(stack, stack_t) == "tiles"
+        assert P.tile_shape(stack, stack_t) == P.TILE_SHAPES[0]
+        on_all = P.matmul(stack, stack_t)
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            np.testing.assert_array_equal(P.matmul(stack, stack_t), on_all)
+        finally:
+            numba.set_num_threads(threads)
+        np.testing.assert_allclose(on_all, np.matmul(stack, stack_t), rtol=1e-5, atol=1e-5)
         x = mt.randn(3, 5, requires_grad=True)
         (x @ mt.randn(5, 2)).sum().backward()
         assert x.grad.shape == (3, 5)

@@ -656,14 +656,21 @@ def _route_by_layout(a, b, deterministic):
     return None
 
 
+# (the route `_deterministic_reference` gives a stack of small matrices)
+_DETERMINISTIC_TILES = ("tiles", functools.partial(tiled_matmul, tile=_DEFAULT_TILE))
+
+
 def _deterministic_reference(a, b):
-    """The route by shape alone under deterministic algorithms, BLAS on one thread: BLAS's own
-    threads split a product by their count, and BLAS may round a block of 9 rows otherwise
-    than one of 17. gemm (its blocks of rows cut at fixed places, shared among numba's threads)
-    for a single product from 2^20 multiply-adds; np.matmul on one thread for the rest, stacks
-    of matrices included: there gemm would make the same BLAS call per matrix as np.matmul,
-    from numba's threads, and was measured two to three times slower (benchmarks/README.md,
-    "deterministic stacks on np.matmul")."""
+    """The route by shape alone under deterministic algorithms: BLAS's own threads split a
+    product by their count, and BLAS may round a block of 9 rows otherwise than one of 17.
+    The tile kernel with its default tile for a stack of small matrices (as many multiply-adds
+    as `fastest` would time it on): each matrix is one thread's, its sums run in one order
+    whatever the thread count, and it has no call per matrix (benchmarks/README.md,
+    "Deterministic stacks on the tiles"). gemm (its blocks of rows cut at fixed places, shared
+    among numba's threads, BLAS on one thread) for a single product from 2^20 multiply-adds;
+    np.matmul on one thread for the rest."""
+    if _small_stack(a, b) and _work(a, b) >= _TILES_MIN_WORK:
+        return _DETERMINISTIC_TILES
     if a.dtype in GEMM and _work(a, b) >= _GEMM_MIN_WORK and _rows_of_one_product(a, b):
         return "gemm", gemm_one_blas_thread
     return _NUMPY
@@ -681,7 +688,10 @@ def _route_by_state(a, b, deterministic):
     this layout (`same_bits_route`); else a candidate timed against np.matmul on the layout
     (`fastest`), or np.matmul where no candidate may take it."""
     if deterministic:
-        return same_bits_route(a, b, _deterministic_reference(a, b))
+        reference = _deterministic_reference(a, b)
+        # the tiles are the fast route on a stack of small matrices: BLAS's threads are not
+        # asked whether they give its bits
+        return reference if reference is _DETERMINISTIC_TILES else same_bits_route(a, b, reference)
     if _small_stack(a, b) and _work(a, b) >= _TILES_MIN_WORK:
         # on one thread too: there np.matmul still calls BLAS once per small matrix
         return fastest(a, b, "tiles")
