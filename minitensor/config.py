@@ -284,7 +284,9 @@ def blas_spin_for_owner(owner, read_environment, stop_workers) -> None:
     other owner numba's kernels run beside BLAS's products, and the short spin keeps a worker
     from taking their core. Restarts the workers only when the timeout changes, and only
     where minitensor set the short spin itself (not where you set OPENBLAS_THREAD_TIMEOUT, or
-    turned MINITENSOR_SHORT_BLAS_SPIN off, or numpy's BLAS cannot re-read its settings)."""
+    turned MINITENSOR_SHORT_BLAS_SPIN off, or numpy's BLAS cannot re-read its settings).
+    Stopping the workers assumes, as `reread_blas_spin` does, that no other thread of yours is
+    inside a BLAS call then: the owner changes at the end of an optimizer step."""
     ours = applied.get("MINITENSOR_SHORT_BLAS_SPIN", "").startswith("OPENBLAS_THREAD_TIMEOUT=")
     if not ours or read_environment is None or stop_workers is None:
         return

@@ -165,7 +165,8 @@ def _both_may_be_tried():
     and to gemm's blocks on numba's threads on the others (fast_matmul/products.py,
     `same_bits_route`): under "both" the two pools take turns product by product, the
     collision this owner exists to avoid (the addition demo's step took half as long again
-    under it as under numba's; benchmarks/README.md, "Short steps are tried too")."""
+    under it as under numba's; benchmarks/README.md, ""both" is not tried under deterministic
+    algorithms")."""
     return config.blas_spin_is_short() and not are_deterministic_algorithms_enabled()
 
 
