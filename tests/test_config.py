@@ -255,14 +255,20 @@ print(json.dumps({"spun": cpu() - before, "blas": blas_threads(),
 """
 
 
-def run_spin(order, **env):
+def run_json(code, *args, **env):
+    """Run `code` in a fresh Python with minitensor's variables unset (and `env` set): the JSON
+    its last line prints."""
     base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     done = subprocess.run(
-        [sys.executable, "-c", SPIN, order], env=dict(base, **env), capture_output=True,
+        [sys.executable, "-c", code, *args], env=dict(base, **env), capture_output=True,
         text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def run_spin(order, **env):
+    return run_json(SPIN, order, **env)
 
 
 def test_minitensor_shortens_the_spin_of_blas_workers_whichever_is_imported_first():
@@ -314,13 +320,7 @@ def test_blas_workers_spin_longer_only_while_blas_owns_the_cores():
     ms of CPU after each burst of products, measured over ten while the main thread sleeps);
     once they give the cores back, 2**20 again (16 times shorter; the CPU clock's ticks blur
     the figures, hence the margin)."""
-    base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
-    done = subprocess.run(
-        [sys.executable, "-c", OWNER_SPIN], env=dict(base, MINITENSOR_CORE_OWNER="blas"),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout.splitlines()[-1])
+    got = run_json(OWNER_SPIN, MINITENSOR_CORE_OWNER="blas")
     if got["blas"] < 2:
         pytest.skip("numpy's BLAS runs on one thread here: no worker to spin")
     assert got["owned"] > max(0.03, 2 * got["given_back"]) and got["owned"] < 0.4, got
@@ -356,13 +356,7 @@ def test_a_numpy_imported_first_keeps_its_thread_count_and_its_other_settings():
         "print(json.dumps({'same': (a @ a).tobytes() == before, 'threads': blas_threads(),\n"
         "    'applied': mt.config.applied.get('MINITENSOR_SHORT_BLAS_SPIN')}))\n"
     )
-    base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=dict(base, OPENBLAS_NUM_THREADS="1"),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = run_json(code, OPENBLAS_NUM_THREADS="1")
     assert seen["same"] and seen["threads"] == 1
     assert seen["applied"].startswith("OPENBLAS_THREAD_TIMEOUT=20 re-read")
 
