@@ -15,8 +15,9 @@ helper says it is there, the next call loads it from the cache and runs on all t
 The ownership trial (ownership.py) waits until nothing is being compiled ahead: it times
 numba's threads only with their parallel builds in place.
 
-Only kernels that are names of their module qualify (the helper finds them by name), and
-only the first signature of each (later ones compile here, as without this module). A kernel
+Only kernels the helper can find qualify — names of their module, or made by a function of
+their module that the helper calls again (jit.Kernel.made_by: the products' tile kernels) —
+and only the first signature of each (later ones compile here, as without this module). A kernel
 whose parallel build is already in the cache is never sent.
 
 The serial builds are compiled ahead too, from the other end. When a process builds its first
@@ -45,7 +46,10 @@ import numpy as np
 
 from .. import config
 
-_helper = {"process": None, "pid": None, "pending": set(), "failed": False, "warm": False}
+# unread: bytes of the helper's answers read from the pipe but not yet taken (part of a line)
+_helper = {
+    "process": None, "pid": None, "pending": set(), "failed": False, "warm": False, "unread": b"",
+}  # fmt: skip
 
 
 def enabled() -> bool:
@@ -103,13 +107,18 @@ def numba_types(described):
 # ---- this process's side -----------------------------------------------------------------------
 
 
-def request(kernel_module, name, args):
+def request(kernel_module, name, args, made_by=None):
     """Ask the helper to compile the parallel build of kernel `name` of `kernel_module` for
-    these arguments' types; False if that cannot be asked (then compile it here)."""
+    these arguments' types; False if that cannot be asked (then compile it here). made_by:
+    for a kernel that a function of the module makes (jit.Kernel.made_by), (that function's
+    name, its arguments): the helper calls it to get the kernel."""
     described = describe(args)
     if described is None or not _start():
         return False
-    if not _send({"module": kernel_module, "name": name, "args": described}):
+    message = {"module": kernel_module, "name": name, "args": described}
+    if made_by is not None:
+        message["made_by"] = [made_by[0], list(made_by[1])]
+    if not _send(message):
         return False
     _helper["pending"].add((kernel_module, name))
     return True
@@ -153,8 +162,7 @@ def _cache_is_cold():
 def _send(message):
     """One line to the helper; False (and no helper from now on) if the pipe is closed."""
     try:
-        _helper["process"].stdin.write(json.dumps(message) + "\n")
-        _helper["process"].stdin.flush()
+        _helper["process"].stdin.write((json.dumps(message) + "\n").encode())
     except OSError:
         _helper["failed"] = True
         return False
@@ -187,33 +195,40 @@ def _start():
                 "-c",
                 "from minitensor.kernels import compile_ahead as c; c.helper_main()",
             ],
+            # unbuffered bytes both ways: an answer is in the pipe (where select() sees it)
+            # until _read_answers takes it, never in a buffer of ours that select() cannot see
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            text=True,
+            bufsize=0,
             env=env,
         )
     except OSError:
         _helper["failed"] = True
         return False
-    _helper["pid"], _helper["pending"] = os.getpid(), set()
+    _helper["pid"], _helper["pending"], _helper["unread"] = os.getpid(), set(), b""
     atexit.register(_stop)
     return True
 
 
 def _read_answers():
-    """Take every answer the helper has written so far, without waiting for more."""
+    """Take every answer the helper has written so far, without waiting for more. The pipe is
+    read in whole chunks (one may hold several answers, or part of one) and split into lines
+    here: a line-reading file object would keep the answers after the first in a buffer of its
+    own, where select() does not see them, until the helper wrote again."""
     process = _helper["process"]
     if process is None or _helper["pid"] != os.getpid():
         _helper["pending"].clear()
         return
     while _helper["pending"] and select.select([process.stdout], [], [], 0)[0]:
-        answer = process.stdout.readline()
-        if not answer:  # the helper is gone: compile everything here from now on
+        chunk = os.read(process.stdout.fileno(), 1 << 16)
+        if not chunk:  # the helper is gone: compile everything here from now on
             _helper["pending"].clear()
             _helper["failed"] = True
             return
-        done = json.loads(answer)  # not ok: the build compiles here at its next call
-        _helper["pending"].discard((done["module"], done["name"]))
+        *lines, _helper["unread"] = (_helper["unread"] + chunk).split(b"\n")
+        for line in lines:
+            done = json.loads(line)  # not ok: the build compiles here at its next call
+            _helper["pending"].discard((done["module"], done["name"]))
 
 
 def _stop():
@@ -260,8 +275,13 @@ def _read_lines(lines, asked_lines, enough):
 
 
 def _compile_parallel(asked):
-    lazy = getattr(importlib.import_module(asked["module"]), asked["name"])
-    lazy.build().parallel.compile(numba_types(asked["args"]))
+    module = importlib.import_module(asked["module"])
+    if "made_by" in asked:  # a kernel a function of the module makes (jit.Kernel.made_by)
+        maker, maker_args = asked["made_by"]
+        built = getattr(module, maker)(*maker_args)
+    else:
+        built = getattr(module, asked["name"]).build()
+    built.parallel.compile(numba_types(asked["args"]))
 
 
 def _warm_up(stop):

@@ -320,6 +320,10 @@ class Kernel:
         self._on_one_thread = self.serial if one_thread is None else one_thread
         self.__doc__, self.__name__ = py_func.__doc__, py_func.__name__
         self.ahead = None  # compile_ahead.py: None (not asked yet), "waiting" or "done"
+        # A kernel made by a function of its module rather than named in it (the products'
+        # tile kernels, one per tile shape): (that function's name, its arguments), so that
+        # the compile-ahead helper can make it too. Set by the function that makes it.
+        self.made_by = None
 
     def __call__(self, *args, work=None):
         """Run the kernel; `work` (default: the first argument's size) is what is compared
@@ -333,17 +337,18 @@ class Kernel:
 
     def _compiling_ahead(self, args):
         """At the first call that wants the parallel build: send it to the helper process
-        unless it is in numba's on-disk cache already (or the kernel is not a name of its
-        module, for the helper to find). Then True while the helper compiles anything — this
-        build or another: the helper has the other core then, and a parallel build would
-        wait for it at every call."""
+        unless it is in numba's on-disk cache already (or the helper could not find the
+        kernel: neither a name of its module nor made by one, `made_by`). Then True while the
+        helper compiles anything — this build or another: the helper has the other core then,
+        and a parallel build would wait for it at every call."""
         if self.ahead == "done":
             return compile_ahead.pending()
         module, name = self.py_func.__module__, self.py_func.__name__
         if self.ahead is None:
             self.ahead = "done"
-            if compile_ahead.enabled() and _module_kernel(module, name, self.py_func):
-                if not self._cached(args) and compile_ahead.request(module, name, args):
+            findable = self.made_by is not None or _module_kernel(module, name, self.py_func)
+            if compile_ahead.enabled() and findable and not self._cached(args):
+                if compile_ahead.request(module, name, args, self.made_by):
                     self.ahead = "waiting"
         if self.ahead == "waiting" and compile_ahead.ready(module, name):
             self.ahead = "done"

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numba
 import numpy as np
@@ -50,6 +51,79 @@ def test_the_helper_answers_each_request_and_names_a_failure():
     request = {"module": "minitensor.kernels.softmax", "name": "no_such_kernel", "args": []}
     CA.serve([json.dumps(request)] * 2, out)
     assert out == [{"module": request["module"], "name": "no_such_kernel", "ok": False}] * 2
+
+
+class _PipeEnd:
+    """What _read_answers reads from: the helper process's stdout, here one end of a pipe."""
+
+    def __init__(self, fd):
+        self.stdout = os.fdopen(fd, "rb", buffering=0)
+
+
+def test_answers_that_arrive_together_are_all_taken(monkeypatch):
+    """Two answers in one chunk of the pipe, then one cut in two: each is taken as soon as
+    its line is whole (a line-reading file would have kept the second of the first two in a
+    buffer where select() does not look, and its build pending until the helper wrote again)."""
+    read_end, write_end = os.pipe()
+    keys = {("m", "a"), ("m", "b"), ("m", "c")}
+    monkeypatch.setattr(
+        CA,
+        "_helper",
+        {"process": _PipeEnd(read_end), "pid": os.getpid(), "pending": set(keys),
+         "failed": False, "warm": True, "unread": b""},
+    )  # fmt: skip
+    answer = [json.dumps({"module": "m", "name": n, "ok": True}) + "\n" for n in "abc"]
+    os.write(write_end, (answer[0] + answer[1]).encode())
+    assert CA.ready("m", "a") and CA.ready("m", "b") and not CA.ready("m", "c")
+    os.write(write_end, answer[2][:10].encode())
+    assert not CA.ready("m", "c")
+    os.write(write_end, answer[2][10:].encode())
+    assert CA.ready("m", "c") and not CA.pending()
+    os.close(write_end)
+    CA._helper["process"].stdout.close()
+
+
+def test_a_real_helper_s_answers_written_together_are_all_taken(monkeypatch):
+    """A real helper answers two requests for kernels that are not there at once (both lines
+    land in the pipe before this process looks): both builds stop being pending."""
+    monkeypatch.setenv("MINITENSOR_COMPILE_AHEAD", "1")
+    monkeypatch.setattr(
+        CA, "_helper", {"process": None, "pid": None, "pending": set(), "failed": False}
+    )
+    for name in ("no_such_kernel", "nor_this_one"):
+        assert CA.request("minitensor.kernels.softmax", name, [np.zeros(3)])
+    deadline = time.monotonic() + 60
+    time.sleep(0.5)  # the helper starts and writes both answers meanwhile
+    while CA.pending() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not CA.pending() and not CA._helper["failed"]
+    CA._stop()
+
+
+def test_a_kernel_a_function_makes_is_compiled_ahead_by_calling_it_again(monkeypatch):
+    """The products' tile kernels are made by tile_stack_kernel(rows, vectors), not named in
+    their module: the request says so (jit.Kernel.made_by), and the helper's serve() makes the
+    kernel the same way and compiles its parallel build."""
+    from minitensor.kernels import jit
+    from minitensor.kernels.fast_matmul import products
+
+    stack = products.tile_stack_kernel(*products._DEFAULT_TILE)
+    asked = []
+    monkeypatch.setattr(stack, "ahead", None)
+    monkeypatch.setattr(stack, "_cached", lambda args: False)
+    monkeypatch.setattr(CA, "enabled", lambda: True)
+    monkeypatch.setattr(CA, "pending", lambda: False)
+    monkeypatch.setattr(jit, "threads", lambda: 2)
+    monkeypatch.setattr(CA, "request", lambda *message: asked.append(message) or False)
+    x = np.ones((64, 8, 8, 16), np.float32)  # work ≥ jit.PARALLEL_MIN_WORK: a parallel call
+    assert np.allclose(products.tiled_matmul(x, np.swapaxes(x, -1, -2)), 16.0)
+    ((module, name, args, made_by),) = asked
+    assert made_by == ("tile_stack_kernel", products._DEFAULT_TILE)
+    request = {"module": module, "name": name, "args": CA.describe(args)}
+    request["made_by"] = [made_by[0], list(made_by[1])]
+    out = Answers()
+    CA.serve([json.dumps(request)], out)
+    assert out == [{"module": module, "name": name, "ok": True}]
 
 
 def test_a_helper_that_dies_leaves_every_build_to_this_process(monkeypatch):
@@ -190,9 +264,9 @@ TRAINING = textwrap.dedent(
 
     sent, request = [], compile_ahead.request
 
-    def counted(module, name, args):
+    def counted(module, name, args, made_by=None):
         sent.append(name)
-        return request(module, name, args)
+        return request(module, name, args, made_by)
 
     compile_ahead.request = counted
     step()

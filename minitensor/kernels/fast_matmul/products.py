@@ -230,7 +230,9 @@ def tile_stack_kernel(rows: int, vectors: int):
         _with_globals(_tiled_matrix, suffix, _pack_transposed=_pack_kernel(), **constants)
     )
     stack = _with_globals(_tiled_stack, suffix, _offsets=_built(_offsets), _tiled_matrix=matrix)
-    return kernel(parallel=True, lazy=False)(stack)
+    built = kernel(parallel=True, lazy=False)(stack)
+    built.made_by = ("tile_stack_kernel", (rows, vectors))  # how the compile-ahead helper makes it
+    return built
 
 
 # ---- the BLAS-calling kernels: each thread its own matrices, or its own block of rows ----------
