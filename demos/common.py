@@ -228,7 +228,10 @@ def plot_curves(history, path, metric="exact_match", metric_label="held-out exac
         ax2.set_ylim(-2, 102)
         ax2.set_ylabel(f"{metric_label} (%)", color="tab:red")
     ax.set_title("training curve")
-    fig.tight_layout()
+    # fixed margins (inches: the axis labels and the title), not tight_layout, which draws the
+    # figure once more to measure its text before the drawing that is saved
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.75 / width, bottom=0.5 / height, top=0.9)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
