@@ -811,6 +811,15 @@ def shape_of(x: Any) -> tuple[int, ...]:
     return x.shape if type(x) is np.ndarray else np.shape(x)
 
 
+def shapes_of(a: Any, b: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(shape_of(a), shape_of(b)) in one call: what a broadcasting op's backward needs (x + y
+    keeps it at every addition, and each call of a Python function costs as much as the
+    test it makes)."""
+    if type(a) is type(b) is np.ndarray:
+        return a.shape, b.shape
+    return np.shape(a), np.shape(b)
+
+
 def unbroadcast(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """Sum `grad` down to `shape`: the gradient of numpy broadcasting.
 

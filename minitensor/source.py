@@ -11,6 +11,7 @@ keeps a map from that name to the cell's execution count, and its tracebacks say
 import os
 import re
 import sys
+from sys import _getframe
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -22,11 +23,10 @@ def user_line(skip=1):
     line table, which costs as much as the rest of recording an op, so it is not done here;
     neither is the frame kept, whose locals would stay alive.
     `skip`: how many frames above this one are known to be inside the package."""
-    f = sys._getframe(skip)
-    inside = _INSIDE
+    f = _getframe(skip)
     while f is not None:
         code = f.f_code
-        where = inside.get(code.co_filename)  # (a str keeps its hash: one lookup)
+        where = _INSIDE.get(code.co_filename)  # (a str keeps its hash: one lookup)
         if where is None:
             where = _learn_file(code.co_filename)
         if not where:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels as K
-from ..function import Function, apply_binary, op_error, shape_of, unbroadcast
+from ..function import Function, apply_binary, op_error, shapes_of, unbroadcast
 from ..tensor import Tensor
 from ..typing import ArrayLike, Axis, DType, Scalar
 from ._args import _data, _keep_float_dtype, _operand
@@ -26,7 +26,7 @@ class Add(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (shape_of(a), shape_of(b))
+        ctx.shapes = shapes_of(a, b)
         return a + b
 
     @staticmethod
@@ -95,7 +95,7 @@ class Sub(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (shape_of(a), shape_of(b))
+        ctx.shapes = shapes_of(a, b)
         return a - b
 
     @staticmethod
@@ -1094,7 +1094,7 @@ class RoundedDiv(Function):
 
     @staticmethod
     def forward(ctx, a, b, mode):
-        ctx.shapes = (shape_of(a), shape_of(b))
+        ctx.shapes = shapes_of(a, b)
         with np.errstate(all="ignore"):
             return np.floor_divide(a, b) if mode == "floor" else np.trunc(a / b)
 
