@@ -87,15 +87,20 @@ def take_turns(script, libs, child_args, rounds):
 
 def print_medians(times, names, label, digits, title, columns):
     """The machine, `title`, then a table: one row per name with minitensor's median, torch's
-    (if timed) and their ratio. `columns`: the first column's heading and the unit of the
-    others ("op", "µs"); `label(name)` is a row's first cell, `digits` the decimals shown."""
+    (if timed), their ratio, and the ratio round by round: each round timed the two libraries
+    one right after the other, so a spell of the shared machine that slows both (they come and
+    go over seconds) cancels in that round's ratio, where it can sway one library's median.
+    The last column gives the median of those ratios and their range. `columns`: the first
+    column's heading and the unit of the others ("op", "µs"); `label(name)` is a row's first
+    cell, `digits` the decimals shown."""
     import statistics
 
     first, unit = columns
     print(f"machine: {cpu_model()}")
     print(title)
-    print(f"| {first} | minitensor {unit} | PyTorch {unit} | ratio |")
-    print("|---|---|---|---|")
+    heading = f"| {first} | minitensor {unit} | PyTorch {unit} | ratio |"
+    print(heading + (" ratio round by round: median (range) |" if "torch" in times else ""))
+    print("|---|---|---|---|" + ("---|" if "torch" in times else ""))
     for name in names:
         ours = statistics.median(times["minitensor"][name])
         if "torch" not in times:
@@ -103,7 +108,10 @@ def print_medians(times, names, label, digits, title, columns):
             continue
         theirs = statistics.median(times["torch"][name])
         cells = (ours, theirs, ours / theirs)
-        print(f"| {label(name)} | " + " | ".join(f"{c:.{digits}f}" for c in cells) + "x |")
+        paired = sorted(o / t for o, t in zip(times["minitensor"][name], times["torch"][name]))
+        rounds = f"{statistics.median(paired):.2f}x ({paired[0]:.2f}–{paired[-1]:.2f})"
+        print(f"| {label(name)} | " + " | ".join(f"{c:.{digits}f}" for c in cells) + "x |", end="")
+        print(f" {rounds} |")
 
 
 def describe():

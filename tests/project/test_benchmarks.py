@@ -111,3 +111,18 @@ def test_demo_wall_benchmark_runs_the_demo_in_a_fresh_clone_then_warm():
         wall, training, steps, rest = (float(cell) for cell in row.split("|")[2:6])
         assert steps == 3 and 0 < training < wall and rest > 0
     assert out.startswith("machine: ")
+
+
+def test_tables_give_the_ratio_round_by_round_beside_the_ratio_of_medians(capsys):
+    """A spell that slows both libraries in one round cancels in that round's ratio: the
+    paired column must be computed round by round, not from the two medians."""
+    sys.path.insert(0, ROOT)
+    from benchmarks.machine import print_medians
+
+    # round 2 is a slow spell for both; minitensor's median round is not torch's
+    times = {"minitensor": {"op": [1.0, 3.0, 1.2]}, "torch": {"op": [2.0, 6.0, 1.0]}}
+    print_medians(times, ["op"], str, 2, "title", ("mode", "µs"))
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| op")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["1.20", "2.00", "0.60x"]  # the medians' ratio
+    assert cells[4] == "0.50x (0.50–1.20)"  # per round: 0.5, 0.5, 1.2
