@@ -32,6 +32,8 @@ class Add(Function):
     @staticmethod
     def backward(ctx, grad):
         sa, sb = ctx.shapes
+        if sa == sb:  # nothing was broadcast (most additions): each input's gradient is grad
+            return grad, grad
         return unbroadcast(grad, sa), unbroadcast(grad, sb)
 
 
@@ -120,8 +122,11 @@ class Mul(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = unbroadcast(grad * b, a.shape) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(grad * a, b.shape) if ctx.needs_input_grad[1] else None
+        need_a, need_b = ctx.needs_input_grad
+        if a.shape == b.shape:  # nothing was broadcast (most products): nothing to sum back
+            return grad * b if need_a else None, grad * a if need_b else None
+        ga = unbroadcast(grad * b, a.shape) if need_a else None
+        gb = unbroadcast(grad * a, b.shape) if need_b else None
         return ga, gb
 
 
