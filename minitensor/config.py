@@ -124,6 +124,13 @@ SWITCHES = {
             "first training step (kernels/compile_ahead.py)",
         ),
         Switch(
+            "MINITENSOR_ATTENTION_TIMING",
+            "1",
+            "between 64 and 256 keys, attention's two paths (the fused node, the softmax node) "
+            "are timed once per layout and the faster kept; 0: the fused node there",
+            "which is faster depends on the machine and on d_k (ops/attention.py)",
+        ),
+        Switch(
             "MINITENSOR_CORE_OWNER",
             "trial",
             "whose threads the matrix products use: timed over whole training steps ('trial'), "

@@ -7,6 +7,10 @@ import sys
 # every build compiles where it is first called (the demos and benchmarks the tests start
 # inherit this). tests/kernels/test_compile_ahead.py tests the helper process on its own.
 os.environ.setdefault("MINITENSOR_COMPILE_AHEAD", "0")
+# Between 64 and 256 keys attention's two paths are timed and the faster kept: which node a
+# test's forward makes would depend on the machine's load. The tests fix the fused node there;
+# tests/ops/test_attention_timing.py turns the timing on and tests it.
+os.environ.setdefault("MINITENSOR_ATTENTION_TIMING", "0")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

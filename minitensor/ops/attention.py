@@ -16,9 +16,10 @@ ways to compute the same numbers, chosen by one rule (`records_graph`):
   which raises on any ±inf: the mask step's −inf is there by design.
 * **fused**, when nothing reads the graph: one node `fused_attention` whose kernel never holds
   the L_q × L_k weights (FlashAttention, Dao et al. 2022: minitensor/kernels/flash_attention.py),
-  from FUSED_MIN_KEYS keys on; below that, QKᵀ and ·V around one softmax node that scales and
-  masks as it normalises (on a few keys the tiled kernel's per-tile calls cost more than they
-  save). The result is the same within float32 rounding.
+  from FUSED_ALWAYS_KEYS keys on; below FUSED_MIN_KEYS, QKᵀ and ·V around one softmax node that
+  scales and masks as it normalises (on a few keys the tiled kernel's per-tile calls cost more
+  than they save); in between, whichever of the two was faster when the layout was first timed
+  on the running machine (`_fused_is_faster`). The result is the same within float32 rounding.
 
 **Masks.** Inside this module a bool mask means **True = blocked** — the meaning of
 `nn.MultiheadAttention`'s and `nn.Transformer`'s masks and of the `transformer` package. Torch's
@@ -38,10 +39,12 @@ import math
 
 import numpy as np
 
-from .. import hooks
+from .. import config, hooks
 from .. import random as _random
 from ..function import Function, ShapeError, op_error
-from ..kernels import fused_attention_backward, fused_attention_forward
+from ..kernels import core_owner, fused_attention_backward, fused_attention_forward
+from ..kernels.backend_switch import are_deterministic_algorithms_enabled
+from ..kernels.jit import median_times, threads, timings_would_mislead
 from ..state import state
 from ..tensor import Tensor
 from ..typing import ArrayLike
@@ -52,9 +55,14 @@ from .shape import expand, masked_fill, reshape, squeeze, swapaxes, unsqueeze
 # Below this many keys the fused path stays with the softmax node (see the module docstring):
 # the tiled kernel's per-tile BLAS calls cost more than they save on few keys (the addition
 # model's 5–7), and the L×L weights they spare are small. At 32 keys the softmax node was the
-# faster on both machines measured, from 64 on mostly the fused node (benchmarks/README.md,
-# "Teaching code as learners write it", has the table).
+# faster on both machines measured (benchmarks/README.md, "Teaching code as learners write it",
+# has the table). From FUSED_ALWAYS_KEYS on the fused node was the faster everywhere, and the
+# weights it spares grow as L²: it is taken without asking. In between, which is faster depends
+# on the machine and on d_k (at 64 keys one machine timed a tie at d_k 32 and the softmax node
+# clearly ahead at d_k 64: benchmarks/README.md, "Fused attention or the softmax node, timed"),
+# so the two are timed on the running machine (`_fused_is_faster`).
 FUSED_MIN_KEYS = 64
+FUSED_ALWAYS_KEYS = 256
 
 
 # ---- masks -----------------------------------------------------------------------------------
@@ -220,10 +228,16 @@ def _five_steps(q, k, v, mask, scale, p):
 
 def _fused(q, k, v, mask, scale, causal, p, need_weights):
     """The same attention when nothing reads the graph: the FlashAttention node, or — on a few
-    keys, or when the weights are wanted under anomaly mode — QKᵀ and ·V around one softmax node
-    that scales and masks as it normalises (see the module docstring). (output, weights or None)"""
-    l_q, l_k = q.shape[-2], k.shape[-2]
-    if l_k >= FUSED_MIN_KEYS and q.ndim in (3, 4) and not need_weights:
+    keys, where the softmax node was timed faster, or when the weights are wanted under anomaly
+    mode — QKᵀ and ·V around one softmax node that scales and masks as it normalises (see the
+    module docstring). (output, weights or None)"""
+    l_k = k.shape[-2]
+    if (
+        l_k >= FUSED_MIN_KEYS
+        and q.ndim in (3, 4)
+        and not need_weights
+        and (q.ndim == 3 or _fused_is_faster(q, k, v, mask, scale, causal))
+    ):
         if q.ndim == 3:  # (N, L, d): one head each
             out, _ = _fused(
                 *(unsqueeze(x, 1) for x in (q, k, v)),
@@ -237,12 +251,84 @@ def _fused(q, k, v, mask, scale, causal, p, need_weights):
         seed = _random.generator().integers(0, 2**64, dtype=np.uint64) if p else 0
         out = FusedAttention.apply(q, k, v, mask=mask, scale=scale, causal=causal, seed=seed, p=p)
         return out, None
-    if causal is not None:
-        mask = combine(mask, causal_mask(l_q, l_k, causal))
-    weights = softmax(matmul(q, swapaxes(k, -1, -2)), axis=-1, scale=scale, mask=mask)
+    weights = _softmax_node(q, k, mask, scale, causal)
     if p:
         weights = dropout(weights, p, True)
     return matmul(weights, v), (weights if need_weights else None)
+
+
+def _softmax_node(q, k, mask, scale, causal):
+    """softmax(q·kᵀ·scale + mask) by one softmax node that scales and masks as it normalises
+    (the causal mask, if any, joined to `mask`): the weights of `_fused`'s other path."""
+    if causal is not None:
+        mask = combine(mask, causal_mask(q.shape[-2], k.shape[-2], causal))
+    return softmax(matmul(q, swapaxes(k, -1, -2)), axis=-1, scale=scale, mask=mask)
+
+
+# ---- which path is faster, timed on the running machine -----------------------------------
+
+# {layout: whether the fused node was the faster}: timed the first time a layout is seen
+_FUSED_FASTER = {}
+# How much faster the softmax node must be timed to take a layout from the fused node, which
+# keeps it on a tie: it holds no L × L weights. (As `fastest` asks of a product's candidate.)
+_EDGE = 0.95
+
+
+def _fused_is_faster(q, k, v, mask, scale, causal):
+    """Whether a training forward of q (B, h, L_q, d) against L_k keys takes the fused node:
+    always from FUSED_ALWAYS_KEYS keys; below, as the two paths were timed, forward and
+    backward, the first time this layout was seen (the shapes, the mask's, causal or not,
+    the cores' owner and the thread count). Not timed — the fused node, as before the
+    timing existed — where a gradient is not wanted (no backward to time: evaluation,
+    decoding), under deterministic algorithms (the two paths round differently, and which one
+    runs must not depend on a clock), when MINITENSOR_ATTENTION_TIMING is off, and while a
+    helper compiles kernels (the timing would see the compiler, not the machine)."""
+    if k.shape[-2] >= FUSED_ALWAYS_KEYS or not _may_time(q, k, v):
+        return True
+    layout = (
+        q.shape,
+        k.shape,
+        v.shape,
+        q.dtype,
+        None if mask is None else (mask.shape, mask.dtype),
+        causal,
+        core_owner(),
+        threads(),
+    )
+    faster = _FUSED_FASTER.get(layout)
+    if faster is None:
+        times = _time_both_paths(q, k, v, mask, scale, causal)
+        if times is None:  # a helper started compiling: the fused node, asked again next time
+            return True
+        fused, softmax_node = times
+        faster = _FUSED_FASTER[layout] = not softmax_node < _EDGE * fused
+    return faster
+
+
+def _may_time(q, k, v):
+    """Whether `_fused_is_faster` may time the two paths now (its docstring says when not)."""
+    wanted = state.grad_enabled and (q.requires_grad or k.requires_grad or v.requires_grad)
+    return (
+        wanted
+        and config.enabled("MINITENSOR_ATTENTION_TIMING")
+        and not are_deterministic_algorithms_enabled()
+        and not timings_would_mislead()
+    )
+
+
+def _time_both_paths(q, k, v, mask, scale, causal):
+    """(fused, softmax node): the median seconds of a forward and backward of each path on
+    copies of q, k and v (this graph is not touched), taking turns; None if a helper started
+    compiling meanwhile. Without dropout: it costs the two paths alike."""
+    qc, kc, vc = (Tensor(x.numpy().copy(), requires_grad=True) for x in (q, k, v))
+
+    def fused():
+        FusedAttention.apply(qc, kc, vc, mask=mask, scale=scale, causal=causal).sum().backward()
+
+    def softmax_node():
+        matmul(_softmax_node(qc, kc, mask, scale, causal), vc).sum().backward()
+
+    return median_times([fused, softmax_node], rounds=3)
 
 
 def _check_qkv(q, k, v, op):
