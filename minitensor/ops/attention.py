@@ -319,8 +319,9 @@ def _may_time(q, k, v):
 def _time_both_paths(q, k, v, mask, scale, causal):
     """(fused, softmax node): the median seconds of a forward and backward of each path on
     copies of q, k and v (this graph is not touched), taking turns; None if a helper started
-    compiling meanwhile. Without dropout: it costs the two paths alike."""
-    qc, kc, vc = (Tensor(x.numpy().copy(), requires_grad=True) for x in (q, k, v))
+    compiling meanwhile. Without dropout: it costs the two paths alike. The copies keep the
+    inputs' order in memory (a head split is a transposed view: the products route by it)."""
+    qc, kc, vc = (Tensor(x.numpy().copy(order="K"), requires_grad=True) for x in (q, k, v))
 
     def fused():
         FusedAttention.apply(qc, kc, vc, mask=mask, scale=scale, causal=causal).sum().backward()
