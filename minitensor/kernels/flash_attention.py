@@ -250,14 +250,21 @@ def _row_address(x, b, h, i):
 
 
 @kernel()
-def _mask_scores(s, mask_row, cols, causal_limit):
+def _apply_mask(s, mask_row, cols, causal_limit):
     """s[jj] ← s[jj] + mask_row[jj], or −inf where the mask is −inf or jj > causal_limit (the
-    blocked score is replaced, never added to, so an inf or NaN there is not read); returns
-    the largest result (jit.row_max: a separate pass, so that both loops vectorise)."""
+    blocked score is replaced, never added to, so an inf or NaN there is not read)."""
     f = s.dtype.type
     for jj in range(cols):
         blocked = mask_row[jj] == -np.inf or jj > causal_limit
         s[jj] = f(-np.inf) if blocked else s[jj] + mask_row[jj]
+
+
+@kernel()
+def _mask_scores(s, mask_row, cols, causal_limit):
+    """_apply_mask, then the largest result (jit.row_max: a separate pass, so that both loops
+    vectorise). The forward's online softmax needs it; the backward, which has each row's
+    log-sum-exp already, masks with _apply_mask alone."""
+    _apply_mask(s, mask_row, cols, causal_limit)
     return jit.row_max(s[:cols])
 
 
@@ -378,7 +385,7 @@ def _weight_gradients(
             for jj in range(cols):
                 row[jj], grad[jj] = f(0), f(0)
             continue
-        _mask_scores(row, mask_rows[i if mask_rows.shape[0] > 1 else 0], cols, limit0 + ii)
+        _apply_mask(row, mask_rows[i if mask_rows.shape[0] > 1 else 0], cols, limit0 + ii)
         for jj in range(cols):
             row[jj] = jit.exp(row[jj] - lse[i])  # P, exactly 0 where blocked
         start = first_position + ii * row_positions
