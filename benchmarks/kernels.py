@@ -7,9 +7,10 @@
 Each row: the median time of one call (µs) after warm-up, over many repeats, for the numba
 backend, the numpy twin and torch (when installed, torch.set_num_threads(2)), and the ratios
 numpy/numba and torch/numba (> 1 means numba is faster). The machine is shared and noisy, so
-the three take turns: in each of --rounds rounds (default 3) every case is timed in numba,
-numpy and torch one right after the other, and the table shows each column's median over
-the rounds. Trust ratios measured in one run more than absolute times.
+the three take turns: in each of --rounds rounds (default 4) every case is timed in numba,
+numpy and torch one right after the other (numba and numpy in turn first: whichever came
+first after another case ran slower), and the table shows each column's median over the
+rounds. Trust ratios measured in one run more than absolute times.
 
 What is compared:
 * softmax fwd: ours computes softmax(scale·x + mask) with a causal (L, L) bool mask on the 3-D
@@ -224,13 +225,23 @@ def tile_cases(rng, quick):
 
 
 def _path(a, b):
-    """route's answer for a @ b, with the tile shape it picked ("tiles 4x2")."""
+    """route's answer for a @ b, read when the table is printed (after every round: the
+    answer the timed calls settled on, not the provisional one of a first call while a helper
+    compiles): the tile shape it picked ("tiles 4x2"), and "numpy 1T" where np.matmul runs
+    with BLAS on one thread."""
+    from minitensor.kernels import core_owner
     from minitensor.kernels.fast_matmul import products as P
 
-    name, product = P._choose(a, b)
-    if name == "tiles":
-        return "tiles {}x{}".format(*product.keywords["tile"])
-    return name
+    def label():
+        name, product = P._choose(a, b)
+        product = getattr(product, "product", product)  # a watched choice: what it runs
+        if name == "tiles":
+            return "tiles {}x{}".format(*product.keywords["tile"])
+        if product is P.numpy_product and core_owner() == "numba":
+            return "numpy 1T"
+        return name
+
+    return label
 
 
 def matmul_cases(rng, quick):
@@ -573,9 +584,9 @@ def main():
     parser.add_argument(
         "--rounds",
         type=int,
-        default=3,
+        default=4,
         help="times each case is measured, taking turns with the others "
-        "(default 3; the table shows the median)",
+        "(default 4: numba first in half of them; the table shows the median)",
     )
     parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -608,10 +619,14 @@ def main():
         file=sys.stderr,
     )
     child = TorchChild() if torch else None
-    for _ in range(args.rounds):  # each case's columns side by side, round after round
+    for round_ in range(args.rounds):  # each case's columns side by side, round after round
         for index, case in enumerate(cases):
-            case.runs.setdefault("numba", []).append(median_us(case.numba_fn, min_time))
-            case.runs.setdefault("numpy", []).append(median_us(case.numpy_fn, min_time))
+            # numba first in one round, numpy first in the next: the one timed first after
+            # another case (or torch's child) was slower by a tenth on big products that both
+            # columns computed with the same np.matmul call
+            columns = [("numba", case.numba_fn), ("numpy", case.numpy_fn)]
+            for column, fn in columns if round_ % 2 == 0 else columns[::-1]:
+                case.runs.setdefault(column, []).append(median_us(fn, min_time))
             us = child.time(index) if child else None
             if us is not None:
                 case.runs.setdefault("torch", []).append(us)
@@ -631,10 +646,15 @@ def main():
         torch_us = f"{t['torch']:9.1f}" if "torch" in t else f"{'-':>9}"
         torch_ratio = f"{t['torch'] / t['numba']:11.2f}" if "torch" in t else f"{'-':>11}"
         print(
-            f"| {case.label:<48} | {case.path or 'kernel':<10} | {t['numba']:9.1f} | "
+            f"| {case.label:<48} | {_label(case.path):<10} | {t['numba']:9.1f} | "
             f"{t['numpy']:9.1f} | {torch_us} | {t['numpy'] / t['numba']:11.2f} | "
             f"{torch_ratio} |"
         )
+
+
+def _label(path):
+    """The path column: a fixed name, the answer of a `_path` read now, or "kernel"."""
+    return (path() if callable(path) else path) or "kernel"
 
 
 if __name__ == "__main__":
