@@ -1031,12 +1031,12 @@ def test_a_candidate_takes_a_layout_only_when_clearly_faster_than_np_matmul(monk
 def test_a_candidate_takes_a_layout_only_when_it_wins_a_second_timing_too(monkeypatch):
     """A burst on a shared machine can make one timing's calls of the candidate run fast: a
     candidate that won clearly is timed again against np.matmul's best, and keeps the layout
-    only if it wins clearly again."""
+    only if it is faster there too (not necessarily clearly: a burst may slow it there)."""
     monkeypatch.setattr(matmul_module, "threads", lambda: 2)
     x, w = np.zeros((1024, 256), np.float32), np.zeros((256, 512), np.float32)
     if np.dtype(np.float32) not in matmul_module.GEMM:
         pytest.skip("no BLAS gemm for numba's threads to call here")
-    for second_gemm_time, want in ((1.0, "numpy"), (0.5, "gemm")):
+    for second_gemm_time, want in ((1.0, "numpy"), (0.99, "gemm"), (0.5, "gemm")):
         monkeypatch.setattr(matmul_module, "_FASTEST", {})
         gemm_times = iter([0.5, second_gemm_time])  # the first timing, then the second
         timed = []
@@ -1131,7 +1131,7 @@ def test_tile_shape_is_the_fastest_measured_and_kept(rng, monkeypatch):
     if best_time < matmul_module._CANDIDATE_EDGE * numpy_time:
         ((confirming, again_times),) = again  # the winner and np.matmul's best, timed anew
         assert confirming == [products[times.index(best_time)], numpy_best]
-        if again_times[0] < matmul_module._CANDIDATE_EDGE * again_times[1]:
+        if again_times[0] < again_times[1]:  # faster again (not necessarily clearly)
             best = confirming[0]
     else:
         assert not again
