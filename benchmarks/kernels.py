@@ -490,9 +490,10 @@ class TorchChild:
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError("the torch child process did not start")
 
-    def time(self, index):
-        """µs per call of case `index` in torch (None if the case has no torch version)."""
-        self.process.stdin.write(f"{index}\n")
+    def time_all(self):
+        """µs per call of every case in torch, in order (None where a case has no torch
+        version): one round of the torch column."""
+        self.process.stdin.write("all\n")
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())
 
@@ -606,12 +607,9 @@ def main():
 
     if args.torch_child:  # we are the child: time torch only
         print("ready", flush=True)
-        for line in sys.stdin:  # one case index per line
-            case = cases[int(line)]
-            print(
-                json.dumps(median_us(case.torch_fn, min_time) if case.torch_fn else None),
-                flush=True,
-            )
+        for _ in sys.stdin:  # one line per round: time every case
+            times = [median_us(c.torch_fn, min_time) if c.torch_fn else None for c in cases]
+            print(json.dumps(times), flush=True)
         return
 
     import numba
@@ -623,17 +621,19 @@ def main():
         file=sys.stderr,
     )
     child = TorchChild() if torch else None
-    for round_ in range(args.rounds):  # each case's columns side by side, round after round
-        for index, case in enumerate(cases):
+    for round_ in range(args.rounds):  # the columns side by side, round after round
+        if child:  # torch's column of the round, then a pause (see _wait_until_cores_free)
+            for case, us in zip(cases, child.time_all()):
+                if us is not None:
+                    case.runs.setdefault("torch", []).append(us)
+            _wait_until_cores_free()
+        for case in cases:
             # numba first in one round, numpy first in the next: the one timed first after
-            # another case (or torch's child) was slower by a tenth on big products that both
-            # columns computed with the same np.matmul call
+            # another case was slower by a tenth on big products that both columns computed
+            # with the same np.matmul call
             columns = [("numba", case.numba_fn), ("numpy", case.numpy_fn)]
             for column, fn in columns if round_ % 2 == 0 else columns[::-1]:
                 case.runs.setdefault(column, []).append(median_us(fn, min_time))
-            us = child.time(index) if child else None
-            if us is not None:
-                case.runs.setdefault("torch", []).append(us)
     if child:
         child.close()
     for case in cases:
@@ -654,6 +654,25 @@ def main():
             f"{t['numpy']:9.1f} | {torch_us} | {t['numpy'] / t['numba']:11.2f} | "
             f"{torch_ratio} |"
         )
+
+
+def _wait_until_cores_free(most_seconds=3.0):
+    """Wait until minitensor sees the cores free again after torch's child ran. minitensor's
+    polite threads (jit.cores) run on one thread while other processes keep the CPUs busy, as
+    measured over the last half second or so: timed case by case right after torch's child,
+    the numba column ran on one thread for a while — routes chosen then (the tile kernel on
+    one thread against np.matmul on BLAS's two) sent attention's q·kᵀ stack to np.matmul at
+    twice the tiles' time. A process running alone has the cores; so does this column."""
+    import numba
+
+    from minitensor.kernels import jit
+
+    alone = min(numba.get_num_threads(), len(os.sched_getaffinity(0)))
+    deadline = time.perf_counter() + most_seconds
+    while time.perf_counter() < deadline:
+        time.sleep(0.25)
+        if jit.cores() >= alone:
+            return
 
 
 def _label(path):
