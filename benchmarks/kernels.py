@@ -226,11 +226,10 @@ def tile_cases(rng, quick):
 
 def _path(a, b):
     """route's answer for a @ b. The route is chosen now, as the cases are built, before
-    torch's child process runs beside the timings (a choice timed while its idle workers
-    still spin is a choice for a busier machine); the label is read when the table is
-    printed, the answer the timed calls settled on (a watched winner may have lost its
-    layout since): the tile shape it picked ("tiles 4x2"), and "numpy 1T" where np.matmul
-    runs with BLAS on one thread."""
+    torch's child process starts (see _wait_until_cores_free); the label is read when the
+    table is printed, the answer the timed calls settled on (a watched winner may have lost
+    its layout since): the tile shape it picked ("tiles 4x2"), and "numpy 1T" where
+    np.matmul runs with BLAS on one thread."""
     from minitensor.kernels import core_owner
     from minitensor.kernels.fast_matmul import products as P
 

@@ -107,6 +107,30 @@ def test_a_provisional_route_is_not_remembered(helper, monkeypatch):
     assert name == "gemm"
 
 
+def test_a_helper_started_between_the_two_timings_leaves_the_route_provisional(monkeypatch):
+    """A candidate that won its first timing is timed again (`_wins_again`); when that second
+    timing finds the helper compiling (None), the answer is provisional, not a loss that would
+    be remembered for the process."""
+    monkeypatch.setattr(P, "_FASTEST", {})
+    monkeypatch.setattr(P, "_owner", ["numba"])
+    monkeypatch.setattr(P, "threads", lambda: 2)
+    monkeypatch.setattr(P, "blas_threads", lambda: 2)
+    answers = iter([None])  # the first timing: gemm wins; the second: the helper compiles
+
+    def timings(products, a, b):
+        if len(products) == 2:
+            return next(answers, [1.0, 2.0])
+        return [1.0] + [2.0] * (len(products) - 1)
+
+    monkeypatch.setattr(P, "_timings", timings)
+    a, b = _linear()
+    if a.dtype not in P.GEMM:
+        pytest.skip("no OpenBLAS gemm found: the layout goes to np.matmul by its layout")
+    assert isinstance(P._choose(a, b), P._Provisional)
+    name, _ = P._choose(a, b)  # asked again, both timings answer: the candidate
+    assert name == "gemm"
+
+
 def test_same_bits_route_times_nothing_and_need_not_wait(helper, monkeypatch):
     """Under deterministic algorithms with BLAS owning the cores, a layout's bits are checked
     (two products of random operands, compared) and nothing is timed: the check runs at once
